@@ -1,0 +1,594 @@
+// Package file is the Zarr file system store (store-filesystem.rst): key
+// "a/b/c" is the file a/b/c below the root directory.
+//
+// Guarantees:
+//   - Every path is resolved through an os.Root, so no key, symlink or race
+//     makes the store read or write outside its root.
+//   - Writes are atomic: the value goes to a temporary file in the target's
+//     directory, is fsynced, and is renamed over the target. A crash leaves the
+//     old value or the new one, never a torn one; readers holding the old file
+//     open keep reading the old value.
+//   - Conditional writes: the condition check and the rename run under an
+//     exclusive flock on the target's directory, which every writer takes, so
+//     they are one atomic step also between processes sharing the directory.
+//   - Generations are inode, modification time (set to the write's own
+//     nanosecond clock) and size, so every write yields a new one.
+//   - Erase removes directories left empty, up to the root.
+//
+// Temporary files are named ".zarrgate-tmp-*"; listings skip them and keys
+// whose last segment starts so are refused.
+package file
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"iter"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/storesvc"
+)
+
+const tmpPrefix = ".zarrgate-tmp-"
+
+// copyBufSize is the buffer size for copying values in and out.
+const copyBufSize = 1 << 20
+
+// Store is a directory-backed store. It is safe for concurrent use, also by
+// several processes sharing the directory.
+type Store struct {
+	root *os.Root
+	dir  string
+}
+
+var (
+	_ storesvc.Store         = (*Store)(nil)
+	_ storesvc.PartialWriter = (*Store)(nil)
+	_ storesvc.DirLister     = (*Store)(nil)
+	_ storesvc.PrefixEraser  = (*Store)(nil)
+)
+
+// New opens the store rooted at dir, creating the directory if needed.
+func New(dir string) (*Store, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, errs.Wrap(errs.FailedPrecondition, err, "file store: create root %s", abs)
+	}
+	root, err := os.OpenRoot(abs)
+	if err != nil {
+		return nil, errs.Wrap(errs.FailedPrecondition, err, "file store: open root %s", abs)
+	}
+	return &Store{root: root, dir: abs}, nil
+}
+
+// Dir is the store's root directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Capabilities implements storesvc.Store: everything.
+func (s *Store) Capabilities() storesvc.Capabilities {
+	return storesvc.Capabilities{Readable: true, Writable: true, Listable: true, PartialWrites: true, ConditionalWrites: true, Erasable: true}
+}
+
+// Close implements storesvc.Store.
+func (s *Store) Close() error { return s.root.Close() }
+
+// keyPath maps a validated key to its path relative to the root, and the
+// path of its directory ("." for top-level keys).
+func keyPath(key string) (rel, dir string) {
+	rel = filepath.FromSlash(key)
+	return rel, filepath.Dir(rel)
+}
+
+// mapErr gives an os error a code, naming the key.
+func mapErr(op, key string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		return errs.New(errs.NotFound, "%s: key %q not found", op, key)
+	case errors.Is(err, fs.ErrPermission):
+		return errs.Wrap(errs.PermissionDenied, err, "%s %q", op, key)
+	case isEscape(err):
+		return errs.New(errs.PermissionDenied, "%s %q: path resolves outside the store root (symlink)", op, key)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	return errs.Wrap(errs.Internal, err, "%s %q", op, key)
+}
+
+// isEscape reports an os.Root refusal to follow a path out of the root.
+func isEscape(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "escapes")
+}
+
+// generation identifies one write of a file: every write renames a new
+// inode into place, with its mtime set to the writer's nanosecond clock.
+func generation(fi fs.FileInfo) string {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Sprintf("%x.%x", fi.ModTime().UnixNano(), fi.Size())
+	}
+	return fmt.Sprintf("%x.%x.%x", st.Ino, fi.ModTime().UnixNano(), fi.Size())
+}
+
+// Get implements storesvc.Store.
+func (s *Store) Get(_ context.Context, key string, r storesvc.ByteRange) (*storesvc.Object, error) {
+	rel, _ := keyPath(key)
+	f, err := s.root.Open(rel)
+	if err != nil {
+		return nil, mapErr("get", key, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, mapErr("get", key, err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, errs.New(errs.NotFound, "get: key %q not found (it is a prefix of other keys)", key)
+	}
+	off, n, err := r.Resolve(fi.Size())
+	if err != nil {
+		f.Close()
+		return nil, errs.New(errs.OutOfRange, "get %q: %v", key, err)
+	}
+	return &storesvc.Object{
+		ReadCloser: readCloser{io.NewSectionReader(f, off, n), f},
+		Generation: generation(fi), Size: fi.Size(), Offset: off, Length: n,
+	}, nil
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// Set implements storesvc.Store.
+func (s *Store) Set(ctx context.Context, key string, value io.Reader, cond storesvc.Condition) (string, error) {
+	if err := checkReserved(key); err != nil {
+		return "", err
+	}
+	rel, dir := keyPath(key)
+	return s.replace(ctx, key, rel, dir, func(w io.Writer) error {
+		_, err := copyCtx(ctx, w, value)
+		return err
+	}, func(current fs.FileInfo) error { return checkCondition(key, current, cond) })
+}
+
+func checkReserved(key string) error {
+	if strings.HasPrefix(path.Base(key), tmpPrefix) {
+		return errs.New(errs.InvalidArgument, "key %q: names starting with %q are reserved by the file store", key, tmpPrefix)
+	}
+	return nil
+}
+
+// checkCondition checks cond against the current file (nil if absent).
+func checkCondition(key string, current fs.FileInfo, cond storesvc.Condition) error {
+	switch {
+	case cond.IfAbsent && current != nil:
+		return errs.New(errs.FailedPrecondition, "key %q already exists (generation %s)", key, generation(current))
+	case cond.IfGenerationMatch != "" && current == nil:
+		return errs.New(errs.FailedPrecondition, "key %q does not exist, expected generation %s", key, cond.IfGenerationMatch)
+	case cond.IfGenerationMatch != "" && generation(current) != cond.IfGenerationMatch:
+		return errs.New(errs.FailedPrecondition, "key %q has generation %s, expected %s", key, generation(current), cond.IfGenerationMatch)
+	}
+	return nil
+}
+
+// replace writes a new file for key with fill (outside any lock), then,
+// under the directory lock, runs check on the current file (nil if absent)
+// and renames the new file into place. It returns the new generation.
+func (s *Store) replace(ctx context.Context, key, rel, dir string, fill func(io.Writer) error, check func(current fs.FileInfo) error) (string, error) {
+	tmp, tmpRel, err := s.createTemp(key, dir)
+	if err != nil {
+		return "", err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			tmp.Close()
+			s.root.Remove(tmpRel)
+		}
+	}()
+	if err := fill(tmp); err != nil {
+		return "", mapErr("set", key, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	gen, err := s.seal(tmp, tmpRel)
+	if err != nil {
+		return "", mapErr("set", key, err)
+	}
+	err = s.withDirLock(key, dir, func(d *os.File) error {
+		current, err := s.current(key, rel)
+		if err != nil {
+			return err
+		}
+		if err := check(current); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := s.root.Rename(tmpRel, rel); err != nil {
+			return mapErr("set", key, err)
+		}
+		committed = true
+		return d.Sync()
+	})
+	if err != nil {
+		return "", err
+	}
+	return gen, nil
+}
+
+// seal flushes the temporary file, stamps it with a fresh nanosecond mtime
+// and closes it, returning the generation it will have once renamed.
+func (s *Store) seal(tmp *os.File, tmpRel string) (string, error) {
+	if err := tmp.Sync(); err != nil {
+		return "", err
+	}
+	now := time.Now()
+	if err := s.root.Chtimes(tmpRel, now, now); err != nil {
+		return "", err
+	}
+	fi, err := tmp.Stat()
+	if err != nil {
+		return "", err
+	}
+	return generation(fi), tmp.Close()
+}
+
+// current stats the file of key: nil if absent; an error if the key is a
+// directory, or sits below a file.
+func (s *Store) current(key, rel string) (fs.FileInfo, error) {
+	fi, err := s.root.Lstat(rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, mapErr("stat", key, err)
+	case fi.IsDir():
+		return nil, errs.New(errs.FailedPrecondition, "key %q is a prefix of other keys in this file store; erase them first", key)
+	}
+	return fi, nil
+}
+
+// createTemp creates a temporary file in dir, creating dir if needed. A
+// concurrent erase may remove an empty dir between the two steps; then it
+// tries again.
+func (s *Store) createTemp(key, dir string) (*os.File, string, error) {
+	var lastErr error
+	for range 10 {
+		if dir != "." {
+			if err := s.root.MkdirAll(dir, 0o755); err != nil {
+				if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
+					return nil, "", errs.New(errs.FailedPrecondition, "set %q: a parent of the key is itself a key (a file) in this file store", key)
+				}
+				return nil, "", mapErr("set", key, err)
+			}
+		}
+		var rnd [8]byte
+		rand.Read(rnd[:])
+		tmpRel := filepath.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:]))
+		f, err := s.root.OpenFile(tmpRel, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			return f, tmpRel, nil
+		}
+		lastErr = err
+		if !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+	}
+	return nil, "", mapErr("set", key, lastErr)
+}
+
+// withDirLock runs fn holding an exclusive flock on dir. A lock on a
+// directory that a concurrent erase removed (and a writer perhaps
+// recreated) protects nothing, so it checks that the locked directory is
+// still the one at that path, and tries again if not.
+func (s *Store) withDirLock(key, dir string, fn func(d *os.File) error) error {
+	for range 100 {
+		d, err := s.root.Open(dir)
+		if err != nil {
+			return mapErr("lock", key, err)
+		}
+		fd := int(d.Fd())
+		if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+			d.Close()
+			return mapErr("lock", key, err)
+		}
+		held, err1 := d.Stat()
+		now, err2 := s.root.Stat(dir)
+		if err1 == nil && err2 == nil && os.SameFile(held, now) {
+			err := fn(d)
+			unix.Flock(fd, unix.LOCK_UN)
+			d.Close()
+			return err
+		}
+		unix.Flock(fd, unix.LOCK_UN)
+		d.Close()
+		if err2 != nil && !errors.Is(err2, fs.ErrNotExist) {
+			return mapErr("lock", key, err2)
+		}
+		if errors.Is(err2, fs.ErrNotExist) {
+			return errs.New(errs.NotFound, "key %q not found", key)
+		}
+	}
+	return errs.New(errs.Aborted, "key %q: directory kept changing under the lock", key)
+}
+
+// SetPartialValues implements storesvc.PartialWriter: per key, a copy of
+// the current value is patched and renamed over it under the directory lock,
+// so concurrent partial writers never lose each other's updates.
+func (s *Store) SetPartialValues(ctx context.Context, writes []storesvc.PartialWrite) error {
+	for key, ws := range storesvc.GroupWrites(writes) {
+		if err := s.patch(ctx, key, ws); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) patch(ctx context.Context, key string, ws []storesvc.PartialWrite) error {
+	rel, dir := keyPath(key)
+	if _, err := s.root.Stat(dir); err != nil {
+		return mapErr("set_partial_values", key, err)
+	}
+	return s.withDirLock(key, dir, func(d *os.File) error {
+		old, err := s.root.Open(rel)
+		if err != nil {
+			return mapErr("set_partial_values", key, err)
+		}
+		defer old.Close()
+		fi, err := old.Stat()
+		if err != nil || !fi.Mode().IsRegular() {
+			return errs.New(errs.NotFound, "set_partial_values: key %q not found", key)
+		}
+		size := fi.Size()
+		for _, w := range ws {
+			if w.Offset > size {
+				return errs.New(errs.OutOfRange, "set_partial_values %q: offset %d is past the end of the %d-byte value", key, w.Offset, size)
+			}
+			size = max(size, w.Offset+int64(len(w.Data)))
+		}
+		tmp, tmpRel, err := s.createTemp(key, dir)
+		if err != nil {
+			return err
+		}
+		committed := false
+		defer func() {
+			if !committed {
+				tmp.Close()
+				s.root.Remove(tmpRel)
+			}
+		}()
+		if _, err := copyCtx(ctx, tmp, old); err != nil {
+			return mapErr("set_partial_values", key, err)
+		}
+		for _, w := range ws {
+			if _, err := tmp.WriteAt(w.Data, w.Offset); err != nil {
+				return mapErr("set_partial_values", key, err)
+			}
+		}
+		if _, err := s.seal(tmp, tmpRel); err != nil {
+			return mapErr("set_partial_values", key, err)
+		}
+		if err := s.root.Rename(tmpRel, rel); err != nil {
+			return mapErr("set_partial_values", key, err)
+		}
+		committed = true
+		return d.Sync()
+	})
+}
+
+// Erase implements storesvc.Store.
+func (s *Store) Erase(_ context.Context, key string, cond storesvc.Condition) error {
+	rel, dir := keyPath(key)
+	if _, err := s.root.Stat(dir); err != nil {
+		if cond.IsZero() && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
+			return nil
+		}
+		if cond.IfGenerationMatch != "" {
+			return errs.New(errs.FailedPrecondition, "key %q does not exist, expected generation %s", key, cond.IfGenerationMatch)
+		}
+		return mapErr("erase", key, err)
+	}
+	err := s.withDirLock(key, dir, func(*os.File) error {
+		current, err := s.current(key, rel)
+		if err != nil {
+			return err
+		}
+		if err := checkCondition(key, current, cond); err != nil {
+			return err
+		}
+		if current == nil {
+			return nil
+		}
+		return mapErr("erase", key, s.root.Remove(rel))
+	})
+	if errors.Is(err, storesvc.ErrNotFound) {
+		if !cond.IsZero() {
+			return errs.New(errs.FailedPrecondition, "key %q does not exist, expected generation %s", key, cond.IfGenerationMatch)
+		}
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	s.prune(dir)
+	return nil
+}
+
+// prune removes dir and its parents while they are empty.
+func (s *Store) prune(dir string) {
+	for d := dir; d != "." && d != string(filepath.Separator); d = filepath.Dir(d) {
+		if s.root.Remove(d) != nil {
+			return
+		}
+	}
+}
+
+// ErasePrefix implements storesvc.PrefixEraser.
+func (s *Store) ErasePrefix(_ context.Context, prefix string) error {
+	if prefix == "" {
+		entries, err := fs.ReadDir(s.root.FS(), ".")
+		if err != nil {
+			return mapErr("erase_prefix", prefix, err)
+		}
+		for _, e := range entries {
+			if err := s.root.RemoveAll(e.Name()); err != nil {
+				return mapErr("erase_prefix", prefix, err)
+			}
+		}
+		return nil
+	}
+	dir := filepath.FromSlash(strings.TrimSuffix(prefix, "/"))
+	fi, err := s.root.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || (err == nil && !fi.IsDir()) {
+		return nil
+	}
+	if err := s.root.RemoveAll(dir); err != nil {
+		return mapErr("erase_prefix", prefix, err)
+	}
+	s.prune(filepath.Dir(dir))
+	return nil
+}
+
+// prefixDir maps a validated prefix to its directory relative to the root.
+func prefixDir(prefix string) string {
+	if prefix == "" {
+		return "."
+	}
+	return strings.TrimSuffix(prefix, "/")
+}
+
+// isValue reports whether a directory entry holds a value: a regular file
+// (or a symlink to one), not one of our temporary files.
+func isValue(d fs.DirEntry) bool {
+	return !d.IsDir() && (d.Type().IsRegular() || d.Type()&fs.ModeSymlink != 0) && !strings.HasPrefix(d.Name(), tmpPrefix)
+}
+
+// ListPrefix implements storesvc.Store.
+func (s *Store) ListPrefix(ctx context.Context, prefix string) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		dir := prefixDir(prefix)
+		fsys := s.root.FS()
+		if fi, err := fs.Stat(fsys, dir); err != nil || !fi.IsDir() {
+			return
+		}
+		err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil // removed while we walked
+				}
+				return err
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if !isValue(d) {
+				return nil
+			}
+			if !yield(p, nil) {
+				return fs.SkipAll
+			}
+			return nil
+		})
+		if err != nil {
+			yield("", mapErr("list_prefix", prefix, err))
+		}
+	}
+}
+
+// ListDir implements storesvc.DirLister. Empty directories are not listed
+// as prefixes.
+func (s *Store) ListDir(ctx context.Context, prefix string) iter.Seq2[storesvc.DirEntry, error] {
+	return func(yield func(storesvc.DirEntry, error) bool) {
+		fsys := s.root.FS()
+		entries, err := fs.ReadDir(fsys, prefixDir(prefix))
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+				yield(storesvc.DirEntry{}, mapErr("list_dir", prefix, err))
+			}
+			return
+		}
+		for _, e := range entries {
+			if err := ctx.Err(); err != nil {
+				yield(storesvc.DirEntry{}, err)
+				return
+			}
+			var entry storesvc.DirEntry
+			switch {
+			case e.IsDir():
+				if !s.hasValues(path.Join(prefixDir(prefix), e.Name())) {
+					continue
+				}
+				entry = storesvc.DirEntry{Path: prefix + e.Name() + "/", IsPrefix: true}
+			case isValue(e):
+				entry = storesvc.DirEntry{Path: prefix + e.Name()}
+			default:
+				continue
+			}
+			if !yield(entry, nil) {
+				return
+			}
+		}
+	}
+}
+
+// hasValues reports whether the directory holds at least one value, at any
+// depth.
+func (s *Store) hasValues(dir string) bool {
+	found := false
+	fs.WalkDir(s.root.FS(), dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && isValue(d) {
+			found = true
+			return fs.SkipAll
+		}
+		return nil
+	})
+	return found
+}
+
+// copyCtx copies src to dst in 1 MiB steps, stopping when ctx is done.
+func copyCtx(ctx context.Context, dst io.Writer, src io.Reader) (int64, error) {
+	buf := make([]byte, copyBufSize)
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		m, err := io.ReadFull(src, buf)
+		if m > 0 {
+			w, werr := dst.Write(buf[:m])
+			n += int64(w)
+			if werr != nil {
+				return n, werr
+			}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}

@@ -1,0 +1,450 @@
+package storesvc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"iter"
+	"sort"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/zarrgate/zarrgate/errs"
+)
+
+// Portable is the layer in front of every backend: it validates input,
+// enforces capabilities and read-only mode, and supplies fallbacks for the
+// optional interfaces a backend lacks. It implements FullStore.
+type Portable struct {
+	s        Store
+	caps     Capabilities
+	readOnly bool
+	fanout   int
+}
+
+var _ FullStore = (*Portable)(nil)
+
+// Option configures Wrap.
+type Option func(*Portable)
+
+// ReadOnly makes every write fail with ErrPrecondition.
+func ReadOnly() Option { return func(p *Portable) { p.readOnly = true } }
+
+// WithFanout sets how many Gets the GetPartialValues fallback runs at once
+// (default 16).
+func WithFanout(n int) Option {
+	return func(p *Portable) {
+		if n > 0 {
+			p.fanout = n
+		}
+	}
+}
+
+// maxPartialWriteAttempts bounds the conditional read-modify-write fallback
+// of SetPartialValues under contention.
+const maxPartialWriteAttempts = 16
+
+// Wrap returns the portable layer over s. Wrapping a *Portable without
+// options returns it unchanged.
+func Wrap(s Store, opts ...Option) *Portable {
+	if p, ok := s.(*Portable); ok && len(opts) == 0 {
+		return p
+	}
+	p := &Portable{s: s, fanout: 16}
+	for _, o := range opts {
+		o(p)
+	}
+	c := s.Capabilities()
+	if p.readOnly {
+		c.Writable, c.PartialWrites, c.Erasable, c.ConditionalWrites = false, false, false, false
+	}
+	if _, ok := s.(PartialWriter); !ok {
+		// The fallback is a read-modify-write conditioned on the generation.
+		c.PartialWrites = c.Writable && c.Readable && c.ConditionalWrites
+	}
+	p.caps = c
+	return p
+}
+
+// Unwrap returns the backend behind the portable layer.
+func (p *Portable) Unwrap() Store { return p.s }
+
+// Capabilities implements Store.
+func (p *Portable) Capabilities() Capabilities { return p.caps }
+
+func (p *Portable) checkReadable() error {
+	if !p.caps.Readable {
+		return errs.New(errs.Unimplemented, "store is not readable")
+	}
+	return nil
+}
+
+func (p *Portable) checkWritable(op string) error {
+	if p.readOnly || !p.caps.Writable {
+		return errs.New(errs.FailedPrecondition, "%s: store is read-only", op)
+	}
+	return nil
+}
+
+func (p *Portable) checkErasable(op string) error {
+	if err := p.checkWritable(op); err != nil {
+		return err
+	}
+	if !p.caps.Erasable {
+		return errs.New(errs.Unimplemented, "%s: store cannot erase values", op)
+	}
+	return nil
+}
+
+func (p *Portable) checkCondition(op, key string, c Condition) error {
+	if c.IsZero() {
+		return nil
+	}
+	if c.IfAbsent && c.IfGenerationMatch != "" {
+		return errs.New(errs.InvalidArgument, "%s %q: if_absent and if_generation_match are exclusive", op, key)
+	}
+	if !p.caps.ConditionalWrites {
+		return errs.New(errs.Unimplemented, "%s %q: store does not support conditional writes", op, key)
+	}
+	return nil
+}
+
+func (p *Portable) checkListable() error {
+	if !p.caps.Listable {
+		return errs.New(errs.Unimplemented, "store is not listable")
+	}
+	return nil
+}
+
+// Get implements Store.
+func (p *Portable) Get(ctx context.Context, key string, r ByteRange) (*Object, error) {
+	if err := p.checkReadable(); err != nil {
+		return nil, err
+	}
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return p.s.Get(ctx, key, r)
+}
+
+// GetPartialValues implements PartialReader. Without a backend
+// implementation it runs up to the fanout of Gets at once.
+func (p *Portable) GetPartialValues(ctx context.Context, reqs []KeyRange) ([]PartialValue, error) {
+	if err := p.checkReadable(); err != nil {
+		return nil, err
+	}
+	for _, r := range reqs {
+		if err := ValidateKey(r.Key); err != nil {
+			return nil, err
+		}
+		if err := r.Range.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if pr, ok := p.s.(PartialReader); ok {
+		return pr.GetPartialValues(ctx, reqs)
+	}
+	out := make([]PartialValue, len(reqs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(p.fanout)
+	for i, r := range reqs {
+		g.Go(func() error {
+			data, err := readRange(gctx, p.s, r)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				return nil
+			case err != nil:
+				return err
+			}
+			out[i] = PartialValue{Data: data, Found: true}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func readRange(ctx context.Context, s Store, r KeyRange) ([]byte, error) {
+	obj, err := s.Get(ctx, r.Key, r.Range)
+	if err != nil {
+		return nil, err
+	}
+	defer obj.Close()
+	buf := make([]byte, obj.Length)
+	if _, err := io.ReadFull(obj, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// Set implements Store.
+func (p *Portable) Set(ctx context.Context, key string, value io.Reader, cond Condition) (string, error) {
+	if err := p.checkWritable("set"); err != nil {
+		return "", err
+	}
+	if err := ValidateKey(key); err != nil {
+		return "", err
+	}
+	if err := p.checkCondition("set", key, cond); err != nil {
+		return "", err
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	return p.s.Set(ctx, key, value, cond)
+}
+
+// SetPartialValues implements PartialWriter. Without a backend
+// implementation it reads each value with its generation, patches it and
+// writes it back conditioned on that generation, retrying on conflict.
+func (p *Portable) SetPartialValues(ctx context.Context, writes []PartialWrite) error {
+	if err := p.checkWritable("set_partial_values"); err != nil {
+		return err
+	}
+	if !p.caps.PartialWrites {
+		return errs.New(errs.Unimplemented, "set_partial_values: store does not support partial writes")
+	}
+	if err := CheckPartialWrites(writes); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if pw, ok := p.s.(PartialWriter); ok {
+		return pw.SetPartialValues(ctx, writes)
+	}
+	for key, ws := range GroupWrites(writes) {
+		if err := p.patchConditionally(ctx, key, ws); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Portable) patchConditionally(ctx context.Context, key string, ws []PartialWrite) error {
+	for range maxPartialWriteAttempts {
+		old, gen, err := ReadAll(ctx, p.s, key)
+		if err != nil {
+			return err
+		}
+		value, err := Patch(key, old, ws)
+		if err != nil {
+			return err
+		}
+		_, err = p.s.Set(ctx, key, bytes.NewReader(value), Condition{IfGenerationMatch: gen})
+		if !errors.Is(err, ErrPrecondition) {
+			return err
+		}
+	}
+	return errs.New(errs.Aborted, "set_partial_values %q: value kept changing, gave up after %d attempts", key, maxPartialWriteAttempts)
+}
+
+// CheckPartialWrites validates keys and offsets, and rejects overlapping
+// writes to one key.
+func CheckPartialWrites(writes []PartialWrite) error {
+	for _, w := range writes {
+		if err := ValidateKey(w.Key); err != nil {
+			return err
+		}
+		if w.Offset < 0 {
+			return errs.New(errs.InvalidArgument, "set_partial_values %q: negative offset %d", w.Key, w.Offset)
+		}
+	}
+	for key, ws := range GroupWrites(writes) {
+		for i := 1; i < len(ws); i++ {
+			if ws[i-1].Offset+int64(len(ws[i-1].Data)) > ws[i].Offset {
+				return errs.New(errs.InvalidArgument, "set_partial_values %q: writes at %d and %d overlap", key, ws[i-1].Offset, ws[i].Offset)
+			}
+		}
+	}
+	return nil
+}
+
+// GroupWrites groups writes by key, each group sorted by offset.
+func GroupWrites(writes []PartialWrite) map[string][]PartialWrite {
+	m := make(map[string][]PartialWrite)
+	for _, w := range writes {
+		m[w.Key] = append(m[w.Key], w)
+	}
+	for _, ws := range m {
+		sort.Slice(ws, func(i, j int) bool { return ws[i].Offset < ws[j].Offset })
+	}
+	return m
+}
+
+// Patch applies writes (sorted by offset, as GroupWrites returns them) to a
+// copy of value. A write may extend the value but must start within it.
+func Patch(key string, value []byte, writes []PartialWrite) ([]byte, error) {
+	size := int64(len(value))
+	for _, w := range writes {
+		if w.Offset > size {
+			return nil, errs.New(errs.OutOfRange, "set_partial_values %q: offset %d is past the end of the %d-byte value", key, w.Offset, size)
+		}
+		size = max(size, w.Offset+int64(len(w.Data)))
+	}
+	out := make([]byte, size)
+	copy(out, value)
+	for _, w := range writes {
+		copy(out[w.Offset:], w.Data)
+	}
+	return out, nil
+}
+
+// Erase implements Store.
+func (p *Portable) Erase(ctx context.Context, key string, cond Condition) error {
+	if err := p.checkErasable("erase"); err != nil {
+		return err
+	}
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if cond.IfAbsent {
+		return errs.New(errs.InvalidArgument, "erase %q: if_absent makes no sense for erase", key)
+	}
+	if err := p.checkCondition("erase", key, cond); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return p.s.Erase(ctx, key, cond)
+}
+
+// EraseValues implements BatchEraser.
+func (p *Portable) EraseValues(ctx context.Context, keys []string) error {
+	if err := p.checkErasable("erase_values"); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := ValidateKey(k); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return p.eraseValues(ctx, keys)
+}
+
+func (p *Portable) eraseValues(ctx context.Context, keys []string) error {
+	if be, ok := p.s.(BatchEraser); ok {
+		return be.EraseValues(ctx, keys)
+	}
+	for _, k := range keys {
+		if err := p.s.Erase(ctx, k, Condition{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ErasePrefix implements PrefixEraser. Without a backend implementation it
+// lists the prefix and erases in batches.
+func (p *Portable) ErasePrefix(ctx context.Context, prefix string) error {
+	if err := p.checkErasable("erase_prefix"); err != nil {
+		return err
+	}
+	if err := ValidatePrefix(prefix); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if pe, ok := p.s.(PrefixEraser); ok {
+		return pe.ErasePrefix(ctx, prefix)
+	}
+	const batch = 1000
+	var keys []string
+	for k, err := range p.s.ListPrefix(ctx, prefix) {
+		if err != nil {
+			return err
+		}
+		keys = append(keys, k)
+	}
+	for len(keys) > 0 {
+		n := min(batch, len(keys))
+		if err := p.eraseValues(ctx, keys[:n]); err != nil {
+			return err
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
+// ListPrefix implements Store.
+func (p *Portable) ListPrefix(ctx context.Context, prefix string) iter.Seq2[string, error] {
+	if err := p.checkListable(); err != nil {
+		return failSeq[string](err)
+	}
+	if err := ValidatePrefix(prefix); err != nil {
+		return failSeq[string](err)
+	}
+	return p.s.ListPrefix(ctx, prefix)
+}
+
+// ListDir implements DirLister. Without a backend implementation it lists
+// every key under the prefix and folds deeper keys into child prefixes.
+func (p *Portable) ListDir(ctx context.Context, prefix string) iter.Seq2[DirEntry, error] {
+	if err := p.checkListable(); err != nil {
+		return failSeq[DirEntry](err)
+	}
+	if err := ValidatePrefix(prefix); err != nil {
+		return failSeq[DirEntry](err)
+	}
+	if dl, ok := p.s.(DirLister); ok {
+		return dl.ListDir(ctx, prefix)
+	}
+	return func(yield func(DirEntry, error) bool) {
+		seen := make(map[string]bool)
+		for k, err := range p.s.ListPrefix(ctx, prefix) {
+			if err != nil {
+				yield(DirEntry{}, err)
+				return
+			}
+			e := DirEntryOf(prefix, k)
+			if e.IsPrefix {
+				if seen[e.Path] {
+					continue
+				}
+				seen[e.Path] = true
+			}
+			if !yield(e, nil) {
+				return
+			}
+		}
+	}
+}
+
+// DirEntryOf returns what key, found under prefix, contributes to a
+// ListDir of prefix: the key itself, or its child prefix.
+func DirEntryOf(prefix, key string) DirEntry {
+	rest := key[len(prefix):]
+	for i := 0; i < len(rest); i++ {
+		if rest[i] == '/' {
+			return DirEntry{Path: prefix + rest[:i+1], IsPrefix: true}
+		}
+	}
+	return DirEntry{Path: key}
+}
+
+// Close implements Store.
+func (p *Portable) Close() error { return p.s.Close() }
+
+func failSeq[T any](err error) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		var zero T
+		yield(zero, err)
+	}
+}
