@@ -176,4 +176,3 @@ func sampleHeap(peak *atomic.Uint64) (stop func()) {
 	}()
 	return func() { close(done); wg.Wait() }
 }
-
