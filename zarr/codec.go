@@ -111,7 +111,6 @@ func validateCodecs(chain []CodecSpec, ndim int, d DataType, field string) error
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-
 func validateCodecConfig(c CodecSpec, ndim int, d DataType, field string) error {
 	switch c.Name {
 	case "bytes":

@@ -1,0 +1,475 @@
+package zarr
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/zarrgate/zarrgate/errs"
+)
+
+// NCZarrArray is the netCDF information of an NCZarr variable.
+type NCZarrArray struct {
+	// DimensionRefs are the fully qualified names of the variable's shared
+	// dimensions ("/x", "/g1/y"), one per dimension; empty for a scalar.
+	DimensionRefs []string
+	// Storage is "chunked", "contiguous", "compact" or "scalar".
+	Storage string
+	// AttributeTypes maps user attribute names to their netCDF types as
+	// numpy typestrings ("<i4", ">S1" for char, "|J0" for JSON).
+	AttributeTypes map[string]string
+	// MaxStrLen is _nczarr_maxstrlen, 0 when absent.
+	MaxStrLen int
+}
+
+// NCZarrGroup is the netCDF information of an NCZarr group (its shared
+// dimensions are Group.Dimensions).
+type NCZarrGroup struct {
+	// Superblock is set for the root group of an NCZarr dataset, with the
+	// version it records.
+	Superblock bool
+	Version    string
+	// Arrays and Groups list the group's variables and subgroups.
+	Arrays []string
+	Groups []string
+	// AttributeTypes maps user attribute names to their netCDF types.
+	AttributeTypes map[string]string
+	// DefaultMaxStrLen is _nczarr_default_maxstrlen, 0 when absent.
+	DefaultMaxStrLen int
+}
+
+type ncArrayRaw struct{ array json.RawMessage }
+
+type ncGroupRaw struct{ superblock, group json.RawMessage }
+
+// ncReserved reports attribute names NCZarr and xarray reserve.
+func ncReserved(key string) bool {
+	return strings.HasPrefix(strings.ToLower(key), "_nczarr_") || key == "_ARRAY_DIMENSIONS"
+}
+
+// splitAttrs separates reserved attributes from user attributes, keeping
+// the user attributes' document verbatim when nothing is reserved.
+func splitAttrs(zattrs []byte) (user json.RawMessage, reserved map[string]json.RawMessage, err error) {
+	if len(bytes.TrimSpace(zattrs)) == 0 {
+		return nil, nil, nil
+	}
+	members, err := parseObject(zattrs, ".zattrs")
+	if err != nil {
+		return nil, nil, err
+	}
+	var w objWriter
+	for _, kv := range members {
+		if ncReserved(kv.Key) {
+			if reserved == nil {
+				reserved = map[string]json.RawMessage{}
+			}
+			reserved[strings.ToLower(kv.Key)] = kv.Value
+			if kv.Key == "_ARRAY_DIMENSIONS" {
+				reserved[kv.Key] = kv.Value
+			}
+			continue
+		}
+		w.raw(kv.Key, kv.Value)
+	}
+	if reserved == nil {
+		return bytes.TrimSpace(zattrs), nil, nil
+	}
+	if w.buf.Len() == 0 {
+		w.buf.WriteByte('{')
+	}
+	w.buf.WriteByte('}')
+	return w.buf.Bytes(), reserved, nil
+}
+
+// ncJSON reads an NCZarr value, which old netCDF versions store as a JSON
+// string holding the JSON.
+func ncJSON(v json.RawMessage, out any, field string) error {
+	v = bytes.TrimSpace(v)
+	if len(v) > 0 && v[0] == '"' {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			v = []byte(s)
+		}
+	}
+	if err := decodeNumber(v, out); err != nil {
+		return errs.New(errs.InvalidArgument, "%s: %v", field, err)
+	}
+	return nil
+}
+
+func parseAttrTypes(v json.RawMessage, field string) (map[string]string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var at struct {
+		Types map[string]string `json:"types"`
+	}
+	if err := ncJSON(v, &at, field); err != nil {
+		return nil, err
+	}
+	for k := range at.Types {
+		if ncReserved(k) {
+			delete(at.Types, k)
+		}
+	}
+	if len(at.Types) == 0 {
+		return nil, nil
+	}
+	return at.Types, nil
+}
+
+func parseIntAttr(v json.RawMessage, field string) (int, error) {
+	if v == nil {
+		return 0, nil
+	}
+	var x any
+	if err := ncJSON(v, &x, field); err != nil {
+		return 0, err
+	}
+	if l, ok := x.([]any); ok && len(l) == 1 {
+		x = l[0]
+	}
+	n, ok := x.(json.Number)
+	if !ok {
+		return 0, errs.New(errs.InvalidArgument, "%s: must be an integer", field)
+	}
+	i, err := strconv.Atoi(string(n))
+	if err != nil || i < 0 {
+		return 0, errs.New(errs.InvalidArgument, "%s: must be a non-negative integer", field)
+	}
+	return i, nil
+}
+
+func (a *Array) applyV2Attrs(zattrs []byte, nc ncArrayRaw) error {
+	user, res, err := splitAttrs(zattrs)
+	if err != nil {
+		return err
+	}
+	a.Attributes = user
+	ncArr := nc.array
+	if ncArr == nil {
+		ncArr = res["_nczarr_array"]
+	}
+	if ncArr != nil {
+		info := &NCZarrArray{}
+		var raw struct {
+			Dimrefs    []string `json:"dimrefs"`
+			DimRefs    []string `json:"dimension_references"`
+			Dimensions []string `json:"dimensions"`
+			Storage    string   `json:"storage"`
+		}
+		if err := ncJSON(ncArr, &raw, "_nczarr_array"); err != nil {
+			return err
+		}
+		info.DimensionRefs = raw.Dimrefs
+		if info.DimensionRefs == nil {
+			info.DimensionRefs = raw.DimRefs
+		}
+		if info.DimensionRefs == nil {
+			info.DimensionRefs = raw.Dimensions
+		}
+		info.Storage = raw.Storage
+		if info.AttributeTypes, err = parseAttrTypes(firstOf(res, "_nczarr_attr", "_nczarr_attrs"), "_nczarr_attr"); err != nil {
+			return err
+		}
+		if info.MaxStrLen, err = parseIntAttr(res["_nczarr_maxstrlen"], "_nczarr_maxstrlen"); err != nil {
+			return err
+		}
+		scalar := info.Storage == "scalar" || (len(info.DimensionRefs) == 1 && info.DimensionRefs[0] == "/_scalar_")
+		if scalar {
+			if len(a.Shape) != 1 || a.Shape[0] != 1 {
+				return errs.New(errs.InvalidArgument, "_nczarr_array: a scalar must have shape [1]")
+			}
+			a.Shape, a.ChunkShape = []int64{}, []int64{}
+			info.DimensionRefs = nil
+			info.Storage = "scalar"
+			a.Codecs = dropTranspose(a.Codecs)
+		} else {
+			if len(info.DimensionRefs) != len(a.Shape) {
+				return errs.New(errs.InvalidArgument, "_nczarr_array.dimrefs: has %d entries, shape has %d dimensions", len(info.DimensionRefs), len(a.Shape))
+			}
+			a.DimensionNames = make([]string, len(info.DimensionRefs))
+			for i, r := range info.DimensionRefs {
+				a.DimensionNames[i] = r[strings.LastIndexByte(r, '/')+1:]
+			}
+		}
+		a.NCZarr = info
+	}
+	if xd, ok := res["_ARRAY_DIMENSIONS"]; ok && a.DimensionNames == nil && len(a.Shape) > 0 {
+		var names []string
+		if err := json.Unmarshal(xd, &names); err != nil || len(names) != len(a.Shape) {
+			return errs.New(errs.InvalidArgument, "_ARRAY_DIMENSIONS: must list one name per dimension")
+		}
+		a.DimensionNames = names
+	}
+	return nil
+}
+
+func dropTranspose(c []CodecSpec) []CodecSpec {
+	if len(c) > 0 && c[0].Name == "transpose" {
+		return c[1:]
+	}
+	return c
+}
+
+func firstOf(m map[string]json.RawMessage, keys ...string) json.RawMessage {
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			return v
+		}
+	}
+	return nil
+}
+
+func (g *Group) applyV2Attrs(zattrs []byte, nc ncGroupRaw) error {
+	user, res, err := splitAttrs(zattrs)
+	if err != nil {
+		return err
+	}
+	g.Attributes = user
+	sb := nc.superblock
+	if sb == nil {
+		sb = res["_nczarr_superblock"]
+	}
+	grp := nc.group
+	if grp == nil {
+		grp = res["_nczarr_group"]
+	}
+	if sb == nil && grp == nil {
+		return nil
+	}
+	info := &NCZarrGroup{}
+	if sb != nil {
+		var s struct {
+			Version any `json:"version"`
+		}
+		if err := ncJSON(sb, &s, "_nczarr_superblock"); err != nil {
+			return err
+		}
+		info.Superblock = true
+		if s.Version != nil {
+			info.Version = strings.Trim(string(mustJSON(s.Version)), `"`)
+		}
+	}
+	if grp != nil {
+		var raw map[string]json.RawMessage
+		if err := ncJSON(grp, &raw, "_nczarr_group"); err != nil {
+			return err
+		}
+		if err := json.Unmarshal(orNull(firstOf(raw, "vars", "arrays", "variables")), &info.Arrays); err != nil {
+			return errs.New(errs.InvalidArgument, "_nczarr_group.vars: must be a list of names")
+		}
+		if err := json.Unmarshal(orNull(firstOf(raw, "groups", "subgroups")), &info.Groups); err != nil {
+			return errs.New(errs.InvalidArgument, "_nczarr_group.groups: must be a list of names")
+		}
+		if g.Dimensions, err = parseNCDims(firstOf(raw, "dims", "dimensions")); err != nil {
+			return err
+		}
+	}
+	if info.AttributeTypes, err = parseAttrTypes(firstOf(res, "_nczarr_attr", "_nczarr_attrs"), "_nczarr_attr"); err != nil {
+		return err
+	}
+	if info.DefaultMaxStrLen, err = parseIntAttr(res["_nczarr_default_maxstrlen"], "_nczarr_default_maxstrlen"); err != nil {
+		return err
+	}
+	g.NCZarr = info
+	return nil
+}
+
+func orNull(v json.RawMessage) json.RawMessage {
+	if v == nil {
+		return json.RawMessage("null")
+	}
+	return v
+}
+
+// parseNCDims reads the dimensions of _nczarr_group in any of the forms
+// netCDF has written: {"x": 4}, {"x": {"size": 4, "unlimited": 1}} or
+// [{"name": "x", "size": 4, "unlimited": 1}].
+func parseNCDims(v json.RawMessage) ([]Dimension, error) {
+	const field = "_nczarr_group.dims"
+	if v == nil || isNull(v) {
+		return nil, nil
+	}
+	type dimObj struct {
+		Name      string      `json:"name"`
+		Size      json.Number `json:"size"`
+		Unlimited json.Number `json:"unlimited"`
+	}
+	toDim := func(name string, size json.Number, unl json.Number) (Dimension, error) {
+		n, err := strconv.ParseInt(string(size), 10, 64)
+		if err != nil || n < 0 {
+			return Dimension{}, errs.New(errs.InvalidArgument, "%s[%q]: size must be a non-negative integer", field, name)
+		}
+		return Dimension{Name: name, Size: n, Unlimited: unl != "" && unl != "0"}, nil
+	}
+	if isObject(v) {
+		members, err := parseObject(v, field)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]Dimension, 0, len(members))
+		for _, kv := range members {
+			var d dimObj
+			if isObject(kv.Value) {
+				if err := decodeNumber(kv.Value, &d); err != nil {
+					return nil, errs.New(errs.InvalidArgument, "%s[%q]: %v", field, kv.Key, err)
+				}
+			} else {
+				var s any
+				if err := decodeNumber(kv.Value, &s); err != nil {
+					return nil, errs.New(errs.InvalidArgument, "%s[%q]: %v", field, kv.Key, err)
+				}
+				switch x := s.(type) {
+				case json.Number:
+					d.Size = x
+				case string:
+					d.Size = json.Number(x)
+				}
+			}
+			dim, err := toDim(kv.Key, d.Size, d.Unlimited)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, dim)
+		}
+		return out, nil
+	}
+	var list []dimObj
+	if err := decodeNumber(v, &list); err != nil {
+		return nil, errs.New(errs.InvalidArgument, "%s: %v", field, err)
+	}
+	out := make([]Dimension, 0, len(list))
+	for _, d := range list {
+		dim, err := toDim(d.Name, d.Size, d.Unlimited)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, dim)
+	}
+	return out, nil
+}
+
+// encodeUserAttrs copies the user attributes into w.
+func encodeUserAttrs(w *objWriter, attrs json.RawMessage) error {
+	if attrs == nil {
+		return nil
+	}
+	members, err := parseObject(attrs, "attributes")
+	if err != nil {
+		return err
+	}
+	for _, kv := range members {
+		w.raw(kv.Key, kv.Value)
+	}
+	return nil
+}
+
+func attrTypes(user map[string]string, reserved ...string) map[string]string {
+	t := make(map[string]string, len(user)+len(reserved))
+	for k, v := range user {
+		t[k] = v
+	}
+	for _, r := range reserved {
+		t[r] = "|J0"
+	}
+	return t
+}
+
+func (a *Array) encodeV2Attrs() ([]byte, error) {
+	w := objWriter{indent: "    "}
+	if err := encodeUserAttrs(&w, a.Attributes); err != nil {
+		return nil, err
+	}
+	named := len(a.DimensionNames) > 0
+	for _, n := range a.DimensionNames {
+		named = named && n != ""
+	}
+	if named {
+		w.add("_ARRAY_DIMENSIONS", a.DimensionNames)
+	}
+	if nc := a.NCZarr; nc != nil {
+		refs := nc.DimensionRefs
+		storage := nc.Storage
+		if len(a.Shape) == 0 {
+			refs, storage = []string{}, "scalar"
+		} else if len(refs) != len(a.Shape) {
+			refs = make([]string, len(a.Shape))
+			for i := range refs {
+				name := ""
+				if i < len(a.DimensionNames) {
+					name = a.DimensionNames[i]
+				}
+				if name == "" {
+					return nil, errs.New(errs.InvalidArgument, "NCZarr: dimension %d has no name", i)
+				}
+				refs[i] = "/" + name
+			}
+		}
+		if storage == "" || storage == "scalar" && len(a.Shape) > 0 {
+			storage = "chunked"
+		}
+		var arr objWriter
+		arr.add("dimrefs", refs)
+		arr.add("storage", storage)
+		arr.buf.WriteByte('}')
+		w.raw("_nczarr_array", arr.buf.Bytes())
+		if nc.MaxStrLen > 0 {
+			w.add("_nczarr_maxstrlen", nc.MaxStrLen)
+		}
+		w.add("_nczarr_attr", map[string]any{"types": attrTypes(nc.AttributeTypes, "_nczarr_array", "_nczarr_attr")})
+	}
+	return w.bytes()
+}
+
+func (g *Group) encodeV2Attrs() ([]byte, error) {
+	w := objWriter{indent: "    "}
+	if err := encodeUserAttrs(&w, g.Attributes); err != nil {
+		return nil, err
+	}
+	if nc := g.NCZarr; nc != nil || len(g.Dimensions) > 0 {
+		if nc == nil {
+			nc = &NCZarrGroup{}
+		}
+		var dims objWriter
+		for _, d := range g.Dimensions {
+			if d.Unlimited {
+				dims.add(d.Name, map[string]int64{"size": d.Size, "unlimited": 1})
+			} else {
+				dims.add(d.Name, d.Size)
+			}
+		}
+		if dims.buf.Len() == 0 {
+			dims.buf.WriteByte('{')
+		}
+		dims.buf.WriteByte('}')
+		var grp objWriter
+		grp.raw("dims", dims.buf.Bytes())
+		grp.add("vars", nonNilStrings(nc.Arrays))
+		grp.add("groups", nonNilStrings(nc.Groups))
+		grp.buf.WriteByte('}')
+		w.raw("_nczarr_group", grp.buf.Bytes())
+		reserved := []string{"_nczarr_group", "_nczarr_attr"}
+		if nc.Superblock {
+			v := nc.Version
+			if v == "" {
+				v = "2.0.0"
+			}
+			w.add("_nczarr_superblock", map[string]any{"version": v, "format": 2})
+			reserved = append(reserved, "_nczarr_superblock")
+		}
+		if nc.DefaultMaxStrLen > 0 {
+			w.add("_nczarr_default_maxstrlen", nc.DefaultMaxStrLen)
+		}
+		w.add("_nczarr_attr", map[string]any{"types": attrTypes(nc.AttributeTypes, reserved...)})
+	}
+	return w.bytes()
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
