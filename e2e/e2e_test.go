@@ -107,7 +107,7 @@ func TestServeAnswersGrpcurl(t *testing.T) {
 	if err != nil {
 		t.Fatalf("grpcurl list: %v\n%s", err, out)
 	}
-	for _, want := range []string{"zarrgate.store.v1.StoreService", "grpc.health.v1.Health"} {
+	for _, want := range []string{"zarrgate.store.v1.StoreService", "zarrgate.gateway.v1.ArrayService", "grpc.health.v1.Health"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("grpcurl list lacks %s:\n%s", want, out)
 		}
@@ -195,5 +195,37 @@ func TestUsageErrors(t *testing.T) {
 		if len(out) == 0 {
 			t.Errorf("zarrgate %q printed nothing", args)
 		}
+	}
+}
+
+func TestGatewayHierarchyOverGrpcurl(t *testing.T) {
+	root := t.TempDir()
+	s := startServer(t, "--root", root)
+	call := func(method, body string) string {
+		t.Helper()
+		out, err := grpcurl(t, "", "-plaintext", "-d", body, s.addr, "zarrgate.gateway.v1.ArrayService/"+method)
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", method, body, err, out)
+		}
+		return out
+	}
+	call("CreateGroup", `{"path": "", "attributes_json": "{\"title\": \"demo\"}"}`)
+	call("CreateArray", `{"path": "temp", "shape": [100, 200], "data_type": "float32", "chunk_shape": [10, 20], "dimension_names": ["y", "x"]}`)
+	out := call("GetNode", `{"path": "temp"}`)
+	for _, want := range []string{`"NODE_KIND_ARRAY"`, `"FORMAT_ZARR_V3"`, `"float32"`, `"y"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("GetNode lacks %s:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "temp", "zarr.json")); err != nil {
+		t.Errorf("array metadata not on disk: %v", err)
+	}
+	out = call("ListChildren", `{"path": ""}`)
+	if !strings.Contains(out, `"path": "temp"`) {
+		t.Errorf("ListChildren lacks the array:\n%s", out)
+	}
+	out, err := grpcurl(t, "", "-plaintext", "-d", `{"path": "temp", "shape": [1, 2], "data_type": "float32"}`, s.addr, "zarrgate.gateway.v1.ArrayService/CreateArray")
+	if err == nil || !strings.Contains(out, "AlreadyExists") {
+		t.Errorf("creating twice: %v\n%s", err, out)
 	}
 }

@@ -1,7 +1,7 @@
 // Command zarrgate is the zarrgate server and tool: one binary, components
 // as subcommands.
 //
-//	zarrgate serve [--root DIR] [--listen ADDR]   serve a store over gRPC
+//	zarrgate serve [--root DIR] [--listen ADDR]   the embedded gateway over a store
 package main
 
 import (
@@ -21,7 +21,7 @@ type command struct {
 }
 
 var commands = []command{
-	{"serve", "serve a store (StoreService, health, reflection) over gRPC", runServe},
+	{"serve", "serve a store: the gateway (ArrayService) and StoreService over gRPC", runServe},
 }
 
 func main() {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/zarrgate/zarrgate/gateway"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/file"
@@ -50,7 +51,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
 	}
 	srv := rpc.NewServer(logger)
-	storesvc.NewServer(store).Register(srv)
+	gateway.NewServer(gateway.New(store, nil, gateway.Config{})).Register(srv)
 	srv.Health.SetServingStatus("", grpc_health_v1.HealthCheckResponse_SERVING)
 	logger.Info("zarrgate serving", "addr", lis.Addr().String(), "root", backend.Dir(), "read_only", *readOnly)
 	return serveUntilDone(ctx, logger, srv, lis)

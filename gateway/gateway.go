@@ -1,0 +1,79 @@
+// Package gateway is zarrgate's array engine: the hierarchy of groups and
+// arrays of a Zarr store (v3, v2, NCZarr) and streaming reads and writes of
+// hyperslabs, turned into store I/O and codec work.
+//
+// It is written against the store contract (storesvc.Store) and the codec
+// engine interface (Codecs) only, never against a backend or generated
+// stubs, so the same engine runs embedded (file store, in-process codecs)
+// and over remote store and codec workers.
+package gateway
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/zarrgate/zarrgate/storesvc"
+)
+
+// Config tunes a gateway. The zero value gives the defaults.
+type Config struct {
+	// MetadataTTL is how long node metadata and shard indexes are cached.
+	// Writes through this gateway invalidate them at once; writes by other
+	// gateways are seen after at most this long. Default 2s; negative
+	// disables caching.
+	MetadataTTL time.Duration
+	// MaxSlabBytes is the largest slab (decoded bytes) one ReadSlab or
+	// WriteSlab may move; larger ones fail with ResourceExhausted. Default
+	// 64 GiB.
+	MaxSlabBytes int64
+	// Parallelism is how many chunks are fetched and decoded (or encoded and
+	// stored) at once. Default 4 × GOMAXPROCS.
+	Parallelism int
+	// MaxWriteAttempts bounds the read-modify-write retries of one chunk
+	// under contention. Default 64.
+	MaxWriteAttempts int
+	// WriteBufferBytes bounds the decoded data a WriteSlab holds for chunks
+	// whose blocks have not all arrived. Default 256 MiB.
+	WriteBufferBytes int64
+}
+
+func (c Config) withDefaults() Config {
+	if c.MetadataTTL == 0 {
+		c.MetadataTTL = 2 * time.Second
+	}
+	if c.MaxSlabBytes == 0 {
+		c.MaxSlabBytes = 64 << 30
+	}
+	if c.Parallelism == 0 {
+		c.Parallelism = 4 * runtime.GOMAXPROCS(0)
+	}
+	if c.MaxWriteAttempts == 0 {
+		c.MaxWriteAttempts = 64
+	}
+	if c.WriteBufferBytes == 0 {
+		c.WriteBufferBytes = 256 << 20
+	}
+	return c
+}
+
+// Gateway serves the arrays of one store.
+type Gateway struct {
+	store  *storesvc.Portable
+	codecs Codecs
+	cfg    Config
+	meta   *ttlCache[*node]
+}
+
+// New returns a gateway over store, running codec work on codecs.
+func New(store storesvc.Store, codecs Codecs, cfg Config) *Gateway {
+	cfg = cfg.withDefaults()
+	return &Gateway{
+		store:  storesvc.Wrap(store),
+		codecs: codecs,
+		cfg:    cfg,
+		meta:   newTTLCache[*node](cfg.MetadataTTL),
+	}
+}
+
+// Store is the store behind the gateway.
+func (g *Gateway) Store() *storesvc.Portable { return g.store }

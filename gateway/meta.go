@@ -1,0 +1,146 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/storesvc"
+	"github.com/zarrgate/zarrgate/zarr"
+)
+
+// Metadata document keys, relative to a node's prefix.
+const (
+	keyV3     = "zarr.json"
+	keyZarray = ".zarray"
+	keyZgroup = ".zgroup"
+	keyZattrs = ".zattrs"
+)
+
+// node is a loaded group or array.
+type node struct {
+	path  string
+	array *zarr.Array
+	group *zarr.Group
+}
+
+// prefix is the store prefix of the node's keys ("" for the root).
+func (n *node) prefix() string { return nodePrefix(n.path) }
+
+func nodePrefix(path string) string {
+	if path == "" {
+		return ""
+	}
+	return path + "/"
+}
+
+// checkPath validates a node path: "" (the root) or a valid store key.
+func checkPath(path string) error {
+	if path == "" {
+		return nil
+	}
+	if err := storesvc.ValidateKey(path); err != nil {
+		return errs.New(errs.InvalidArgument, "invalid node path %q: must be empty (the root) or a valid key without leading or trailing \"/\"", path)
+	}
+	return nil
+}
+
+// loadNode reads a node's metadata with one GetPartialValues: zarr.json, or
+// .zarray / .zgroup with .zattrs (v2 and NCZarr).
+func loadNode(ctx context.Context, s storesvc.PartialReader, path string) (*node, error) {
+	if err := checkPath(path); err != nil {
+		return nil, err
+	}
+	p := nodePrefix(path)
+	vals, err := s.GetPartialValues(ctx, []storesvc.KeyRange{{Key: p + keyV3}, {Key: p + keyZarray}, {Key: p + keyZgroup}, {Key: p + keyZattrs}})
+	if err != nil {
+		return nil, err
+	}
+	v3, zarray, zgroup, zattrs := vals[0], vals[1], vals[2], vals[3]
+	n := &node{path: path}
+	switch {
+	case v3.Found:
+		parsed, err := zarr.ParseV3(v3.Data)
+		if err != nil {
+			return nil, fmt.Errorf("node %q (%s): %w", path, p+keyV3, err)
+		}
+		n.array, n.group = parsed.Array, parsed.Group
+	case zarray.Found:
+		a, err := zarr.ParseV2Array(zarray.Data, zattrs.Data)
+		if err != nil {
+			return nil, fmt.Errorf("node %q (%s): %w", path, p+keyZarray, err)
+		}
+		n.array = a
+	case zgroup.Found:
+		g, err := zarr.ParseV2Group(zgroup.Data, zattrs.Data)
+		if err != nil {
+			return nil, fmt.Errorf("node %q (%s): %w", path, p+keyZgroup, err)
+		}
+		n.group = g
+	default:
+		return nil, errs.New(errs.NotFound, "no Zarr node at %q (none of zarr.json, .zarray, .zgroup)", path)
+	}
+	return n, nil
+}
+
+// ttlCache is a small cache whose entries expire after a fixed time and
+// are dropped by this gateway's own writes.
+type ttlCache[V any] struct {
+	ttl time.Duration
+	mu  sync.Mutex
+	m   map[string]ttlEntry[V]
+}
+
+type ttlEntry[V any] struct {
+	v       V
+	expires time.Time
+}
+
+func newTTLCache[V any](ttl time.Duration) *ttlCache[V] {
+	return &ttlCache[V]{ttl: ttl, m: make(map[string]ttlEntry[V])}
+}
+
+func (c *ttlCache[V]) get(key string) (V, bool) {
+	var zero V
+	if c.ttl <= 0 {
+		return zero, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[key]
+	if !ok || time.Now().After(e.expires) {
+		delete(c.m, key)
+		return zero, false
+	}
+	return e.v, true
+}
+
+func (c *ttlCache[V]) put(key string, v V) {
+	if c.ttl <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) > 100_000 { // bound memory: start over
+		clear(c.m)
+	}
+	c.m[key] = ttlEntry[V]{v: v, expires: time.Now().Add(c.ttl)}
+}
+
+// drop removes key, or with a trailing "/" every key under that prefix.
+func (c *ttlCache[V]) drop(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if strings.HasSuffix(key, "/") || key == "" {
+		for k := range c.m {
+			if strings.HasPrefix(k, key) {
+				delete(c.m, k)
+			}
+		}
+		return
+	}
+	delete(c.m, key)
+}

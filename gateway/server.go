@@ -1,0 +1,266 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+
+	"google.golang.org/grpc"
+
+	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
+
+	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/storesvc"
+	"github.com/zarrgate/zarrgate/zarr"
+)
+
+// Server serves a Gateway as zarrgate.gateway.v1.ArrayService, and its
+// store as zarrgate.store.v1.StoreService (a pass-through, so that stub
+// clients and other Zarr libraries can use the raw store through the
+// gateway).
+type Server struct {
+	gatewayv1.UnimplementedArrayServiceServer
+	g *Gateway
+}
+
+// NewServer returns the gRPC server of g.
+func NewServer(g *Gateway) *Server { return &Server{g: g} }
+
+// Register registers ArrayService and the StoreService pass-through.
+func (s *Server) Register(r grpc.ServiceRegistrar) {
+	gatewayv1.RegisterArrayServiceServer(r, s)
+	storesvc.NewServer(&invalidating{Portable: s.g.store, g: s.g}).Register(r)
+}
+
+// invalidating is the gateway's store as served through the StoreService
+// pass-through: raw writes through it drop the gateway's cached metadata,
+// like writes through the gateway itself.
+type invalidating struct {
+	*storesvc.Portable
+	g *Gateway
+}
+
+func (s *invalidating) drop() { s.g.meta.drop("") }
+
+func (s *invalidating) Set(ctx context.Context, key string, v io.Reader, c storesvc.Condition) (string, error) {
+	defer s.drop()
+	return s.Portable.Set(ctx, key, v, c)
+}
+
+func (s *invalidating) SetPartialValues(ctx context.Context, w []storesvc.PartialWrite) error {
+	defer s.drop()
+	return s.Portable.SetPartialValues(ctx, w)
+}
+
+func (s *invalidating) Erase(ctx context.Context, key string, c storesvc.Condition) error {
+	defer s.drop()
+	return s.Portable.Erase(ctx, key, c)
+}
+
+func (s *invalidating) EraseValues(ctx context.Context, keys []string) error {
+	defer s.drop()
+	return s.Portable.EraseValues(ctx, keys)
+}
+
+func (s *invalidating) ErasePrefix(ctx context.Context, prefix string) error {
+	defer s.drop()
+	return s.Portable.ErasePrefix(ctx, prefix)
+}
+
+// NodeProto converts a node for the wire.
+func NodeProto(n *Node) (*gatewayv1.Node, error) {
+	out := &gatewayv1.Node{Path: n.Path, Format: gatewayv1.Format(n.Format), AttributesJson: "{}"}
+	var attrs json.RawMessage
+	if n.Array != nil {
+		attrs = n.Array.Attributes
+		info, err := arrayInfo(n.Array)
+		if err != nil {
+			return nil, err
+		}
+		out.Kind, out.Array = gatewayv1.NodeKind_NODE_KIND_ARRAY, info
+	} else {
+		out.Kind = gatewayv1.NodeKind_NODE_KIND_GROUP
+		attrs = n.Group.Attributes
+		for _, d := range n.Group.Dimensions {
+			out.Dimensions = append(out.Dimensions, &gatewayv1.Dimension{Name: d.Name, Size: uint64(d.Size), Unlimited: d.Unlimited})
+		}
+	}
+	if len(attrs) > 0 {
+		out.AttributesJson = string(attrs)
+	}
+	return out, nil
+}
+
+func arrayInfo(a *zarr.Array) (*gatewayv1.ArrayInfo, error) {
+	codecs, err := json.Marshal(a.Codecs)
+	if err != nil {
+		return nil, err
+	}
+	fill, err := zarr.EncodeFillValue(a.DataType, a.FillValue, a.FillNull)
+	if err != nil {
+		fill = json.RawMessage("null")
+	}
+	info := &gatewayv1.ArrayInfo{
+		Shape: u64s(a.Shape), DataType: a.DataType.Name, ChunkShape: u64s(a.ChunkShape),
+		CodecsJson: string(codecs), DimensionNames: a.DimensionNames, FillValueJson: string(fill),
+	}
+	if inner, ok := innerChunkShape(a); ok {
+		info.ShardShape, info.ChunkShape = info.ChunkShape, u64s(inner)
+	}
+	if ls := a.LegacySharding; ls != nil {
+		shard := make([]int64, len(a.ChunkShape))
+		for i := range shard {
+			shard[i] = a.ChunkShape[i] * ls.ChunksPerShard[i]
+		}
+		info.ShardShape = u64s(shard)
+	}
+	return info, nil
+}
+
+// innerChunkShape returns the inner chunk shape of an array whose chain is
+// a sharding_indexed codec.
+func innerChunkShape(a *zarr.Array) ([]int64, bool) {
+	for _, c := range a.Codecs {
+		if c.Name == "sharding_indexed" {
+			var cfg struct {
+				ChunkShape []int64 `json:"chunk_shape"`
+			}
+			if json.Unmarshal(c.Configuration, &cfg) == nil && len(cfg.ChunkShape) == len(a.Shape) {
+				return cfg.ChunkShape, true
+			}
+		}
+	}
+	return nil, false
+}
+
+func u64s(v []int64) []uint64 {
+	out := make([]uint64, len(v))
+	for i, x := range v {
+		out[i] = uint64(x)
+	}
+	return out
+}
+
+func i64s(v []uint64) ([]int64, error) {
+	out := make([]int64, len(v))
+	for i, x := range v {
+		if x > 1<<62 {
+			return nil, errs.New(errs.InvalidArgument, "dimension %d: %d is too large", i, x)
+		}
+		out[i] = int64(x)
+	}
+	return out, nil
+}
+
+func (s *Server) reply(n *Node, err error) (*gatewayv1.Node, error) {
+	if err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	p, err := NodeProto(n)
+	return p, errs.ToStatus(err)
+}
+
+// GetNode implements gatewayv1.ArrayServiceServer.
+func (s *Server) GetNode(ctx context.Context, req *gatewayv1.GetNodeRequest) (*gatewayv1.GetNodeResponse, error) {
+	n, err := s.reply(s.g.GetNode(ctx, req.GetPath()))
+	if err != nil {
+		return nil, err
+	}
+	return &gatewayv1.GetNodeResponse{Node: n}, nil
+}
+
+// ListChildren implements gatewayv1.ArrayServiceServer.
+func (s *Server) ListChildren(req *gatewayv1.ListChildrenRequest, stream grpc.ServerStreamingServer[gatewayv1.ListChildrenResponse]) error {
+	const batch = 100
+	resp := &gatewayv1.ListChildrenResponse{}
+	err := s.g.Children(stream.Context(), req.GetPath(), req.GetRecursive(), func(n *Node) error {
+		p, err := NodeProto(n)
+		if err != nil {
+			return err
+		}
+		resp.Nodes = append(resp.Nodes, p)
+		if len(resp.Nodes) == batch {
+			if err := stream.Send(resp); err != nil {
+				return err
+			}
+			resp = &gatewayv1.ListChildrenResponse{}
+		}
+		return nil
+	})
+	if err != nil {
+		return errs.ToStatus(err)
+	}
+	if len(resp.Nodes) > 0 {
+		return stream.Send(resp)
+	}
+	return nil
+}
+
+// CreateGroup implements gatewayv1.ArrayServiceServer.
+func (s *Server) CreateGroup(ctx context.Context, req *gatewayv1.CreateGroupRequest) (*gatewayv1.CreateGroupResponse, error) {
+	spec := GroupSpec{Format: Format(req.GetFormat()), Attributes: json.RawMessage(req.GetAttributesJson())}
+	for _, d := range req.GetDimensions() {
+		spec.Dimensions = append(spec.Dimensions, zarr.Dimension{Name: d.GetName(), Size: int64(d.GetSize()), Unlimited: d.GetUnlimited()})
+	}
+	n, err := s.reply(s.g.CreateGroup(ctx, req.GetPath(), spec))
+	if err != nil {
+		return nil, err
+	}
+	return &gatewayv1.CreateGroupResponse{Node: n}, nil
+}
+
+// CreateArray implements gatewayv1.ArrayServiceServer.
+func (s *Server) CreateArray(ctx context.Context, req *gatewayv1.CreateArrayRequest) (*gatewayv1.CreateArrayResponse, error) {
+	spec := ArraySpec{
+		Format: Format(req.GetFormat()), DataType: req.GetDataType(), DimensionNames: req.GetDimensionNames(),
+		Codecs: json.RawMessage(req.GetCodecsJson()), FillValue: json.RawMessage(req.GetFillValueJson()),
+		Attributes: json.RawMessage(req.GetAttributesJson()),
+	}
+	var err error
+	if spec.Shape, err = i64s(req.GetShape()); err == nil {
+		if spec.ChunkShape, err = i64s(req.GetChunkShape()); err == nil {
+			spec.ShardShape, err = i64s(req.GetShardShape())
+		}
+	}
+	if err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	if len(spec.ShardShape) == 0 {
+		spec.ShardShape = nil
+	}
+	n, err := s.reply(s.g.CreateArray(ctx, req.GetPath(), spec))
+	if err != nil {
+		return nil, err
+	}
+	return &gatewayv1.CreateArrayResponse{Node: n}, nil
+}
+
+// UpdateAttributes implements gatewayv1.ArrayServiceServer.
+func (s *Server) UpdateAttributes(ctx context.Context, req *gatewayv1.UpdateAttributesRequest) (*gatewayv1.UpdateAttributesResponse, error) {
+	n, err := s.reply(s.g.UpdateAttributes(ctx, req.GetPath(), json.RawMessage(req.GetAttributesJson()), req.GetMerge()))
+	if err != nil {
+		return nil, err
+	}
+	return &gatewayv1.UpdateAttributesResponse{Node: n}, nil
+}
+
+// DeleteNode implements gatewayv1.ArrayServiceServer.
+func (s *Server) DeleteNode(ctx context.Context, req *gatewayv1.DeleteNodeRequest) (*gatewayv1.DeleteNodeResponse, error) {
+	if err := s.g.Delete(ctx, req.GetPath()); err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	return &gatewayv1.DeleteNodeResponse{}, nil
+}
+
+// ResizeArray implements gatewayv1.ArrayServiceServer.
+func (s *Server) ResizeArray(ctx context.Context, req *gatewayv1.ResizeArrayRequest) (*gatewayv1.ResizeArrayResponse, error) {
+	shape, err := i64s(req.GetShape())
+	if err != nil {
+		return nil, errs.ToStatus(err)
+	}
+	n, err := s.reply(s.g.Resize(ctx, req.GetPath(), shape))
+	if err != nil {
+		return nil, err
+	}
+	return &gatewayv1.ResizeArrayResponse{Node: n}, nil
+}
