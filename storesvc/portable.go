@@ -159,14 +159,14 @@ func (p *Portable) GetPartialValues(ctx context.Context, reqs []KeyRange) ([]Par
 	g.SetLimit(p.fanout)
 	for i, r := range reqs {
 		g.Go(func() error {
-			data, err := readRange(gctx, p.s, r)
+			data, gen, err := readRange(gctx, p.s, r)
 			switch {
 			case errors.Is(err, ErrNotFound):
 				return nil
 			case err != nil:
 				return err
 			}
-			out[i] = PartialValue{Data: data, Found: true}
+			out[i] = PartialValue{Data: data, Found: true, Generation: gen}
 			return nil
 		})
 	}
@@ -176,17 +176,17 @@ func (p *Portable) GetPartialValues(ctx context.Context, reqs []KeyRange) ([]Par
 	return out, nil
 }
 
-func readRange(ctx context.Context, s Store, r KeyRange) ([]byte, error) {
+func readRange(ctx context.Context, s Store, r KeyRange) ([]byte, string, error) {
 	obj, err := s.Get(ctx, r.Key, r.Range)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer obj.Close()
 	buf := make([]byte, obj.Length)
 	if _, err := io.ReadFull(obj, buf); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return buf, nil
+	return buf, obj.Generation, nil
 }
 
 // Set implements Store.

@@ -114,10 +114,11 @@ func (p *partSender) add(index uint32, v PartialValue) error {
 		p.bytes += 16
 		return p.maybeFlush()
 	}
-	data := v.Data
+	data, gen := v.Data, v.Generation
 	for {
 		n := min(len(data), FrameSize-p.bytes)
-		p.resp.Parts = append(p.resp.Parts, &storev1.PartialValuePart{Index: index, Data: data[:n], Last: n == len(data)})
+		p.resp.Parts = append(p.resp.Parts, &storev1.PartialValuePart{Index: index, Data: data[:n], Last: n == len(data), Generation: gen})
+		gen = ""
 		p.bytes += n + 16
 		data = data[n:]
 		if err := p.maybeFlush(); err != nil {

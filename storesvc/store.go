@@ -86,6 +86,10 @@ type KeyRange struct {
 type PartialValue struct {
 	Data  []byte
 	Found bool
+	// Generation of the value the range was read from, so that a caller
+	// combining several ranges (a shard index and its chunks) can tell
+	// whether they come from one version of the value.
+	Generation string
 }
 
 // PartialWrite writes Data into the value of Key at Offset.

@@ -157,6 +157,9 @@ func (c *Client) GetPartialValues(ctx context.Context, reqs []storesvc.KeyRange)
 				}
 				out[i].Data = append(out[i].Data, part.GetData()...)
 				out[i].Found = true
+				if g := part.GetGeneration(); g != "" {
+					out[i].Generation = g
+				}
 			}
 			if part.GetLast() {
 				done++

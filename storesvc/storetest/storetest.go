@@ -333,6 +333,13 @@ func testGetPartialValues(t *testing.T, s *storesvc.Portable) {
 			t.Errorf("result %d (%s %v): found=%v len=%d, want found=%v len=%d", i, reqs[i].Key, reqs[i].Range, got[i].Found, len(got[i].Data), want[i].Found, len(want[i].Data))
 		}
 	}
+	_, objA := get(t, s, "x/a", storesvc.ByteRange{})
+	_, objB := get(t, s, "x/b", storesvc.ByteRange{})
+	for i, wantGen := range []string{objB.Generation, objA.Generation, "", objA.Generation, objA.Generation, objB.Generation} {
+		if got[i].Generation != wantGen {
+			t.Errorf("result %d: generation %q, want %q", i, got[i].Generation, wantGen)
+		}
+	}
 	if _, err := s.GetPartialValues(ctx, []storesvc.KeyRange{{Key: "x/a", Range: storesvc.Bounded(999, 5)}}); !errors.Is(err, storesvc.ErrOutOfRange) {
 		t.Errorf("GetPartialValues past the end: %v, want ErrOutOfRange", err)
 	}

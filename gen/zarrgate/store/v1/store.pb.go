@@ -683,7 +683,9 @@ type PartialValuePart struct {
 	// data is the next piece of the result.
 	Data []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
 	// last is true on the final part of a result.
-	Last          bool `protobuf:"varint,4,opt,name=last,proto3" json:"last,omitempty"`
+	Last bool `protobuf:"varint,4,opt,name=last,proto3" json:"last,omitempty"`
+	// generation of the value read; set on the first part of a result.
+	Generation    string `protobuf:"bytes,5,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -744,6 +746,13 @@ func (x *PartialValuePart) GetLast() bool {
 		return x.Last
 	}
 	return false
+}
+
+func (x *PartialValuePart) GetGeneration() string {
+	if x != nil {
+		return x.Generation
+	}
+	return ""
 }
 
 // GetPartialValuesResponse carries parts of one or more results, in order.
@@ -1730,12 +1739,15 @@ const file_zarrgate_store_v1_store_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x122\n" +
 	"\x05range\x18\x02 \x01(\v2\x1c.zarrgate.store.v1.ByteRangeR\x05range\"N\n" +
 	"\x17GetPartialValuesRequest\x123\n" +
-	"\x06ranges\x18\x01 \x03(\v2\x1b.zarrgate.store.v1.KeyRangeR\x06ranges\"j\n" +
+	"\x06ranges\x18\x01 \x03(\v2\x1b.zarrgate.store.v1.KeyRangeR\x06ranges\"\x8a\x01\n" +
 	"\x10PartialValuePart\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x18\n" +
 	"\amissing\x18\x02 \x01(\bR\amissing\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x12\n" +
-	"\x04last\x18\x04 \x01(\bR\x04last\"U\n" +
+	"\x04last\x18\x04 \x01(\bR\x04last\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x05 \x01(\tR\n" +
+	"generation\"U\n" +
 	"\x18GetPartialValuesResponse\x129\n" +
 	"\x05parts\x18\x01 \x03(\v2#.zarrgate.store.v1.PartialValuePartR\x05parts\"Y\n" +
 	"\tSetHeader\x12\x10\n" +
