@@ -62,6 +62,7 @@ type Gateway struct {
 	codecs Codecs
 	cfg    Config
 	meta   *ttlCache[*node]
+	index  *ttlCache[*shardIdx]
 }
 
 // New returns a gateway over store, running codec work on codecs.
@@ -72,6 +73,7 @@ func New(store storesvc.Store, codecs Codecs, cfg Config) *Gateway {
 		codecs: codecs,
 		cfg:    cfg,
 		meta:   newTTLCache[*node](cfg.MetadataTTL),
+		index:  newTTLCache[*shardIdx](cfg.MetadataTTL),
 	}
 }
 

@@ -1,0 +1,452 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/storesvc"
+	"github.com/zarrgate/zarrgate/zarr"
+)
+
+// SlabInfo describes a slab: the output shape and element type.
+type SlabInfo struct {
+	Shape    []int64
+	DataType zarr.DataType
+}
+
+// Block is a box of a slab: its origin in slab coordinates, its shape, and
+// its elements in C order (little-endian), or for variable-length types the
+// concatenated element bytes and n+1 offsets. Blocks handed to a caller are
+// read-only: they may share memory with cached fill values.
+type Block struct {
+	Origin, Shape []int64
+	Data          []byte
+	Offsets       []int64
+}
+
+// maxBatchBytes bounds the encoded bytes one store request fetches.
+const maxBatchBytes = 8 << 20
+
+// maxPlainBatch is how many unsharded chunks one worker fetches and decodes
+// together.
+const maxPlainBatch = 8
+
+// readTask is one stored object (chunk or shard) a read touches, with the
+// selection's projection onto it.
+type readTask struct {
+	coords []int64
+	dims   []zarr.DimProjection
+}
+
+// ReadSlab reads the hyperslab sel (nil: the whole array) of the array at
+// path. It calls start once with the slab's shape, then emit for each block,
+// from the calling goroutine, in no particular order; the blocks tile the
+// slab exactly. Chunks are fetched and decoded in parallel, at most
+// Config.Parallelism at once, and a slow emit holds the workers back rather
+// than letting blocks pile up: memory stays bounded whatever the slab's
+// size. Cancelling ctx, or an error from emit, stops all work.
+func (g *Gateway) ReadSlab(ctx context.Context, path string, sel []zarr.Range, start func(SlabInfo) error, emit func(Block) error) error {
+	n, err := g.array(ctx, path)
+	if err != nil {
+		return err
+	}
+	l, err := g.layout(n)
+	if err != nil {
+		return err
+	}
+	a := n.array
+	if sel == nil {
+		sel = zarr.FullSelection(a.Shape)
+	}
+	proj, err := zarr.Project(a.Shape, l.objectShape(), sel)
+	if err != nil {
+		return fmt.Errorf("read %q: %w", path, err)
+	}
+	if err := g.checkSlabSize(path, a, proj.Shape); err != nil {
+		return err
+	}
+	if err := start(SlabInfo{Shape: proj.Shape, DataType: a.DataType}); err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tasks := make(chan []readTask)
+	blocks := make(chan Block, g.cfg.Parallelism)
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.Go(func() error {
+		defer close(tasks)
+		batch := make([]readTask, 0, maxPlainBatch)
+		var err error
+		proj.Each(func(coords []int64, dims []zarr.DimProjection) bool {
+			batch = append(batch, readTask{coords: clone(coords), dims: clone(dims)})
+			if l.shard != nil || len(batch) == maxPlainBatch {
+				select {
+				case tasks <- batch:
+				case <-ectx.Done():
+					err = ectx.Err()
+					return false
+				}
+				batch = make([]readTask, 0, maxPlainBatch)
+			}
+			return true
+		})
+		if err == nil && len(batch) > 0 {
+			select {
+			case tasks <- batch:
+			case <-ectx.Done():
+				err = ectx.Err()
+			}
+		}
+		return err
+	})
+	out := func(b Block) error {
+		select {
+		case blocks <- b:
+			return nil
+		case <-ectx.Done():
+			return ectx.Err()
+		}
+	}
+	for range g.cfg.Parallelism {
+		eg.Go(func() error {
+			for batch := range tasks {
+				var err error
+				if l.shard != nil {
+					err = g.readShard(ectx, l, batch[0], out)
+				} else {
+					err = g.readChunks(ectx, l, batch, out)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	done := make(chan error, 1)
+	go func() { done <- eg.Wait(); close(blocks) }()
+	for b := range blocks {
+		if err := emit(b); err != nil {
+			cancel()
+			for range blocks { // let the workers finish
+			}
+			<-done
+			return err
+		}
+	}
+	if err := <-done; err != nil {
+		return fmt.Errorf("read %q: %w", path, err)
+	}
+	return nil
+}
+
+func (g *Gateway) checkSlabSize(path string, a *zarr.Array, shape []int64) error {
+	elem := int64(a.DataType.Size)
+	if elem == 0 {
+		elem = 16 // variable length: count offsets and some payload
+	}
+	n := elem
+	for _, s := range shape {
+		if s > 0 && n > g.cfg.MaxSlabBytes/s {
+			n = g.cfg.MaxSlabBytes + 1
+			break
+		}
+		n *= s
+	}
+	if n > g.cfg.MaxSlabBytes {
+		return errs.New(errs.ResourceExhausted, "slab of %q with shape %v is larger than the gateway's limit of %d bytes; read it in parts", path, shape, g.cfg.MaxSlabBytes)
+	}
+	return nil
+}
+
+func clone[T any](s []T) []T { return append([]T(nil), s...) }
+
+// readChunks reads a batch of unsharded chunks with one store request and
+// one codec batch.
+func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, out func(Block) error) error {
+	reqs := make([]storesvc.KeyRange, len(batch))
+	for i, t := range batch {
+		reqs[i] = storesvc.KeyRange{Key: l.key(t.coords)}
+	}
+	vals, err := g.store.GetPartialValues(ctx, reqs)
+	if err != nil {
+		return err
+	}
+	var encoded [][]byte
+	for _, v := range vals {
+		if v.Found {
+			encoded = append(encoded, v.Data)
+		}
+	}
+	decoded, err := l.codec.decode(ctx, encoded)
+	if err != nil {
+		return g.blameChunk(err, reqs, vals)
+	}
+	k := 0
+	for i, t := range batch {
+		u := l.fill
+		if vals[i].Found {
+			u = decoded[k]
+			k++
+		}
+		if err := out(gather(l, u, t.dims, nil)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// blameChunk names the chunk a batch decode failed on, when the codec
+// error says which batch item it was.
+func (g *Gateway) blameChunk(err error, reqs []storesvc.KeyRange, vals []storesvc.PartialValue) error {
+	var be *batchError
+	if errors.As(err, &be) {
+		k := 0
+		for i, v := range vals {
+			if !v.Found {
+				continue
+			}
+			if k == be.index {
+				return fmt.Errorf("chunk %q: %w", reqs[i].Key, be.err)
+			}
+			k++
+		}
+	}
+	return err
+}
+
+// batchError is a codec failure on one item of a batch.
+type batchError struct {
+	index int
+	err   error
+}
+
+func (e *batchError) Error() string { return fmt.Sprintf("item %d: %v", e.index, e.err) }
+func (e *batchError) Unwrap() error { return e.err }
+
+// readShard reads the inner chunks of one shard that the selection
+// touches: the index (cached, checked against the generation of every
+// chunk read with it), then the chunks in batches of ranges.
+func (g *Gateway) readShard(ctx context.Context, l *layout, t readTask, out func(Block) error) error {
+	key := l.key(t.coords)
+	local := make([]zarr.Range, len(t.dims))
+	for d, dp := range t.dims {
+		local[d] = zarr.Range{Start: dp.Start, Stop: dp.Stop, Step: dp.Step}
+	}
+	inner, err := zarr.Project(l.shard.shape, l.unit, local)
+	if err != nil {
+		return err
+	}
+	type want struct {
+		entry int
+		dims  []zarr.DimProjection
+	}
+	var wants []want
+	inner.Each(func(coords []int64, dims []zarr.DimProjection) bool {
+		w := want{dims: clone(dims)}
+		for d := range coords {
+			w.entry = w.entry*int(l.shard.per[d]) + int(coords[d])
+			w.dims[d].OutStart += t.dims[d].OutStart
+		}
+		wants = append(wants, w)
+		return true
+	})
+	for len(wants) > 0 {
+		idx, err := g.shardIndex(ctx, l, key, false)
+		if err != nil {
+			return err
+		}
+		// One batch: up to maxBatchBytes of encoded chunks.
+		var reqs []storesvc.KeyRange
+		var batch []want
+		var bytes int64
+		for len(wants) > 0 {
+			w := wants[0]
+			var e indexEntry
+			if idx.found {
+				e = idx.entries[w.entry]
+			}
+			if !idx.found || e.empty() {
+				if err := out(gather(l, l.fill, w.dims, nil)); err != nil {
+					return err
+				}
+				wants = wants[1:]
+				continue
+			}
+			if len(batch) > 0 && bytes+int64(e.nbytes) > maxBatchBytes {
+				break
+			}
+			if e.offset > 1<<62 || e.nbytes > 1<<40 {
+				return errs.New(errs.DataLoss, "shard %q: index entry %d (offset %d, %d bytes) is corrupt", key, w.entry, e.offset, e.nbytes)
+			}
+			reqs = append(reqs, storesvc.KeyRange{Key: key, Range: storesvc.Bounded(int64(e.offset), int64(e.nbytes))})
+			batch = append(batch, w)
+			bytes += int64(e.nbytes)
+			wants = wants[1:]
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		vals, err := g.store.GetPartialValues(ctx, reqs)
+		if err != nil && !errors.Is(err, errs.OutOfRange) {
+			return err
+		}
+		stale := err != nil
+		for _, v := range vals {
+			if !v.Found || (v.Generation != "" && v.Generation != idx.generation) {
+				stale = true
+			}
+		}
+		if stale {
+			// The shard changed since its index was read: read the index
+			// again and fetch this batch anew.
+			if _, err := g.shardIndex(ctx, l, key, true); err != nil {
+				return err
+			}
+			wants = append(batch, wants...)
+			continue
+		}
+		encoded := make([][]byte, len(vals))
+		for i, v := range vals {
+			encoded[i] = v.Data
+		}
+		decoded, err := l.codec.decode(ctx, encoded)
+		if err != nil {
+			var be *batchError
+			if errors.As(err, &be) {
+				return fmt.Errorf("shard %q inner chunk %d: %w", key, batch[be.index].entry, be.err)
+			}
+			return fmt.Errorf("shard %q: %w", key, err)
+		}
+		for i, w := range batch {
+			if err := out(gather(l, decoded[i], w.dims, nil)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// shardIdx is a shard's decoded index with the generation it was read at.
+type shardIdx struct {
+	found      bool
+	generation string
+	entries    []indexEntry
+}
+
+// shardIndex returns the index of the shard at key, from the cache unless
+// refresh is set.
+func (g *Gateway) shardIndex(ctx context.Context, l *layout, key string, refresh bool) (*shardIdx, error) {
+	if !refresh {
+		if idx, ok := g.index.get(key); ok {
+			return idx, nil
+		}
+	}
+	size := l.shard.index.size()
+	r := storesvc.Suffix(size)
+	if l.shard.index.atStart() {
+		r = storesvc.Bounded(0, size)
+	}
+	obj, err := g.store.Get(ctx, key, r)
+	if errors.Is(err, errs.NotFound) {
+		idx := &shardIdx{}
+		g.index.put(key, idx)
+		return idx, nil
+	}
+	if errors.Is(err, errs.OutOfRange) {
+		return nil, errs.New(errs.DataLoss, "shard %q is shorter than its %d-byte index", key, size)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer obj.Close()
+	raw := make([]byte, obj.Length)
+	if _, err := io.ReadFull(obj, raw); err != nil {
+		return nil, fmt.Errorf("shard %q index: %w", key, err)
+	}
+	entries, err := l.shard.index.decode(raw)
+	if err != nil {
+		return nil, fmt.Errorf("shard %q index: %w", key, err)
+	}
+	if len(entries) != l.shard.n {
+		return nil, errs.New(errs.DataLoss, "shard %q index has %d entries, want %d", key, len(entries), l.shard.n)
+	}
+	idx := &shardIdx{found: true, generation: obj.Generation, entries: entries}
+	g.index.put(key, idx)
+	return idx, nil
+}
+
+// gather returns the block of the slab that the projection dims of one
+// unit covers: a copy of the selected elements, or the unit itself when it
+// is selected whole. buf, if large enough, is used for the copy.
+func gather(l *layout, u chunk, dims []zarr.DimProjection, buf []byte) Block {
+	nd := len(dims)
+	b := Block{Origin: make([]int64, nd), Shape: make([]int64, nd)}
+	whole := true
+	for d, dp := range dims {
+		b.Origin[d], b.Shape[d] = dp.OutStart, dp.Count
+		if dp.Start != 0 || dp.Step != 1 || dp.Count != l.unit[d] {
+			whole = false
+		}
+	}
+	if whole {
+		b.Data, b.Offsets = u.data, u.offsets
+		return b
+	}
+	src := view{shape: l.unit, start: make([]int64, nd), step: make([]int64, nd)}
+	for d, dp := range dims {
+		src.start[d], src.step[d] = dp.Start, dp.Step
+	}
+	if l.elem == 0 {
+		b.Data, b.Offsets = gatherVar(u, src, b.Shape)
+		return b
+	}
+	size := int(product(b.Shape)) * l.elem
+	if cap(buf) >= size {
+		b.Data = buf[:size]
+	} else {
+		b.Data = make([]byte, size)
+	}
+	copyBox(b.Data, dense(b.Shape, make([]int64, nd)), u.data, src, b.Shape, l.elem)
+	return b
+}
+
+// gatherVar collects the selected variable-length elements of a unit.
+func gatherVar(u chunk, src view, count []int64) ([]byte, []int64) {
+	n := product(count)
+	offs := make([]int64, 1, n+1)
+	var data []byte
+	eachIndex(src, count, func(i int64) {
+		data = append(data, u.data[u.offsets[i]:u.offsets[i+1]]...)
+		offs = append(offs, int64(len(data)))
+	})
+	return data, offs
+}
+
+// eachIndex calls fn with the linear index of every element of the box, in
+// C order.
+func eachIndex(v view, count []int64, fn func(int64)) {
+	nd := len(count)
+	total := product(count)
+	k := make([]int64, nd)
+	for n := int64(0); n < total; n++ {
+		var idx int64
+		for d := range nd {
+			idx = idx*v.shape[d] + v.start[d] + k[d]*v.step[d]
+		}
+		fn(idx)
+		for d := nd - 1; d >= 0; d-- {
+			k[d]++
+			if k[d] < count[d] {
+				break
+			}
+			k[d] = 0
+		}
+	}
+}
