@@ -128,9 +128,9 @@ type pendingObject struct {
 	units map[int]*pendingUnit
 	// inner is the projection onto a shard's units (nil when unsharded).
 	inner *zarr.Projection
-	need int64 // selected elements in the object
-	got  int64 // elements received
-	done bool  // flushed complete
+	need  int64 // selected elements in the object
+	got   int64 // elements received
+	done  bool  // flushed complete
 	// partlyFlushed is set once some of its elements were merged into the
 	// store early; later flushes must merge too.
 	partlyFlushed bool
