@@ -1,0 +1,189 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
+	"github.com/zarrgate/zarrgate/internal/rpc"
+	"github.com/zarrgate/zarrgate/storesvc/memory"
+	"github.com/zarrgate/zarrgate/zarr"
+)
+
+func TestSplitBlock(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 500 {
+		nd := 1 + r.IntN(3)
+		b := Block{Origin: make([]int64, nd), Shape: make([]int64, nd)}
+		for d := range nd {
+			b.Origin[d] = r.Int64N(5)
+			b.Shape[d] = 1 + r.Int64N(6)
+		}
+		n := product(b.Shape)
+		elem := []int{0, 1, 4}[r.IntN(3)]
+		if elem > 0 {
+			b.Data = make([]byte, n*int64(elem))
+			for i := range b.Data {
+				b.Data[i] = byte(i)
+			}
+		} else {
+			b.Offsets = []int64{0}
+			for i := range n {
+				b.Data = append(b.Data, bytes.Repeat([]byte{byte(i)}, r.IntN(5))...)
+				b.Offsets = append(b.Offsets, int64(len(b.Data)))
+			}
+		}
+		limit := int64(1 + r.IntN(20))
+		// Reassemble the pieces element by element.
+		got := map[string][]byte{}
+		err := splitBlock(b, elem, limit, func(p Block) error {
+			if int64(len(p.Data)) > limit && product(p.Shape) > 1 {
+				t.Fatalf("piece of %d bytes over the limit %d", len(p.Data), limit)
+			}
+			k := int64(0)
+			eachSelected(boxSel(p), func(c, _ []int64) {
+				key := fmt.Sprint(c)
+				if _, dup := got[key]; dup {
+					t.Fatalf("element %v twice", c)
+				}
+				if elem > 0 {
+					got[key] = p.Data[k*int64(elem) : (k+1)*int64(elem)]
+				} else {
+					got[key] = p.Data[p.Offsets[k]:p.Offsets[k+1]]
+				}
+				k++
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := int64(0)
+		eachSelected(boxSel(b), func(c, _ []int64) {
+			var want []byte
+			if elem > 0 {
+				want = b.Data[k*int64(elem) : (k+1)*int64(elem)]
+			} else {
+				want = b.Data[b.Offsets[k]:b.Offsets[k+1]]
+			}
+			if !bytes.Equal(got[fmt.Sprint(c)], want) {
+				t.Fatalf("element %v: %v, want %v", c, got[fmt.Sprint(c)], want)
+			}
+			k++
+		})
+	}
+}
+
+func boxSel(b Block) []zarr.Range {
+	sel := make([]zarr.Range, len(b.Shape))
+	for d := range b.Shape {
+		sel[d] = zarr.Range{Start: b.Origin[d], Stop: b.Origin[d] + b.Shape[d], Step: 1}
+	}
+	return sel
+}
+
+// serveGateway serves a gateway over loopback and returns a client.
+func serveGateway(t *testing.T, g *Gateway) gatewayv1.ArrayServiceClient {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	NewServer(g).Register(srv)
+	go srv.Serve(lis)
+	cc, err := rpc.Dial(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close(); srv.Stop() })
+	return gatewayv1.NewArrayServiceClient(cc)
+}
+
+func TestSlabRPCs(t *testing.T) {
+	c := serveGateway(t, New(memory.New(), testCodecs{}, Config{}))
+	_, err := c.CreateArray(ctx, &gatewayv1.CreateArrayRequest{Path: "a", Shape: []uint64{600, 700}, DataType: "int32", ChunkShape: []uint64{300, 700},
+		CodecsJson: `[{"name":"bytes","configuration":{"endian":"little"}}]`, FillValueJson: "-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := c.WriteSlab(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.Send(&gatewayv1.WriteSlabRequest{Message: &gatewayv1.WriteSlabRequest_Header{Header: &gatewayv1.WriteSlabHeader{Path: "a",
+		Selection: []*gatewayv1.Slice{{Start: 0, Stop: 600}, {Start: 0, Stop: 700, Step: 2}}}}})
+	for row := uint64(0); row < 600; row += 100 {
+		data := make([]byte, 0, 100*350*4)
+		for i := range uint64(100 * 350) {
+			data = binary.LittleEndian.AppendUint32(data, uint32((row*350+i)*2))
+		}
+		ws.Send(&gatewayv1.WriteSlabRequest{Message: &gatewayv1.WriteSlabRequest_Block{Block: &gatewayv1.Block{Origin: []uint64{row, 0}, Shape: []uint64{100, 350}, Data: data}}})
+	}
+	resp, err := ws.CloseAndRecv()
+	if err != nil || resp.GetChunksWritten() != 2 || resp.GetBytesWritten() != 2*300*700*4 {
+		t.Fatalf("WriteSlab = %v, %v", resp, err)
+	}
+	rs, err := c.ReadSlab(ctx, &gatewayv1.ReadSlabRequest{Path: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := rs.Recv()
+	if err != nil || first.GetHeader() == nil || fmt.Sprint(first.GetHeader().GetShape()) != "[600 700]" || first.GetHeader().GetElementSize() != 4 {
+		t.Fatalf("header = %v, %v", first, err)
+	}
+	got := make([]byte, 600*700*4)
+	blocks := 0
+	for {
+		m, err := rs.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := m.GetBlock()
+		if len(b.GetData()) > maxBlockBytes {
+			t.Fatalf("block of %d bytes", len(b.GetData()))
+		}
+		blocks++
+		rows := b.GetShape()[0]
+		for r := range rows {
+			y := b.GetOrigin()[0] + r
+			copy(got[(y*700+b.GetOrigin()[1])*4:], b.GetData()[r*b.GetShape()[1]*4:(r+1)*b.GetShape()[1]*4])
+		}
+	}
+	for i := range 600 * 700 {
+		want := int32(-1)
+		if i%2 == 0 {
+			want = int32(i)
+		}
+		if v := int32(binary.LittleEndian.Uint32(got[4*i:])); v != want {
+			t.Fatalf("element %d = %d, want %d (over %d blocks)", i, v, want, blocks)
+		}
+	}
+
+	// Errors keep their codes across the wire, naming the dimension.
+	rs, _ = c.ReadSlab(ctx, &gatewayv1.ReadSlabRequest{Path: "a", Selection: []*gatewayv1.Slice{{Start: 0, Stop: 601}, {Start: 0, Stop: 1}}})
+	_, err = rs.Recv()
+	if status.Code(err) != codes.OutOfRange || !bytes.Contains([]byte(err.Error()), []byte("dimension 0")) {
+		t.Fatalf("out of bounds: %v", err)
+	}
+	rs, _ = c.ReadSlab(ctx, &gatewayv1.ReadSlabRequest{Path: "missing"})
+	if _, err = rs.Recv(); status.Code(err) != codes.NotFound {
+		t.Fatalf("missing array: %v", err)
+	}
+	ws, _ = c.WriteSlab(ctx)
+	ws.Send(&gatewayv1.WriteSlabRequest{Message: &gatewayv1.WriteSlabRequest_Block{Block: &gatewayv1.Block{}}})
+	if _, err := ws.CloseAndRecv(); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("write without header: %v", err)
+	}
+}
