@@ -40,7 +40,10 @@ type invalidating struct {
 	g *Gateway
 }
 
-func (s *invalidating) drop() { s.g.meta.drop("") }
+func (s *invalidating) drop() {
+	s.g.meta.drop("")
+	s.g.index.drop("")
+}
 
 func (s *invalidating) Set(ctx context.Context, key string, v io.Reader, c storesvc.Condition) (string, error) {
 	defer s.drop()

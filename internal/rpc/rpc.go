@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/keepalive"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
@@ -57,6 +59,8 @@ func NewServer(logger *slog.Logger, extra ...grpc.ServerOption) *Server {
 		grpc.InitialConnWindowSize(connWindow),
 		grpc.ReadBufferSize(readWriteBufBytes),
 		grpc.WriteBufferSize(readWriteBufBytes),
+		// Clients (package client) ping idle connections every 30s.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
 	g := grpc.NewServer(append(opts, extra...)...)
 	h := health.NewServer()

@@ -1,0 +1,401 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"strconv"
+	"strings"
+
+	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
+
+	"github.com/zarrgate/zarrgate/errs"
+)
+
+// Format is how a node is stored.
+type Format = gatewayv1.Format
+
+// Formats for CreateArray and CreateGroup.
+const (
+	FormatV3     = gatewayv1.Format_FORMAT_ZARR_V3
+	FormatV2     = gatewayv1.Format_FORMAT_ZARR_V2
+	FormatNCZarr = gatewayv1.Format_FORMAT_NCZARR
+)
+
+// Node is a group or an array as the gateway describes it.
+type Node struct {
+	Path       string
+	IsArray    bool
+	Format     Format
+	Attributes json.RawMessage
+	// Array metadata (arrays only).
+	Shape          []int64
+	DataType       string
+	ChunkShape     []int64
+	ShardShape     []int64 // nil when not sharded
+	Codecs         json.RawMessage
+	DimensionNames []string
+	FillValue      json.RawMessage
+	// Dimensions declared by a group (NCZarr).
+	Dimensions []Dimension
+}
+
+// Dimension is a named NCZarr dimension.
+type Dimension struct {
+	Name      string
+	Size      int64
+	Unlimited bool
+}
+
+func nodeFromProto(p *gatewayv1.Node) *Node {
+	n := &Node{Path: p.GetPath(), Format: p.GetFormat(), Attributes: json.RawMessage(p.GetAttributesJson()),
+		IsArray: p.GetKind() == gatewayv1.NodeKind_NODE_KIND_ARRAY}
+	if a := p.GetArray(); a != nil {
+		n.Shape, n.DataType, n.ChunkShape = i64s(a.GetShape()), a.GetDataType(), i64s(a.GetChunkShape())
+		if len(a.GetShardShape()) > 0 {
+			n.ShardShape = i64s(a.GetShardShape())
+		}
+		n.Codecs, n.DimensionNames, n.FillValue = json.RawMessage(a.GetCodecsJson()), a.GetDimensionNames(), json.RawMessage(a.GetFillValueJson())
+	}
+	for _, d := range p.GetDimensions() {
+		n.Dimensions = append(n.Dimensions, Dimension{Name: d.GetName(), Size: int64(d.GetSize()), Unlimited: d.GetUnlimited()})
+	}
+	return n
+}
+
+func i64s(v []uint64) []int64 {
+	out := make([]int64, len(v))
+	for i, x := range v {
+		out[i] = int64(x)
+	}
+	return out
+}
+
+func u64s(v []int64) []uint64 {
+	out := make([]uint64, len(v))
+	for i, x := range v {
+		out[i] = uint64(x)
+	}
+	return out
+}
+
+// Array is an array on the gateway.
+type Array struct {
+	c *Client
+	*Node
+}
+
+// Group is a group on the gateway.
+type Group struct {
+	c *Client
+	*Node
+}
+
+// GetNode returns the node at path ("" is the root).
+func (c *Client) GetNode(ctx context.Context, path string) (*Node, error) {
+	resp, err := c.arrays.GetNode(ctx, &gatewayv1.GetNodeRequest{Path: path})
+	if err != nil {
+		return nil, errs.FromStatus(err)
+	}
+	return nodeFromProto(resp.GetNode()), nil
+}
+
+// OpenArray opens the array at path.
+func (c *Client) OpenArray(ctx context.Context, path string) (*Array, error) {
+	n, err := c.GetNode(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if !n.IsArray {
+		return nil, errs.New(errs.FailedPrecondition, "%q is a group, not an array", path)
+	}
+	return &Array{c: c, Node: n}, nil
+}
+
+// OpenGroup opens the group at path.
+func (c *Client) OpenGroup(ctx context.Context, path string) (*Group, error) {
+	n, err := c.GetNode(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if n.IsArray {
+		return nil, errs.New(errs.FailedPrecondition, "%q is an array, not a group", path)
+	}
+	return &Group{c: c, Node: n}, nil
+}
+
+// List returns the children of the group at path, or all its descendants.
+func (c *Client) List(ctx context.Context, path string, recursive bool) ([]*Node, error) {
+	stream, err := c.arrays.ListChildren(ctx, &gatewayv1.ListChildrenRequest{Path: path, Recursive: recursive})
+	if err != nil {
+		return nil, errs.FromStatus(err)
+	}
+	var out []*Node
+	for {
+		resp, err := stream.Recv()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, errs.FromStatus(err)
+		}
+		for _, n := range resp.GetNodes() {
+			out = append(out, nodeFromProto(n))
+		}
+	}
+}
+
+// ArraySpec describes a new array; see the gateway's CreateArrayRequest.
+type ArraySpec struct {
+	Format         Format
+	Shape          []int64
+	DataType       string
+	ChunkShape     []int64
+	ShardShape     []int64
+	Codecs         string // v3 codecs JSON; "" = bytes + zstd
+	FillValue      string // v3 fill value JSON; "" = zero
+	DimensionNames []string
+	Attributes     string // JSON object
+}
+
+// CreateArray creates an array.
+func (c *Client) CreateArray(ctx context.Context, path string, s ArraySpec) (*Array, error) {
+	resp, err := c.arrays.CreateArray(ctx, &gatewayv1.CreateArrayRequest{
+		Path: path, Format: s.Format, Shape: u64s(s.Shape), DataType: s.DataType, ChunkShape: u64s(s.ChunkShape),
+		ShardShape: u64s(s.ShardShape), CodecsJson: s.Codecs, FillValueJson: s.FillValue,
+		DimensionNames: s.DimensionNames, AttributesJson: s.Attributes,
+	}, noRetry)
+	if err != nil {
+		return nil, errs.FromStatus(err)
+	}
+	return &Array{c: c, Node: nodeFromProto(resp.GetNode())}, nil
+}
+
+// CreateGroup creates a group with optional attributes (a JSON object).
+func (c *Client) CreateGroup(ctx context.Context, path string, format Format, attributes string) (*Group, error) {
+	resp, err := c.arrays.CreateGroup(ctx, &gatewayv1.CreateGroupRequest{Path: path, Format: format, AttributesJson: attributes}, noRetry)
+	if err != nil {
+		return nil, errs.FromStatus(err)
+	}
+	return &Group{c: c, Node: nodeFromProto(resp.GetNode())}, nil
+}
+
+// Delete deletes the node at path and everything below it.
+func (c *Client) Delete(ctx context.Context, path string) error {
+	_, err := c.arrays.DeleteNode(ctx, &gatewayv1.DeleteNodeRequest{Path: path})
+	return errs.FromStatus(err)
+}
+
+// Slice selects Start, Start+Step, ... below Stop along one dimension.
+type Slice struct{ Start, Stop, Step int64 }
+
+// Selection is one Slice per dimension; nil selects the whole array.
+type Selection []Slice
+
+// ParseSelection parses NumPy-style slices separated by commas:
+// "0:10,5:20:2,:,7" (a bare index selects one element; empty bounds mean
+// the whole dimension, which needs the shape: pass it, or nil to require
+// explicit bounds).
+func ParseSelection(s string, shape []int64) (Selection, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	if shape != nil && len(parts) != len(shape) {
+		return nil, errs.New(errs.InvalidArgument, "selection %q has %d dimensions, the array %d", s, len(parts), len(shape))
+	}
+	sel := make(Selection, len(parts))
+	for d, p := range parts {
+		p = strings.TrimSpace(p)
+		fields := strings.Split(p, ":")
+		if len(fields) > 3 {
+			return nil, errs.New(errs.InvalidArgument, "selection dimension %d: %q is not start:stop[:step]", d, p)
+		}
+		num := func(f string, def int64) (int64, error) {
+			if f == "" {
+				if def < 0 {
+					return 0, errs.New(errs.InvalidArgument, "selection dimension %d: %q needs explicit bounds", d, p)
+				}
+				return def, nil
+			}
+			v, err := strconv.ParseInt(f, 10, 64)
+			if err != nil || v < 0 {
+				return 0, errs.New(errs.InvalidArgument, "selection dimension %d: %q is not a non-negative integer", d, f)
+			}
+			return v, nil
+		}
+		end := int64(-1)
+		if shape != nil {
+			end = shape[d]
+		}
+		start, err := num(fields[0], 0)
+		if err != nil {
+			return nil, err
+		}
+		if len(fields) == 1 {
+			sel[d] = Slice{Start: start, Stop: start + 1, Step: 1}
+			continue
+		}
+		stop, err := num(fields[1], end)
+		if err != nil {
+			return nil, err
+		}
+		step := int64(1)
+		if len(fields) == 3 {
+			if step, err = num(fields[2], 1); err != nil {
+				return nil, err
+			}
+			if step == 0 {
+				return nil, errs.New(errs.InvalidArgument, "selection dimension %d: step must be at least 1", d)
+			}
+		}
+		sel[d] = Slice{Start: start, Stop: stop, Step: step}
+	}
+	return sel, nil
+}
+
+// MustParseSelection is ParseSelection with explicit bounds, panicking on
+// a malformed literal; for constants in code.
+func MustParseSelection(s string) Selection {
+	sel, err := ParseSelection(s, nil)
+	if err != nil {
+		panic(err)
+	}
+	return sel
+}
+
+func (sel Selection) proto() []*gatewayv1.Slice {
+	out := make([]*gatewayv1.Slice, len(sel))
+	for i, s := range sel {
+		out[i] = &gatewayv1.Slice{Start: uint64(s.Start), Stop: uint64(s.Stop), Step: uint64(s.Step)}
+	}
+	return out
+}
+
+// Shape is the shape of the selection's output on an array of shape.
+func (sel Selection) Shape(shape []int64) []int64 {
+	if sel == nil {
+		return append([]int64(nil), shape...)
+	}
+	out := make([]int64, len(sel))
+	for d, s := range sel {
+		step := max(s.Step, 1)
+		if s.Stop > s.Start {
+			out[d] = (s.Stop - s.Start + step - 1) / step
+		}
+	}
+	return out
+}
+
+// Block is a box of a slab: origin and shape in slab coordinates, elements
+// in C order, little-endian (variable-length types: data + n+1 offsets).
+type Block struct {
+	Origin, Shape []int64
+	Data          []byte
+	Offsets       []int64
+}
+
+// SlabHeader describes a slab being read.
+type SlabHeader struct {
+	Shape       []int64
+	DataType    string
+	ElementSize int
+}
+
+// Blocks streams the slab sel (nil: all) of the array block by block, for
+// slabs larger than memory: it returns the slab's header, then yields
+// blocks as they arrive, in no particular order; together they tile the
+// slab. Stopping the iteration early cancels the read.
+func (a *Array) Blocks(ctx context.Context, sel Selection) (*SlabHeader, iter.Seq2[Block, error], error) {
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := a.c.arrays.ReadSlab(ctx, &gatewayv1.ReadSlabRequest{Path: a.Path, Selection: sel.proto()})
+	if err != nil {
+		cancel()
+		return nil, nil, errs.FromStatus(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		cancel()
+		if err == io.EOF {
+			err = errs.New(errs.DataLoss, "read %q: stream ended before the header", a.Path)
+		}
+		return nil, nil, errs.FromStatus(err)
+	}
+	h := first.GetHeader()
+	if h == nil {
+		cancel()
+		return nil, nil, errs.New(errs.DataLoss, "read %q: first message is not a header", a.Path)
+	}
+	hdr := &SlabHeader{Shape: i64s(h.GetShape()), DataType: h.GetDataType(), ElementSize: int(h.GetElementSize())}
+	seq := func(yield func(Block, error) bool) {
+		defer cancel()
+		for {
+			msg, err := stream.Recv()
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				yield(Block{}, errs.FromStatus(err))
+				return
+			}
+			pb := msg.GetBlock()
+			b := Block{Origin: i64s(pb.GetOrigin()), Shape: i64s(pb.GetShape()), Data: pb.GetData()}
+			if len(pb.GetOffsets()) > 0 {
+				b.Offsets = i64s(pb.GetOffsets())
+			}
+			if !yield(b, nil) {
+				return
+			}
+		}
+	}
+	return hdr, seq, nil
+}
+
+// WriteStats reports what a write stored.
+type WriteStats struct {
+	Chunks, Bytes int64
+}
+
+// WriteBlocks writes the slab sel from blocks that tile it exactly.
+func (a *Array) WriteBlocks(ctx context.Context, sel Selection, blocks iter.Seq2[Block, error]) (WriteStats, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := a.c.arrays.WriteSlab(ctx, noRetry)
+	if err != nil {
+		return WriteStats{}, errs.FromStatus(err)
+	}
+	if err := stream.Send(&gatewayv1.WriteSlabRequest{Message: &gatewayv1.WriteSlabRequest_Header{Header: &gatewayv1.WriteSlabHeader{Path: a.Path, Selection: sel.proto()}}}); err != nil {
+		return WriteStats{}, a.closeErr(stream, err)
+	}
+	for b, err := range blocks {
+		if err != nil {
+			return WriteStats{}, fmt.Errorf("write %q: %w", a.Path, err)
+		}
+		pb := &gatewayv1.Block{Origin: u64s(b.Origin), Shape: u64s(b.Shape), Data: b.Data}
+		if b.Offsets != nil {
+			pb.Offsets = u64s(b.Offsets)
+		}
+		if err := stream.Send(&gatewayv1.WriteSlabRequest{Message: &gatewayv1.WriteSlabRequest_Block{Block: pb}}); err != nil {
+			return WriteStats{}, a.closeErr(stream, err)
+		}
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		return WriteStats{}, errs.FromStatus(err)
+	}
+	return WriteStats{Chunks: int64(resp.GetChunksWritten()), Bytes: int64(resp.GetBytesWritten())}, nil
+}
+
+// closeErr returns the server's status when a send failed because the
+// server ended the call.
+func (a *Array) closeErr(stream interface {
+	CloseAndRecv() (*gatewayv1.WriteSlabResponse, error)
+}, err error) error {
+	if errors.Is(err, io.EOF) {
+		_, err = stream.CloseAndRecv()
+	}
+	return errs.FromStatus(err)
+}

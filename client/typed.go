@@ -1,0 +1,236 @@
+package client
+
+import (
+	"context"
+	"encoding/binary"
+	"iter"
+	"reflect"
+	"unsafe"
+
+	"github.com/zarrgate/zarrgate/errs"
+)
+
+// Element is a Go type that holds one element of a fixed-size Zarr data
+// type: bool, int8…int64, uint8…uint64, float32, float64, complex64,
+// complex128 (float16 and raw types are read as bytes through Blocks).
+type Element interface {
+	~bool | ~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64 |
+		~float32 | ~float64 | ~complex64 | ~complex128
+}
+
+var kindNames = map[reflect.Kind]string{
+	reflect.Bool: "bool", reflect.Int8: "int8", reflect.Int16: "int16", reflect.Int32: "int32", reflect.Int64: "int64",
+	reflect.Uint8: "uint8", reflect.Uint16: "uint16", reflect.Uint32: "uint32", reflect.Uint64: "uint64",
+	reflect.Float32: "float32", reflect.Float64: "float64", reflect.Complex64: "complex64", reflect.Complex128: "complex128",
+}
+
+// DataTypeOf is the Zarr data type a Go element type holds.
+func DataTypeOf[T Element]() string { return kindNames[reflect.TypeFor[T]().Kind()] }
+
+func checkType[T Element](a *Array) error {
+	if want := DataTypeOf[T](); a.DataType != want {
+		return errs.New(errs.InvalidArgument, "array %q holds %s; read it into a slice of the matching Go type, not %s", a.Path, a.DataType, want)
+	}
+	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
+		return errs.New(errs.Unimplemented, "typed reads need a little-endian host; use Blocks")
+	}
+	return nil
+}
+
+// asBytes views a slice of elements as its bytes (no copy).
+func asBytes[T Element](v []T) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), len(v)*int(unsafe.Sizeof(v[0])))
+}
+
+// ReadInto reads the slab sel (nil: all) of a into dst, in C order; dst
+// must have exactly as many elements as the slab.
+func ReadInto[T Element](ctx context.Context, a *Array, sel Selection, dst []T) error {
+	if err := checkType[T](a); err != nil {
+		return err
+	}
+	shape := sel.Shape(a.Shape)
+	if n := product(shape); int64(len(dst)) != n {
+		return errs.New(errs.InvalidArgument, "read %q: dst has %d elements, the slab %v has %d", a.Path, len(dst), shape, n)
+	}
+	hdr, blocks, err := a.Blocks(ctx, sel)
+	if err != nil {
+		return err
+	}
+	out := asBytes(dst)
+	elem := hdr.ElementSize
+	var got int64
+	for b, err := range blocks {
+		if err != nil {
+			return err
+		}
+		if err := placeBlock(out, hdr.Shape, b, elem); err != nil {
+			return errs.Wrap(errs.DataLoss, err, "read %q", a.Path)
+		}
+		got += product(b.Shape)
+	}
+	if got != int64(len(dst)) {
+		return errs.New(errs.DataLoss, "read %q: the server sent %d of %d elements", a.Path, got, len(dst))
+	}
+	return nil
+}
+
+// Read reads the slab sel (nil: all) of a into a new slice, and returns its
+// shape.
+func Read[T Element](ctx context.Context, a *Array, sel Selection) ([]T, []int64, error) {
+	shape := sel.Shape(a.Shape)
+	dst := make([]T, product(shape))
+	return dst, shape, ReadInto(ctx, a, sel, dst)
+}
+
+// Write writes src, in C order, to the slab sel (nil: all) of a, streaming
+// it in blocks of about 1 MiB.
+func Write[T Element](ctx context.Context, a *Array, sel Selection, src []T) (WriteStats, error) {
+	if err := checkType[T](a); err != nil {
+		return WriteStats{}, err
+	}
+	shape := sel.Shape(a.Shape)
+	if n := product(shape); int64(len(src)) != n {
+		return WriteStats{}, errs.New(errs.InvalidArgument, "write %q: src has %d elements, the slab %v has %d", a.Path, len(src), shape, n)
+	}
+	return a.WriteBlocks(ctx, sel, bands(shape, asBytes(src), int(unsafe.Sizeof(src[0])), 1<<20))
+}
+
+// bands cuts a dense C-order slab into blocks of consecutive slices along
+// the first dimension, about limit bytes each.
+func bands(shape []int64, data []byte, elem int, limit int64) iter.Seq2[Block, error] {
+	return func(yield func(Block, error) bool) {
+		if len(shape) == 0 {
+			yield(Block{Origin: []int64{}, Shape: []int64{}, Data: data}, nil)
+			return
+		}
+		row := product(shape[1:]) * int64(elem)
+		per := max(1, limit/max(row, 1))
+		for i := int64(0); i < shape[0]; i += per {
+			n := min(per, shape[0]-i)
+			b := Block{Origin: make([]int64, len(shape)), Shape: append([]int64{n}, shape[1:]...), Data: data[i*row : (i+n)*row]}
+			b.Origin[0] = i
+			if !yield(b, nil) {
+				return
+			}
+		}
+	}
+}
+
+// placeBlock copies a block's rows into a dense slab of the given shape.
+func placeBlock(out []byte, shape []int64, b Block, elem int) error {
+	nd := len(shape)
+	if len(b.Origin) != nd || len(b.Shape) != nd {
+		return errs.New(errs.DataLoss, "block rank %d, slab rank %d", len(b.Origin), nd)
+	}
+	for d := range nd {
+		if b.Origin[d] < 0 || b.Origin[d]+b.Shape[d] > shape[d] {
+			return errs.New(errs.DataLoss, "block at %v shape %v outside the slab %v", b.Origin, b.Shape, shape)
+		}
+	}
+	if int64(len(b.Data)) != product(b.Shape)*int64(elem) {
+		return errs.New(errs.DataLoss, "block at %v has %d bytes, want %d", b.Origin, len(b.Data), product(b.Shape)*int64(elem))
+	}
+	if nd == 0 {
+		copy(out, b.Data)
+		return nil
+	}
+	if product(b.Shape) == 0 {
+		return nil
+	}
+	strides := make([]int64, nd)
+	acc := int64(elem)
+	for d := nd - 1; d >= 0; d-- {
+		strides[d] = acc
+		acc *= shape[d]
+	}
+	rowBytes := b.Shape[nd-1] * int64(elem)
+	idx := make([]int64, nd)
+	src := int64(0)
+	for {
+		off := int64(0)
+		for d := range nd {
+			off += (b.Origin[d] + idx[d]) * strides[d]
+		}
+		copy(out[off:off+rowBytes], b.Data[src:src+rowBytes])
+		src += rowBytes
+		d := nd - 2
+		for ; d >= 0; d-- {
+			idx[d]++
+			if idx[d] < b.Shape[d] {
+				break
+			}
+			idx[d] = 0
+		}
+		if d < 0 {
+			return nil
+		}
+	}
+}
+
+func product(s []int64) int64 {
+	n := int64(1)
+	for _, x := range s {
+		n *= x
+	}
+	return n
+}
+
+// ReadStrings reads a slab of a string (or bytes) array.
+func ReadStrings(ctx context.Context, a *Array, sel Selection) ([]string, []int64, error) {
+	hdr, blocks, err := a.Blocks(ctx, sel)
+	if err != nil {
+		return nil, nil, err
+	}
+	if hdr.ElementSize != 0 {
+		return nil, nil, errs.New(errs.InvalidArgument, "array %q holds %s, not strings", a.Path, hdr.DataType)
+	}
+	out := make([]string, product(hdr.Shape))
+	strides := make([]int64, len(hdr.Shape))
+	acc := int64(1)
+	for d := len(hdr.Shape) - 1; d >= 0; d-- {
+		strides[d] = acc
+		acc *= hdr.Shape[d]
+	}
+	for b, err := range blocks {
+		if err != nil {
+			return nil, nil, err
+		}
+		n := product(b.Shape)
+		if int64(len(b.Offsets)) != n+1 {
+			return nil, nil, errs.New(errs.DataLoss, "read %q: block at %v has %d offsets for %d elements", a.Path, b.Origin, len(b.Offsets), n)
+		}
+		idx := make([]int64, len(b.Shape))
+		for k := range n {
+			off := int64(0)
+			for d := range idx {
+				off += (b.Origin[d] + idx[d]) * strides[d]
+			}
+			out[off] = string(b.Data[b.Offsets[k]:b.Offsets[k+1]])
+			for d := len(idx) - 1; d >= 0; d-- {
+				idx[d]++
+				if idx[d] < b.Shape[d] {
+					break
+				}
+				idx[d] = 0
+			}
+		}
+	}
+	return out, hdr.Shape, nil
+}
+
+// WriteStrings writes src, in C order, to the slab sel of a string array.
+func WriteStrings(ctx context.Context, a *Array, sel Selection, src []string) (WriteStats, error) {
+	shape := sel.Shape(a.Shape)
+	if n := product(shape); int64(len(src)) != n {
+		return WriteStats{}, errs.New(errs.InvalidArgument, "write %q: src has %d elements, the slab %v has %d", a.Path, len(src), shape, n)
+	}
+	b := Block{Origin: make([]int64, len(shape)), Shape: shape, Offsets: make([]int64, 1, len(src)+1)}
+	for _, s := range src {
+		b.Data = append(b.Data, s...)
+		b.Offsets = append(b.Offsets, int64(len(b.Data)))
+	}
+	return a.WriteBlocks(ctx, sel, func(yield func(Block, error) bool) { yield(b, nil) })
+}
