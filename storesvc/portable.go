@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"iter"
+	"math/rand/v2"
 	"sort"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -43,7 +45,7 @@ func WithFanout(n int) Option {
 
 // maxPartialWriteAttempts bounds the conditional read-modify-write fallback
 // of SetPartialValues under contention.
-const maxPartialWriteAttempts = 16
+const maxPartialWriteAttempts = 64
 
 // Wrap returns the portable layer over s. Wrapping a *Portable without
 // options returns it unchanged.
@@ -234,7 +236,17 @@ func (p *Portable) SetPartialValues(ctx context.Context, writes []PartialWrite) 
 }
 
 func (p *Portable) patchConditionally(ctx context.Context, key string, ws []PartialWrite) error {
-	for range maxPartialWriteAttempts {
+	backoff := time.Millisecond
+	for attempt := range maxPartialWriteAttempts {
+		if attempt > 0 {
+			// Jittered exponential backoff, so contending writers spread out.
+			select {
+			case <-time.After(backoff/2 + rand.N(backoff)):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			backoff = min(2*backoff, 200*time.Millisecond)
+		}
 		old, gen, err := ReadAll(ctx, p.s, key)
 		if err != nil {
 			return err
