@@ -46,9 +46,9 @@ type Option func(*options)
 // trusted networks).
 func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
 
-// WithRetries sets how often idempotent calls are retried when the server
-// is unavailable (default 4), and the first backoff (default 100ms,
-// doubling with jitter).
+// WithRetries sets how often unary calls other than creations are retried
+// when the server is unavailable (default 4), and the first backoff
+// (default 100ms, doubling with jitter).
 func WithRetries(n uint, backoff time.Duration) Option {
 	return func(o *options) { o.retries, o.backoff = n, backoff }
 }
@@ -88,8 +88,9 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		grpc.WithInitialWindowSize(8 << 20),
 		grpc.WithInitialConnWindowSize(32 << 20),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		// Streams are not retried blindly: a partly consumed stream cannot be
+		// replayed; unary calls are, when the server was unavailable.
 		grpc.WithChainUnaryInterceptor(retry.UnaryClientInterceptor(retryOpts...)),
-		grpc.WithChainStreamInterceptor(retry.StreamClientInterceptor(retryOpts...)),
 	}, o.dialOpts...)
 	cc, err := grpc.NewClient(addr, dial...)
 	if err != nil {

@@ -95,13 +95,16 @@ func (g *Gateway) GetNode(ctx context.Context, path string) (*Node, error) {
 
 // Children calls fn for each child of the group at path, or with recursive
 // for every descendant, depth first in lexical order. Prefixes holding no
-// Zarr node (chunk directories, stray files) are skipped.
+// Zarr node are skipped; a recursive listing still looks inside them, for
+// hierarchies whose intermediate groups have no metadata (the root may
+// have none either).
 func (g *Gateway) Children(ctx context.Context, path string, recursive bool, fn func(*Node) error) error {
 	n, err := g.node(ctx, path)
-	if err != nil {
+	switch {
+	case errors.Is(err, errs.NotFound) && path == "":
+	case err != nil:
 		return err
-	}
-	if n.group == nil {
+	case n.group == nil:
 		return errs.New(errs.FailedPrecondition, "node %q is an array, it has no children", path)
 	}
 	return g.children(ctx, path, recursive, fn)
@@ -121,6 +124,11 @@ func (g *Gateway) children(ctx context.Context, path string, recursive bool, fn 
 	for _, p := range prefixes {
 		child, err := g.node(ctx, p)
 		if errors.Is(err, errs.NotFound) {
+			if recursive {
+				if err := g.children(ctx, p, true, fn); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		if err != nil {

@@ -22,7 +22,17 @@ type command struct {
 
 var commands = []command{
 	{"serve", "serve a store: the gateway (ArrayService) and StoreService over gRPC", runServe},
+	{"ls", "list the children of a group (-r: all descendants)", runLs},
+	{"info", "show a node's metadata, dimensions, codecs and stored bytes", runInfo},
+	{"cat", "print a selection of an array as text, CSV or .npy", runCat},
+	{"get", "write a raw key's value to stdout or a file", runGet},
+	{"put", "store stdin or a file under a raw key", runPut},
+	{"rm", "remove a raw key (-r: a prefix)", runRm},
+	{"mkarray", "create an array", runMkarray},
+	{"cp", "copy every key between two stores (servers or local), resumably", runCp},
 }
+
+var flagErrHelp = flag.ErrHelp
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

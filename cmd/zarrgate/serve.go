@@ -11,7 +11,7 @@ import (
 	"github.com/zarrgate/zarrgate/gateway"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/storesvc"
-	"github.com/zarrgate/zarrgate/storesvc/file"
+	"github.com/zarrgate/zarrgate/storesvc/storeurl"
 	"google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -23,7 +23,7 @@ const shutdownGrace = 10 * time.Second
 
 func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
-	root := fs.String("root", "./data", "directory of the store (created if missing)")
+	root := fs.String("root", "./data", "the store: a directory (created if missing) or a store URL such as s3://bucket/prefix?endpoint=http://127.0.0.1:9000 or zip:///path/data.zip")
 	listen := fs.String("listen", DefaultListen, "address to listen on (host:port; port 0 picks a free one)")
 	readOnly := fs.Bool("read-only", false, "refuse every write with FailedPrecondition")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -35,7 +35,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 
-	backend, err := file.New(*root)
+	backend, err := openStore(ctx, *root)
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	srv := rpc.NewServer(logger)
 	gateway.NewServer(gateway.New(store, nil, gateway.Config{})).Register(srv)
 	srv.Health.SetServingStatus("", grpc_health_v1.HealthCheckResponse_SERVING)
-	logger.Info("zarrgate serving", "addr", lis.Addr().String(), "root", backend.Dir(), "read_only", *readOnly)
+	logger.Info("zarrgate serving", "addr", lis.Addr().String(), "root", *root, "read_only", *readOnly)
 	return serveUntilDone(ctx, logger, srv, lis)
 }
 
@@ -79,6 +79,12 @@ func serveUntilDone(ctx context.Context, logger *slog.Logger, srv *rpc.Server, l
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// openStore opens the store a command names: a directory or any store URL
+// (file://, memory://, s3://, zip://, NCZarr #mode= fragments).
+func openStore(ctx context.Context, loc string) (storesvc.Store, error) {
+	return storeurl.Open(ctx, loc)
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
