@@ -5,8 +5,12 @@ GO       ?= go
 BUF      := $(GO) tool buf
 # The first commit that carried the store API: buf breaking compares with it.
 API_BASE ?= 000aa42
+# Built test servers and Python venvs live outside the clone, so that fresh
+# clones on one machine (CI) reuse them.
+CACHE    ?= $(HOME)/.cache/zarrgate
+export ZARRGATE_CACHE := $(CACHE)/bin
 
-.PHONY: all tools generate check-generated lint breaking test test-go serve bench clean
+.PHONY: all tools deps generate check-generated lint breaking test test-go serve bench clean
 
 all: lint test-go
 
@@ -36,9 +40,13 @@ breaking:
 ## test: everything CI checks (installs what the tests need first)
 test: tools lint check-generated test-go
 
-## test-go: the Go test suite under the race detector
-test-go:
-	$(GO) test -race -count=1 ./...
+## deps: build and install what the tests need (versitygw for S3)
+deps:
+	scripts/s3server.sh build
+
+## test-go: the Go test suite under the race detector, S3 on a real server
+test-go: deps
+	ZARRGATE_S3_REQUIRED=1 $(GO) test -race -count=1 ./...
 
 ## serve: run the embedded server on ./data at 127.0.0.1:50051
 serve:
