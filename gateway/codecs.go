@@ -51,7 +51,8 @@ func (e engineCodec) decode(ctx context.Context, encoded [][]byte) ([]chunk, err
 	if len(encoded) == 0 {
 		return nil, nil
 	}
-	out, err := e.c.Decode(ctx, e.spec, encoded)
+	// Codecs are pure: a batch lost with its worker is safe to run again.
+	out, err := retry(ctx, func() ([]Chunk, error) { return e.c.Decode(ctx, e.spec, encoded) })
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +68,7 @@ func (e engineCodec) encode(ctx context.Context, chunks []chunk) ([][]byte, erro
 	for i, c := range chunks {
 		in[i] = Chunk{Data: c.data, Offsets: c.offsets}
 	}
-	return e.c.Encode(ctx, e.spec, in)
+	return retry(ctx, func() ([][]byte, error) { return e.c.Encode(ctx, e.spec, in) })
 }
 
 // shardingConfig is the configuration of the sharding_indexed codec.

@@ -174,7 +174,7 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 	for i, t := range batch {
 		reqs[i] = storesvc.KeyRange{Key: l.key(t.coords)}
 	}
-	vals, err := g.store.GetPartialValues(ctx, reqs)
+	vals, err := retry(ctx, func() ([]storesvc.PartialValue, error) { return g.store.GetPartialValues(ctx, reqs) })
 	if err != nil {
 		return err
 	}
@@ -293,7 +293,7 @@ func (g *Gateway) readShard(ctx context.Context, l *layout, t readTask, out func
 		if len(batch) == 0 {
 			continue
 		}
-		vals, err := g.store.GetPartialValues(ctx, reqs)
+		vals, err := retry(ctx, func() ([]storesvc.PartialValue, error) { return g.store.GetPartialValues(ctx, reqs) })
 		if err != nil && !errors.Is(err, errs.OutOfRange) {
 			return err
 		}
@@ -348,6 +348,10 @@ func (g *Gateway) shardIndex(ctx context.Context, l *layout, key string, refresh
 			return idx, nil
 		}
 	}
+	return retry(ctx, func() (*shardIdx, error) { return g.readShardIndex(ctx, l, key) })
+}
+
+func (g *Gateway) readShardIndex(ctx context.Context, l *layout, key string) (*shardIdx, error) {
 	size := l.shard.index.size()
 	r := storesvc.Suffix(size)
 	if l.shard.index.atStart() {

@@ -446,7 +446,12 @@ func (w *slabWriter) flush(o *pendingObject, complete bool) {
 	o.partlyFlushed = o.partlyFlushed || !complete
 	w.flushGroup.Go(func() error {
 		if whole {
-			return w.writeWhole(o, units)
+			err := w.writeWhole(o, units)
+			if !transient(err) {
+				return err
+			}
+			// The write may or may not have landed: only a write
+			// conditioned on what is stored now is safe to repeat.
 		}
 		return w.mergeInto(o, units)
 	})
@@ -629,7 +634,15 @@ func (w *slabWriter) buildShard(encoded [][]byte) ([]byte, bool, error) {
 func (w *slabWriter) mergeInto(o *pendingObject, units map[int]*pendingUnit) error {
 	ctx := w.ctx
 	for range w.g.cfg.MaxWriteAttempts {
-		data, gen, err := storesvc.ReadAll(ctx, w.g.store, o.key)
+		type read struct {
+			data []byte
+			gen  string
+		}
+		r, err := retry(ctx, func() (read, error) {
+			data, gen, err := storesvc.ReadAll(ctx, w.g.store, o.key)
+			return read{data, gen}, err
+		})
+		data, gen := r.data, r.gen
 		cond := storesvc.Condition{IfGenerationMatch: gen}
 		if errors.Is(err, errs.NotFound) {
 			data, cond = nil, storesvc.Condition{IfAbsent: true}
@@ -641,7 +654,9 @@ func (w *slabWriter) mergeInto(o *pendingObject, units map[int]*pendingUnit) err
 		} else {
 			err = w.mergeShard(o, units, data, cond)
 		}
-		if !errors.Is(err, errs.FailedPrecondition) {
+		// A conflict, or a write lost with its worker: read again and
+		// merge again; the generation check makes the repeat safe.
+		if !errors.Is(err, errs.FailedPrecondition) && !transient(err) {
 			return err
 		}
 	}

@@ -360,7 +360,10 @@ type BatchError struct {
 	// code is the gRPC status code (google.rpc.Code) of the failure.
 	Code int32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
 	// message says what failed, naming the chunk's index in the batch.
-	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// item_index is the index in the batch of the chunk that failed, when one
+	// chunk did.
+	ItemIndex     *int32 `protobuf:"varint,3,opt,name=item_index,json=itemIndex,proto3,oneof" json:"item_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -407,6 +410,13 @@ func (x *BatchError) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *BatchError) GetItemIndex() int32 {
+	if x != nil && x.ItemIndex != nil {
+		return *x.ItemIndex
+	}
+	return 0
 }
 
 // ProcessRequest is one batch on a Process stream.
@@ -643,11 +653,14 @@ const file_zarrgate_codec_v1_codec_proto_rawDesc = "" +
 	"\x04spec\x18\x01 \x01(\v2\x1c.zarrgate.codec.v1.ChunkSpecR\x04spec\x12\x18\n" +
 	"\aencoded\x18\x02 \x03(\fR\aencoded\"B\n" +
 	"\x0eDecodeResponse\x120\n" +
-	"\x06chunks\x18\x01 \x03(\v2\x18.zarrgate.codec.v1.ChunkR\x06chunks\":\n" +
+	"\x06chunks\x18\x01 \x03(\v2\x18.zarrgate.codec.v1.ChunkR\x06chunks\"m\n" +
 	"\n" +
 	"BatchError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xa0\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\"\n" +
+	"\n" +
+	"item_index\x18\x03 \x01(\x05H\x00R\titemIndex\x88\x01\x01B\r\n" +
+	"\v_item_index\"\xa0\x01\n" +
 	"\x0eProcessRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12:\n" +
 	"\x06encode\x18\x02 \x01(\v2 .zarrgate.codec.v1.EncodeRequestH\x00R\x06encode\x12:\n" +
@@ -716,6 +729,7 @@ func file_zarrgate_codec_v1_codec_proto_init() {
 	if File_zarrgate_codec_v1_codec_proto != nil {
 		return
 	}
+	file_zarrgate_codec_v1_codec_proto_msgTypes[6].OneofWrappers = []any{}
 	file_zarrgate_codec_v1_codec_proto_msgTypes[7].OneofWrappers = []any{
 		(*ProcessRequest_Encode)(nil),
 		(*ProcessRequest_Decode)(nil),
