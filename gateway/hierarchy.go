@@ -397,22 +397,57 @@ func (g *Gateway) writeNew(ctx context.Context, n *node) error {
 	if err != nil {
 		return err
 	}
-	if _, err := g.store.Set(ctx, docs[0].key, bytes.NewReader(docs[0].data), storesvc.Condition{IfAbsent: true}); err != nil {
-		if errors.Is(err, errs.FailedPrecondition) {
-			return errs.New(errs.AlreadyExists, "a node already exists at %q", n.path)
-		}
+	if err := g.createDoc(ctx, n.path, docs[0]); err != nil {
 		return err
 	}
 	for _, d := range docs[1:] {
 		if len(d.data) == 0 {
 			continue
 		}
-		if _, err := g.store.Set(ctx, d.key, bytes.NewReader(d.data), storesvc.Condition{}); err != nil {
+		// The node is new and ours: repeating this write is harmless.
+		if _, err := retry(ctx, func() (string, error) {
+			return g.store.Set(ctx, d.key, bytes.NewReader(d.data), storesvc.Condition{})
+		}); err != nil {
 			return err
 		}
 	}
 	g.meta.drop(n.path)
 	return nil
+}
+
+// createDoc writes a node's defining document only if absent. When the
+// answer is lost (the store worker went away), it reads the key back: our
+// own document there means the write landed.
+func (g *Gateway) createDoc(ctx context.Context, path string, d doc) error {
+	for attempt := 1; ; attempt++ {
+		_, err := g.store.Set(ctx, d.key, bytes.NewReader(d.data), storesvc.Condition{IfAbsent: true})
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, errs.FailedPrecondition):
+			return errs.New(errs.AlreadyExists, "a node already exists at %q", path)
+		case !transient(err) || attempt == retryAttempts:
+			return err
+		}
+		stored, rerr := retry(ctx, func() (read, error) {
+			data, gen, err := storesvc.ReadAll(ctx, g.store, d.key)
+			return read{data, gen}, err
+		})
+		switch {
+		case rerr == nil && bytes.Equal(stored.data, d.data):
+			return nil
+		case rerr == nil:
+			return errs.New(errs.AlreadyExists, "a node already exists at %q", path)
+		case !errors.Is(rerr, errs.NotFound):
+			return rerr
+		}
+	}
+}
+
+// read is a value read with its generation.
+type read struct {
+	data []byte
+	gen  string
 }
 
 // update applies change to the node at path and writes the documents that
@@ -441,7 +476,9 @@ func (g *Gateway) update(ctx context.Context, path string, change func(*node) er
 				cond = storesvc.Condition{IfGenerationMatch: gen}
 			}
 			if _, err := g.store.Set(ctx, d.key, bytes.NewReader(d.data), cond); err != nil {
-				if errors.Is(err, errs.FailedPrecondition) {
+				// A conflict, or an answer lost with the worker: read again;
+				// the generation check makes the repeat safe.
+				if errors.Is(err, errs.FailedPrecondition) || transient(err) {
 					conflict = true
 					break
 				}
@@ -470,7 +507,11 @@ func (g *Gateway) readDocs(ctx context.Context, path string) (*node, []doc, map[
 	docs := make([]doc, len(keys))
 	gens := make(map[string]string)
 	for i, d := range keys {
-		data, gen, err := storesvc.ReadAll(ctx, g.store, d.key)
+		r, err := retry(ctx, func() (read, error) {
+			data, gen, err := storesvc.ReadAll(ctx, g.store, d.key)
+			return read{data, gen}, err
+		})
+		data, gen := r.data, r.gen
 		switch {
 		case errors.Is(err, errs.NotFound) && i > 0: // .zattrs may be absent
 		case err != nil:

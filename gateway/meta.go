@@ -55,7 +55,8 @@ func loadNode(ctx context.Context, s storesvc.PartialReader, path string) (*node
 		return nil, err
 	}
 	p := nodePrefix(path)
-	vals, err := s.GetPartialValues(ctx, []storesvc.KeyRange{{Key: p + keyV3}, {Key: p + keyZarray}, {Key: p + keyZgroup}, {Key: p + keyZattrs}})
+	reqs := []storesvc.KeyRange{{Key: p + keyV3}, {Key: p + keyZarray}, {Key: p + keyZgroup}, {Key: p + keyZattrs}}
+	vals, err := retry(ctx, func() ([]storesvc.PartialValue, error) { return s.GetPartialValues(ctx, reqs) })
 	if err != nil {
 		return nil, err
 	}

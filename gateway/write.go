@@ -634,10 +634,6 @@ func (w *slabWriter) buildShard(encoded [][]byte) ([]byte, bool, error) {
 func (w *slabWriter) mergeInto(o *pendingObject, units map[int]*pendingUnit) error {
 	ctx := w.ctx
 	for range w.g.cfg.MaxWriteAttempts {
-		type read struct {
-			data []byte
-			gen  string
-		}
 		r, err := retry(ctx, func() (read, error) {
 			data, gen, err := storesvc.ReadAll(ctx, w.g.store, o.key)
 			return read{data, gen}, err

@@ -1,0 +1,94 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/storesvc"
+	"github.com/zarrgate/zarrgate/storesvc/memory"
+	"github.com/zarrgate/zarrgate/zarr"
+)
+
+// flaky wraps a real store and fails a share of calls with Unavailable, as
+// a store worker that dies does; writes fail after they landed half of the
+// time (the answer was lost), which is what makes blind retries unsafe.
+type flaky struct {
+	storesvc.Store
+	mu    sync.Mutex
+	r     *rand.Rand
+	share float64
+	fails int
+}
+
+func (f *flaky) fail() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.r.Float64() < f.share {
+		f.fails++
+		return true
+	}
+	return false
+}
+
+func unavailable() error { return errs.New(errs.Unavailable, "injected: store worker gone") }
+
+func (f *flaky) GetPartialValues(ctx context.Context, reqs []storesvc.KeyRange) ([]storesvc.PartialValue, error) {
+	if f.fail() {
+		return nil, unavailable()
+	}
+	return storesvc.Wrap(f.Store).GetPartialValues(ctx, reqs)
+}
+
+func (f *flaky) Get(ctx context.Context, key string, r storesvc.ByteRange) (*storesvc.Object, error) {
+	if f.fail() {
+		return nil, unavailable()
+	}
+	return f.Store.Get(ctx, key, r)
+}
+
+func (f *flaky) Set(ctx context.Context, key string, v io.Reader, c storesvc.Condition) (string, error) {
+	if f.fail() {
+		if f.r.IntN(2) == 0 {
+			f.Store.Set(ctx, key, v, c) // landed, but the answer is lost
+		}
+		return "", unavailable()
+	}
+	return f.Store.Set(ctx, key, v, c)
+}
+
+// A store that keeps failing transiently still gives correct slabs.
+func TestSlabsSurviveUnavailableStore(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for it := range 30 {
+		c := randCase(r)
+		f := &flaky{Store: memory.New(), r: rand.New(rand.NewPCG(uint64(it), 1)), share: 0}
+		g := New(f, testCodecs{}, Config{Parallelism: 3})
+		f.share = 0.15
+		ref := c.create(t, g, "a")
+		for step := range 3 {
+			sel := randSel(r, c.shape)
+			if step == 0 {
+				sel = zarr.FullSelection(c.shape)
+			}
+			blocks, _ := ref.blocksFor(r, sel, randValue(r, ref.elem))
+			if _, err := g.WriteSlab(ctx, "a", sel, nextFrom(blocks)); err != nil {
+				t.Fatalf("case %d %+v: WriteSlab: %v", it, c, err)
+			}
+			rsel := randSel(r, c.shape)
+			got, gotV := readAll(t, g, "a", rsel, ref.elem)
+			want, wantV := ref.expect(rsel)
+			if string(got) != string(want) || len(gotV) != len(wantV) {
+				t.Fatalf("case %d %+v: wrong values after retries", it, c)
+			}
+			for i := range gotV {
+				if gotV[i] != wantV[i] {
+					t.Fatalf("case %d: element %d = %q, want %q", it, i, gotV[i], wantV[i])
+				}
+			}
+		}
+	}
+}
