@@ -34,6 +34,12 @@ func (f *flaky) fail() bool {
 	return false
 }
 
+func (f *flaky) coin() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.r.IntN(2) == 0
+}
+
 func unavailable() error { return errs.New(errs.Unavailable, "injected: store worker gone") }
 
 func (f *flaky) GetPartialValues(ctx context.Context, reqs []storesvc.KeyRange) ([]storesvc.PartialValue, error) {
@@ -52,7 +58,7 @@ func (f *flaky) Get(ctx context.Context, key string, r storesvc.ByteRange) (*sto
 
 func (f *flaky) Set(ctx context.Context, key string, v io.Reader, c storesvc.Condition) (string, error) {
 	if f.fail() {
-		if f.r.IntN(2) == 0 {
+		if f.coin() {
 			f.Store.Set(ctx, key, v, c) // landed, but the answer is lost
 		}
 		return "", unavailable()
