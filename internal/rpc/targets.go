@@ -1,0 +1,65 @@
+package rpc
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	_ "google.golang.org/grpc/health" // client-side health checking of workers
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+)
+
+// workerServiceConfig spreads calls over every worker behind a target with
+// round_robin, takes a worker out while its health service says it is not
+// serving (and back in when it is), and lets gRPC retry the idempotent
+// read methods on another worker when one is unavailable before answering.
+// Writes are not retried here: only a write conditioned on a generation is
+// safe to repeat, and the gateway does that itself.
+const workerServiceConfig = `{
+  "loadBalancingConfig": [{"round_robin": {}}],
+  "healthCheckConfig": {"serviceName": ""},
+  "methodConfig": [{
+    "name": [
+      {"service": "zarrgate.store.v1.StoreService", "method": "Get"},
+      {"service": "zarrgate.store.v1.StoreService", "method": "GetPartialValues"},
+      {"service": "zarrgate.store.v1.StoreService", "method": "GetCapabilities"},
+      {"service": "zarrgate.store.v1.StoreService", "method": "List"},
+      {"service": "zarrgate.store.v1.StoreService", "method": "ListPrefix"},
+      {"service": "zarrgate.store.v1.StoreService", "method": "ListDir"},
+      {"service": "zarrgate.codec.v1.CodecService", "method": "Encode"},
+      {"service": "zarrgate.codec.v1.CodecService", "method": "Decode"}
+    ],
+    "retryPolicy": {
+      "maxAttempts": 5, "initialBackoff": "0.02s", "maxBackoff": "1s",
+      "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]
+    }
+  }]
+}`
+
+var manualSeq atomic.Uint64
+
+// DialWorkers connects to a pool of workers. target is a comma-separated
+// list of host:port addresses, or any gRPC target such as
+// dns:///name:port (a Kubernetes headless Service resolves to every pod).
+func DialWorkers(target string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
+	target = strings.TrimSpace(target)
+	if target == "" {
+		return nil, fmt.Errorf("empty worker target")
+	}
+	opts := append(DialOptions(), grpc.WithDefaultServiceConfig(workerServiceConfig))
+	if !strings.Contains(target, "://") {
+		var addrs []resolver.Address
+		for _, a := range strings.Split(target, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				addrs = append(addrs, resolver.Address{Addr: a})
+			}
+		}
+		r := manual.NewBuilderWithScheme(fmt.Sprintf("zarrgate-workers-%d", manualSeq.Add(1)))
+		r.InitialState(resolver.State{Addresses: addrs})
+		opts = append(opts, grpc.WithResolvers(r))
+		target = r.Scheme() + ":///workers"
+	}
+	return grpc.NewClient(target, append(opts, extra...)...)
+}
