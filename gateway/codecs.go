@@ -6,40 +6,24 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
-// ChunkSpec is what a codec engine needs to encode and decode the chunks of
-// one array: the chain, the decoded chunk shape, data type and fill value.
-type ChunkSpec struct {
-	Codecs    []zarr.CodecSpec
-	Shape     []int64
-	DataType  zarr.DataType
-	FillValue []byte
-}
+// ChunkSpec is what the codec engine needs for a batch of one array's
+// chunks: the chain and the decoded chunk layout.
+type ChunkSpec = codecsvc.BatchSpec
 
-// Chunk is a decoded chunk: fixed-size elements in C order, little-endian,
-// or for variable-length types the concatenated element bytes with n+1
-// offsets.
-type Chunk struct {
-	Data    []byte
-	Offsets []int64
-}
+// Chunk is a decoded chunk (see codecsvc.Chunk).
+type Chunk = codecsvc.Chunk
 
 // Codecs is the codec engine the gateway runs chunks through, in batches:
-// in-process, or on remote codec workers. A failure on one item of a batch
-// is reported as an error wrapping *ItemError.
-type Codecs interface {
-	Decode(ctx context.Context, spec *ChunkSpec, encoded [][]byte) ([]Chunk, error)
-	Encode(ctx context.Context, spec *ChunkSpec, chunks []Chunk) ([][]byte, error)
-}
-
-// ItemError says which item of a batch a codec failed on.
-type ItemError = batchError
+// codecsvc.Local in-process, or codec workers through codecsvc/remote.
+type Codecs = codecsvc.Engine
 
 // NewItemError wraps err as the failure of batch item i.
-func NewItemError(i int, err error) error { return &batchError{index: i, err: err} }
+func NewItemError(i int, err error) error { return &codecsvc.ItemError{Index: i, Err: err} }
 
 // engineCodec binds a Codecs engine to one array's chunk spec.
 type engineCodec struct {

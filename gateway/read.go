@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/zarr"
@@ -205,30 +206,21 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 // blameChunk names the chunk a batch decode failed on, when the codec
 // error says which batch item it was.
 func (g *Gateway) blameChunk(err error, reqs []storesvc.KeyRange, vals []storesvc.PartialValue) error {
-	var be *batchError
-	if errors.As(err, &be) {
+	var ie *codecsvc.ItemError
+	if errors.As(err, &ie) {
 		k := 0
 		for i, v := range vals {
 			if !v.Found {
 				continue
 			}
-			if k == be.index {
-				return fmt.Errorf("chunk %q: %w", reqs[i].Key, be.err)
+			if k == ie.Index {
+				return fmt.Errorf("chunk %q: %w", reqs[i].Key, ie.Err)
 			}
 			k++
 		}
 	}
 	return err
 }
-
-// batchError is a codec failure on one item of a batch.
-type batchError struct {
-	index int
-	err   error
-}
-
-func (e *batchError) Error() string { return fmt.Sprintf("item %d: %v", e.index, e.err) }
-func (e *batchError) Unwrap() error { return e.err }
 
 // readShard reads the inner chunks of one shard that the selection
 // touches: the index (cached, checked against the generation of every
@@ -318,9 +310,9 @@ func (g *Gateway) readShard(ctx context.Context, l *layout, t readTask, out func
 		}
 		decoded, err := l.codec.decode(ctx, encoded)
 		if err != nil {
-			var be *batchError
-			if errors.As(err, &be) {
-				return fmt.Errorf("shard %q inner chunk %d: %w", key, batch[be.index].entry, be.err)
+			var ie *codecsvc.ItemError
+			if errors.As(err, &ie) && ie.Index < len(batch) {
+				return fmt.Errorf("shard %q inner chunk %d: %w", key, batch[ie.Index].entry, ie.Err)
 			}
 			return fmt.Errorf("shard %q: %w", key, err)
 		}

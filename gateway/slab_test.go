@@ -16,6 +16,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
@@ -338,7 +339,19 @@ type slabCase struct {
 	shardIndex string // "start" or "end"
 }
 
-func randCase(r *rand.Rand) slabCase {
+// realChains are codec chains for the real engine (codecsvc.Local).
+var realChains = []string{
+	`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":3,"checksum":true}}]`,
+	`[{"name":"transpose","configuration":{"order":ORDER}},{"name":"bytes","configuration":{"endian":"big"}},{"name":"gzip","configuration":{"level":1}},{"name":"crc32c"}]`,
+	`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"blosc","configuration":{"cname":"lz4","clevel":5,"shuffle":"shuffle","typesize":4,"blocksize":0}}]`,
+	`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"blosc","configuration":{"cname":"zstd","clevel":3,"shuffle":"bitshuffle","typesize":2,"blocksize":0}}]`,
+	`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"numcodecs.zlib","configuration":{"level":1}}]`,
+	`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"numcodecs.shuffle","configuration":{"elementsize":4}},{"name":"numcodecs.lz4","configuration":{"acceleration":1}}]`,
+}
+
+func randCase(r *rand.Rand) slabCase { return randCaseFor(r, false) }
+
+func randCaseFor(r *rand.Rand, real bool) slabCase {
 	nd := r.IntN(4)
 	c := slabCase{shape: make([]int64, nd), chunks: make([]int64, nd)}
 	for d := range nd {
@@ -347,13 +360,23 @@ func randCase(r *rand.Rand) slabCase {
 	}
 	c.dtype = []string{"int8", "uint16", "float32", "float64", "complex64", "string"}[r.IntN(6)]
 	switch {
+	case c.dtype == "string" && real:
+		c.codecs = []string{`[{"name":"vlen-utf8"},{"name":"zstd","configuration":{"level":1,"checksum":false}}]`,
+			`[{"name":"transpose","configuration":{"order":ORDER}},{"name":"vlen-utf8"},{"name":"crc32c"}]`}[r.IntN(2)]
 	case c.dtype == "string":
 		c.codecs = `[{"name":"vlen-utf8"}]`
+	case real:
+		c.codecs = realChains[r.IntN(len(realChains))]
 	case r.IntN(2) == 0:
 		c.codecs = `[{"name":"bytes","configuration":{"endian":"big"}},{"name":"crc32c"}]`
 	default:
 		c.codecs = `[{"name":"bytes","configuration":{"endian":"little"}}]`
 	}
+	order := make([]string, nd)
+	for i, p := range r.Perm(nd) {
+		order[i] = fmt.Sprint(p)
+	}
+	c.codecs = strings.ReplaceAll(c.codecs, "ORDER", "["+strings.Join(order, ",")+"]")
 	if nd > 0 && r.IntN(2) == 0 {
 		c.shards = make([]int64, nd)
 		for d := range nd {
@@ -428,6 +451,11 @@ func randValue(r *rand.Rand, elem int) func([]int64) any {
 // random tilings and reads random strided selections back, comparing with
 // the naive reference element by element.
 func TestSlabsMatchReference(t *testing.T) {
+	t.Run("test-engine", func(t *testing.T) { testSlabsMatchReference(t, testCodecs{}, false) })
+	t.Run("codecsvc", func(t *testing.T) { testSlabsMatchReference(t, codecsvc.NewLocal(), true) })
+}
+
+func testSlabsMatchReference(t *testing.T, engine Codecs, real bool) {
 	r := rand.New(rand.NewPCG(7, 11))
 	iters := 150
 	if n := os.Getenv("ZARRGATE_SLAB_ITERS"); n != "" {
@@ -437,9 +465,9 @@ func TestSlabsMatchReference(t *testing.T) {
 		iters = 40
 	}
 	for it := range iters {
-		c := randCase(r)
+		c := randCaseFor(r, real)
 		store := memory.New()
-		g := New(store, testCodecs{}, Config{Parallelism: 1 + r.IntN(4), WriteBufferBytes: []int64{64, 1 << 20}[r.IntN(2)]})
+		g := New(store, engine, Config{Parallelism: 1 + r.IntN(4), WriteBufferBytes: []int64{64, 1 << 20}[r.IntN(2)]})
 		path := fmt.Sprintf("a%d", it)
 		ref := c.create(t, g, path)
 		for step := range 4 {

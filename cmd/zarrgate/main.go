@@ -23,6 +23,7 @@ type command struct {
 var commands = []command{
 	{"serve", "serve a store: the gateway (ArrayService) and StoreService over gRPC", runServe},
 	{"store-worker", "serve StoreService over a store (the storage tier)", runStoreWorker},
+	{"codec-worker", "serve CodecService (the codec tier)", runCodecWorker},
 	{"ls", "list the children of a group (-r: all descendants)", runLs},
 	{"info", "show a node's metadata, dimensions, codecs and stored bytes", runInfo},
 	{"cat", "print a selection of an array as text, CSV or .npy", runCat},

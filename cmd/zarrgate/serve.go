@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/gateway"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/storesvc"
@@ -51,7 +52,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
 	}
 	srv := rpc.NewServer(logger)
-	gateway.NewServer(gateway.New(store, nil, gateway.Config{})).Register(srv)
+	gateway.NewServer(gateway.New(store, codecsvc.NewLocal(), gateway.Config{})).Register(srv)
 	srv.Health.SetServingStatus("", grpc_health_v1.HealthCheckResponse_SERVING)
 	logger.Info("zarrgate serving", "addr", lis.Addr().String(), "root", *root, "read_only", *readOnly)
 	return serveUntilDone(ctx, logger, srv, lis)

@@ -1,0 +1,392 @@
+package codecsvc
+
+import (
+	"bytes"
+	"compress/bzip2"
+	"encoding/binary"
+	"encoding/json"
+	"io"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zlib"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+
+	"github.com/zarrgate/zarrgate/codecsvc/blosc"
+	"github.com/zarrgate/zarrgate/errs"
+)
+
+func init() {
+	Register("gzip", newGzip)
+	Register("numcodecs.gzip", newGzip)
+	Register("zstd", newZstd)
+	Register("numcodecs.zstd", newZstd)
+	Register("blosc", newBlosc)
+	Register("numcodecs.zlib", newZlib)
+	Register("numcodecs.lz4", newLZ4)
+	Register("numcodecs.bz2", newBZ2)
+}
+
+// readLimited reads a decompressor's whole output, failing with DataLoss
+// rather than reading more than max bytes (max < 0: no bound).
+func readLimited(r io.Reader, max int64, what string) ([]byte, error) {
+	if max < 0 {
+		max = maxVariableBytes
+	}
+	var buf bytes.Buffer
+	n, err := buf.ReadFrom(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, errs.New(errs.DataLoss, "%s: corrupt or truncated data: %v", what, err)
+	}
+	if n > max {
+		return nil, errs.New(errs.DataLoss, "%s: decompresses to more than the %d bytes expected", what, max)
+	}
+	return buf.Bytes(), nil
+}
+
+// lenient unmarshals a numcodecs configuration, which may carry fields
+// zarrgate does not need.
+func lenient(raw json.RawMessage, v any) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return errs.New(errs.InvalidArgument, "configuration: %v", err)
+	}
+	return nil
+}
+
+// gzipCodec is v3 "gzip" (and numcodecs GZip): RFC 1952.
+type gzipCodec struct{ level int }
+
+func newGzip(cfg json.RawMessage, _ ChunkSpec) (any, error) {
+	c := struct {
+		Level *int `json:"level"`
+	}{}
+	if err := lenient(cfg, &c); err != nil {
+		return nil, err
+	}
+	level := 5
+	if c.Level != nil {
+		level = *c.Level
+	}
+	if level < 0 || level > 9 {
+		return nil, errs.New(errs.InvalidArgument, "configuration.level %d: want 0 to 9", level)
+	}
+	return gzipCodec{level}, nil
+}
+
+func (g gzipCodec) Encode(b []byte) ([]byte, error) {
+	var out bytes.Buffer
+	w, err := gzip.NewWriterLevel(&out, g.level)
+	if err != nil {
+		return nil, err
+	}
+	w.Write(b)
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+func (gzipCodec) Decode(b []byte, max int64) ([]byte, error) {
+	r, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, errs.New(errs.DataLoss, "gzip: %v", err)
+	}
+	return readLimited(r, max, "gzip")
+}
+
+func (gzipCodec) MaxEncodedSize(n int64) int64 { return bound(n, n/1000+64) }
+
+func bound(n, overhead int64) int64 {
+	if n < 0 {
+		return -1
+	}
+	return n + overhead
+}
+
+// zstdCodec is v3 "zstd".
+type zstdCodec struct {
+	enc      *zstd.Encoder
+	checksum bool
+}
+
+var (
+	zstdDecOnce sync.Once
+	zstdDec     *zstd.Decoder
+	zstdEncMu   sync.Mutex
+	zstdEncs    = map[[2]int]*zstd.Encoder{}
+)
+
+func zstdDecoder() *zstd.Decoder {
+	zstdDecOnce.Do(func() {
+		zstdDec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecodeAllCapLimit(true),
+			zstd.WithDecoderMaxMemory(1<<31), zstd.WithDecoderLowmem(false))
+	})
+	return zstdDec
+}
+
+func newZstd(cfg json.RawMessage, _ ChunkSpec) (any, error) {
+	c := struct {
+		Level    *int  `json:"level"`
+		Checksum *bool `json:"checksum"`
+	}{}
+	if err := lenient(cfg, &c); err != nil {
+		return nil, err
+	}
+	level := 3
+	if c.Level != nil {
+		level = *c.Level
+	}
+	if level < -131072 || level > 22 {
+		return nil, errs.New(errs.InvalidArgument, "configuration.level %d: want at most 22", level)
+	}
+	checksum := c.Checksum != nil && *c.Checksum
+	key := [2]int{level, map[bool]int{true: 1}[checksum]}
+	zstdEncMu.Lock()
+	defer zstdEncMu.Unlock()
+	enc := zstdEncs[key]
+	if enc == nil {
+		var err error
+		enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(max(level, 1))),
+			zstd.WithEncoderCRC(checksum), zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true))
+		if err != nil {
+			return nil, errs.Wrap(errs.InvalidArgument, err, "zstd")
+		}
+		zstdEncs[key] = enc
+	}
+	return zstdCodec{enc: enc, checksum: checksum}, nil
+}
+
+func (z zstdCodec) Encode(b []byte) ([]byte, error) {
+	return z.enc.EncodeAll(b, make([]byte, 0, len(b)/2+64)), nil
+}
+
+func (zstdCodec) Decode(b []byte, max int64) ([]byte, error) {
+	var h zstd.Header
+	if err := h.Decode(b); err != nil {
+		return nil, errs.New(errs.DataLoss, "zstd: %v", err)
+	}
+	if h.HasFCS && max >= 0 && int64(h.FrameContentSize) > max {
+		return nil, errs.New(errs.DataLoss, "zstd: frame claims %d bytes, more than the %d expected", h.FrameContentSize, max)
+	}
+	if h.HasFCS && h.FrameContentSize < 1<<31 {
+		limit := int64(h.FrameContentSize)
+		if max >= 0 {
+			limit = max // further frames may follow; never beyond the bound
+		}
+		out, err := zstdDecoder().DecodeAll(b, make([]byte, 0, min(limit, int64(h.FrameContentSize)+1<<20)))
+		if err == nil {
+			return out, nil
+		}
+		if err != zstd.ErrDecoderSizeExceeded {
+			return nil, errs.New(errs.DataLoss, "zstd: %v", err)
+		}
+	}
+	// Unknown content size (streaming encoders) or several frames: stream
+	// with a hard limit.
+	r, err := zstd.NewReader(bytes.NewReader(b), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<31))
+	if err != nil {
+		return nil, errs.New(errs.DataLoss, "zstd: %v", err)
+	}
+	defer r.Close()
+	return readLimited(r, max, "zstd")
+}
+
+func (zstdCodec) MaxEncodedSize(n int64) int64 { return bound(n, n/128+64) }
+
+// bloscCodec is v3 "blosc", over our pure-Go Blosc.
+type bloscCodec struct{ o blosc.Options }
+
+func newBlosc(cfg json.RawMessage, in ChunkSpec) (any, error) {
+	c := struct {
+		Cname     string          `json:"cname"`
+		Clevel    *int            `json:"clevel"`
+		Shuffle   json.RawMessage `json:"shuffle"`
+		Typesize  *int            `json:"typesize"`
+		Blocksize int             `json:"blocksize"`
+	}{Cname: "lz4"}
+	if err := lenient(cfg, &c); err != nil {
+		return nil, err
+	}
+	o := blosc.Options{Cname: c.Cname, Clevel: 5, Typesize: max(in.DataType.Size, 1), Blocksize: c.Blocksize, Shuffle: blosc.NoShuffle}
+	if c.Clevel != nil {
+		o.Clevel = *c.Clevel
+	}
+	if c.Typesize != nil && *c.Typesize > 0 {
+		o.Typesize = *c.Typesize
+	}
+	var name string
+	var num int
+	switch {
+	case len(c.Shuffle) == 0:
+		o.Shuffle = blosc.ByteShuffle
+	case json.Unmarshal(c.Shuffle, &name) == nil:
+		switch name {
+		case "noshuffle":
+		case "shuffle":
+			o.Shuffle = blosc.ByteShuffle
+		case "bitshuffle":
+			o.Shuffle = blosc.BitShuffle
+		default:
+			return nil, errs.New(errs.InvalidArgument, "configuration.shuffle %q: want noshuffle, shuffle or bitshuffle", name)
+		}
+	case json.Unmarshal(c.Shuffle, &num) == nil && num >= -1 && num <= 2:
+		o.Shuffle = blosc.Shuffle(num)
+		if num == -1 {
+			o.Shuffle = blosc.ByteShuffle
+			if o.Typesize == 1 {
+				o.Shuffle = blosc.BitShuffle
+			}
+		}
+	default:
+		return nil, errs.New(errs.InvalidArgument, "configuration.shuffle %s: want noshuffle, shuffle or bitshuffle", c.Shuffle)
+	}
+	switch o.Cname {
+	case "blosclz", "lz4", "lz4hc", "zstd", "zlib", "snappy":
+	default:
+		return nil, errs.New(errs.InvalidArgument, "configuration.cname %q: want blosclz, lz4, lz4hc, zstd, zlib or snappy", o.Cname)
+	}
+	if o.Clevel < 0 || o.Clevel > 9 {
+		return nil, errs.New(errs.InvalidArgument, "configuration.clevel %d: want 0 to 9", o.Clevel)
+	}
+	return bloscCodec{o}, nil
+}
+
+func (b bloscCodec) Encode(in []byte) ([]byte, error) { return blosc.Compress(in, b.o) }
+
+func (bloscCodec) Decode(in []byte, max int64) ([]byte, error) {
+	if max < 0 || max > 1<<31-1 {
+		max = 1<<31 - 1
+	}
+	return blosc.Decompress(in, int(max))
+}
+
+func (bloscCodec) MaxEncodedSize(n int64) int64 { return bound(n, blosc.HeaderSize+n/64+64) }
+
+// zlibCodec is numcodecs Zlib: RFC 1950.
+type zlibCodec struct{ level int }
+
+func newZlib(cfg json.RawMessage, _ ChunkSpec) (any, error) {
+	c := struct {
+		Level *int `json:"level"`
+	}{}
+	if err := lenient(cfg, &c); err != nil {
+		return nil, err
+	}
+	level := 1
+	if c.Level != nil {
+		level = *c.Level
+	}
+	if level < 0 || level > 9 {
+		return nil, errs.New(errs.InvalidArgument, "configuration.level %d: want 0 to 9", level)
+	}
+	return zlibCodec{level}, nil
+}
+
+func (z zlibCodec) Encode(b []byte) ([]byte, error) {
+	var out bytes.Buffer
+	w, err := zlib.NewWriterLevel(&out, z.level)
+	if err != nil {
+		return nil, err
+	}
+	w.Write(b)
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+func (zlibCodec) Decode(b []byte, max int64) ([]byte, error) {
+	r, err := zlib.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, errs.New(errs.DataLoss, "zlib: %v", err)
+	}
+	return readLimited(r, max, "zlib")
+}
+
+func (zlibCodec) MaxEncodedSize(n int64) int64 { return bound(n, n/1000+64) }
+
+// lz4Codec is numcodecs LZ4: a little-endian uint32 of the decoded size,
+// then one raw LZ4 block.
+type lz4Codec struct{ acceleration int }
+
+func newLZ4(cfg json.RawMessage, _ ChunkSpec) (any, error) {
+	c := struct {
+		Acceleration int `json:"acceleration"`
+	}{Acceleration: 1}
+	return lz4Codec{c.Acceleration}, lenient(cfg, &c)
+}
+
+func (lz4Codec) Encode(b []byte) ([]byte, error) {
+	out := make([]byte, 4+lz4.CompressBlockBound(len(b)))
+	binary.LittleEndian.PutUint32(out, uint32(len(b)))
+	var c lz4.Compressor
+	n, err := c.CompressBlock(b, out[4:])
+	if err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "lz4")
+	}
+	if n == 0 && len(b) > 0 { // incompressible: a block of literals only
+		return append(out[:4], lz4Literals(b)...), nil
+	}
+	return out[:4+n], nil
+}
+
+// lz4Literals is an LZ4 block holding b as one literal run.
+func lz4Literals(b []byte) []byte {
+	out := make([]byte, 0, len(b)+len(b)/255+16)
+	n := len(b)
+	if n < 15 {
+		out = append(out, byte(n<<4))
+	} else {
+		out = append(out, 0xF0)
+		rest := n - 15
+		for ; rest >= 255; rest -= 255 {
+			out = append(out, 255)
+		}
+		out = append(out, byte(rest))
+	}
+	return append(out, b...)
+}
+
+func (lz4Codec) Decode(b []byte, max int64) ([]byte, error) {
+	if len(b) < 4 {
+		return nil, errs.New(errs.DataLoss, "lz4: %d bytes, too short for the size header", len(b))
+	}
+	size := int64(binary.LittleEndian.Uint32(b))
+	if max >= 0 && size > max {
+		return nil, errs.New(errs.DataLoss, "lz4: header claims %d bytes, more than the %d expected", size, max)
+	}
+	out := make([]byte, size)
+	n, err := lz4.UncompressBlock(b[4:], out)
+	if err != nil || int64(n) != size {
+		return nil, errs.New(errs.DataLoss, "lz4: corrupt block (%d of %d bytes): %v", n, size, err)
+	}
+	return out, nil
+}
+
+func (lz4Codec) MaxEncodedSize(n int64) int64 { return bound(n, n/255+20) }
+
+// bz2Codec is numcodecs BZ2. Decoding only: Go's standard library has no
+// bzip2 writer, and no bzip2 encoder earns a dependency for a compressor
+// this rare in Zarr data.
+type bz2Codec struct{}
+
+func newBZ2(cfg json.RawMessage, _ ChunkSpec) (any, error) {
+	var c struct {
+		Level int `json:"level"`
+	}
+	return bz2Codec{}, lenient(cfg, &c)
+}
+
+func (bz2Codec) Encode([]byte) ([]byte, error) {
+	return nil, errs.New(errs.Unimplemented, "numcodecs.bz2: zarrgate reads bzip2 chunks but does not write them; choose zstd or zlib for new data")
+}
+
+func (bz2Codec) Decode(b []byte, max int64) ([]byte, error) {
+	return readLimited(bzip2.NewReader(bytes.NewReader(b)), max, "bz2")
+}
+
+func (bz2Codec) MaxEncodedSize(n int64) int64 { return bound(n, n/100+600) }

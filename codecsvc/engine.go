@@ -1,0 +1,127 @@
+package codecsvc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/zarrgate/zarrgate/zarr"
+)
+
+// BatchSpec describes the chunks of a batch: the codec chain and the
+// decoded chunk layout.
+type BatchSpec struct {
+	Codecs    []zarr.CodecSpec
+	Shape     []int64
+	DataType  zarr.DataType
+	FillValue []byte
+}
+
+// key identifies a spec, for caching built chains.
+func (s *BatchSpec) key() string {
+	var b strings.Builder
+	codecs, _ := json.Marshal(s.Codecs)
+	b.Write(codecs)
+	b.WriteString("|" + s.DataType.Name + "|")
+	for _, d := range s.Shape {
+		b.WriteString(strconv.FormatInt(d, 10) + ",")
+	}
+	b.WriteString("|" + string(s.FillValue))
+	return b.String()
+}
+
+// Engine encodes and decodes batches of chunks of one array. Local runs
+// them in this process; the remote client (package codecsvc/remote) on
+// codec workers. A failure on one item fails the batch with an error
+// wrapping *ItemError, which says which item.
+type Engine interface {
+	Decode(ctx context.Context, spec *BatchSpec, encoded [][]byte) ([]Chunk, error)
+	Encode(ctx context.Context, spec *BatchSpec, chunks []Chunk) ([][]byte, error)
+}
+
+// ItemError is a codec failure on one item of a batch.
+type ItemError struct {
+	Index int
+	Err   error
+}
+
+func (e *ItemError) Error() string { return fmt.Sprintf("chunk %d of the batch: %v", e.Index, e.Err) }
+
+// Unwrap returns the codec's error, which carries the gRPC code.
+func (e *ItemError) Unwrap() error { return e.Err }
+
+// Local is the in-process engine. Built chains are cached by spec.
+type Local struct {
+	mu     sync.Mutex
+	chains map[string]*Chain
+}
+
+var _ Engine = (*Local)(nil)
+
+// NewLocal returns an in-process engine.
+func NewLocal() *Local { return &Local{chains: make(map[string]*Chain)} }
+
+// Chain returns the (cached) chain of a spec.
+func (l *Local) Chain(spec *BatchSpec) (*Chain, error) {
+	k := spec.key()
+	l.mu.Lock()
+	c, ok := l.chains[k]
+	l.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	shape := make([]int, len(spec.Shape))
+	for i, d := range spec.Shape {
+		shape[i] = int(d)
+	}
+	c, err := NewChain(spec.Codecs, ChunkSpec{Shape: shape, DataType: spec.DataType, FillValue: spec.FillValue})
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	if len(l.chains) > 4096 {
+		clear(l.chains)
+	}
+	l.chains[k] = c
+	l.mu.Unlock()
+	return c, nil
+}
+
+// Decode implements Engine.
+func (l *Local) Decode(ctx context.Context, spec *BatchSpec, encoded [][]byte) ([]Chunk, error) {
+	c, err := l.Chain(spec)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Chunk, len(encoded))
+	for i, e := range encoded {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if out[i], err = c.Decode(e); err != nil {
+			return nil, &ItemError{Index: i, Err: err}
+		}
+	}
+	return out, nil
+}
+
+// Encode implements Engine.
+func (l *Local) Encode(ctx context.Context, spec *BatchSpec, chunks []Chunk) ([][]byte, error) {
+	c, err := l.Chain(spec)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(chunks))
+	for i, ch := range chunks {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if out[i], err = c.Encode(ch); err != nil {
+			return nil, &ItemError{Index: i, Err: err}
+		}
+	}
+	return out, nil
+}

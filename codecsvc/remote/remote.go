@@ -1,0 +1,243 @@
+// Package remote is a codec engine that runs on codec workers over gRPC: it
+// implements codecsvc.Engine like the in-process engine. Batches travel on
+// one long-lived bidirectional Process stream per worker connection, many
+// at a time, so that a caller pipelines chunks instead of waiting for each.
+package remote
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
+
+	"github.com/zarrgate/zarrgate/codecsvc"
+	"github.com/zarrgate/zarrgate/errs"
+)
+
+// maxBatchBytes bounds the decoded bytes one request or response carries;
+// larger batches are split and sent concurrently.
+const maxBatchBytes = 16 << 20
+
+// Client is a remote codec engine.
+type Client struct {
+	c      codecv1.CodecServiceClient
+	nextID atomic.Uint64
+
+	mu     sync.Mutex
+	stream *procStream
+}
+
+var _ codecsvc.Engine = (*Client)(nil)
+
+// New returns a codec engine running on the worker(s) behind cc.
+func New(cc grpc.ClientConnInterface) *Client { return &Client{c: codecv1.NewCodecServiceClient(cc)} }
+
+// Close ends the stream.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stream != nil {
+		c.stream.cancel()
+		c.stream = nil
+	}
+	return nil
+}
+
+// procStream is one open Process stream and the batches waiting on it.
+type procStream struct {
+	s      grpc.BidiStreamingClient[codecv1.ProcessRequest, codecv1.ProcessResponse]
+	cancel context.CancelFunc
+	sendMu sync.Mutex
+
+	mu      sync.Mutex
+	waiting map[uint64]chan *codecv1.ProcessResponse
+	err     error
+	done    chan struct{}
+}
+
+// open returns the current stream, opening a new one if there is none or
+// the last one broke.
+func (c *Client) open() (*procStream, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stream != nil {
+		select {
+		case <-c.stream.done:
+		default:
+			return c.stream, nil
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := c.c.Process(ctx)
+	if err != nil {
+		cancel()
+		return nil, errs.FromStatus(err)
+	}
+	ps := &procStream{s: s, cancel: cancel, waiting: make(map[uint64]chan *codecv1.ProcessResponse), done: make(chan struct{})}
+	go ps.receive()
+	c.stream = ps
+	return ps, nil
+}
+
+func (ps *procStream) receive() {
+	for {
+		resp, err := ps.s.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = status.Error(codes.Unavailable, "codec worker closed the stream")
+			}
+			ps.fail(errs.FromStatus(err))
+			return
+		}
+		ps.mu.Lock()
+		ch := ps.waiting[resp.GetId()]
+		delete(ps.waiting, resp.GetId())
+		ps.mu.Unlock()
+		if ch != nil {
+			ch <- resp
+		}
+	}
+}
+
+func (ps *procStream) fail(err error) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.err == nil {
+		ps.err = err
+		close(ps.done)
+		ps.cancel()
+	}
+}
+
+// do sends one batch and waits for its answer.
+func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest) (*codecv1.ProcessResponse, error) {
+	ps, err := c.open()
+	if err != nil {
+		return nil, err
+	}
+	req.Id = c.nextID.Add(1)
+	ch := make(chan *codecv1.ProcessResponse, 1)
+	ps.mu.Lock()
+	if ps.err != nil {
+		ps.mu.Unlock()
+		return nil, ps.err
+	}
+	ps.waiting[req.Id] = ch
+	ps.mu.Unlock()
+	ps.sendMu.Lock()
+	err = ps.s.Send(req)
+	ps.sendMu.Unlock()
+	if err != nil {
+		ps.fail(errs.New(errs.Unavailable, "codec stream: %v", err))
+		return nil, ps.err
+	}
+	select {
+	case resp := <-ch:
+		if be := resp.GetError(); be != nil {
+			return nil, batchError(be)
+		}
+		return resp, nil
+	case <-ps.done:
+		return nil, ps.err
+	case <-ctx.Done():
+		ps.mu.Lock()
+		delete(ps.waiting, req.Id)
+		ps.mu.Unlock()
+		return nil, ctx.Err()
+	}
+}
+
+// batchError rebuilds a worker's batch error with its code and, when one
+// chunk failed, its index.
+func batchError(be *codecv1.BatchError) error {
+	err := errs.FromStatus(status.Error(codes.Code(be.GetCode()), be.GetMessage()))
+	if be.ItemIndex != nil {
+		return &codecsvc.ItemError{Index: int(be.GetItemIndex()), Err: err}
+	}
+	return err
+}
+
+// split cuts n items into runs whose decoded size stays under
+// maxBatchBytes (at least one item per run).
+func split(spec *codecsvc.BatchSpec, n int) [][2]int {
+	per := int64(spec.DataType.Size)
+	for _, d := range spec.Shape {
+		per *= d
+	}
+	if per <= 0 {
+		per = 1 << 20 // variable length: assume 1 MiB per chunk
+	}
+	step := max(1, int(maxBatchBytes/per))
+	var runs [][2]int
+	for i := 0; i < n; i += step {
+		runs = append(runs, [2]int{i, min(n, i+step)})
+	}
+	return runs
+}
+
+// Decode implements codecsvc.Engine.
+func (c *Client) Decode(ctx context.Context, spec *codecsvc.BatchSpec, encoded [][]byte) ([]codecsvc.Chunk, error) {
+	ps, err := codecsvc.SpecToProto(spec)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]codecsvc.Chunk, len(encoded))
+	g, gctx := errgroup.WithContext(ctx)
+	for _, r := range split(spec, len(encoded)) {
+		g.Go(func() error {
+			resp, err := c.do(gctx, &codecv1.ProcessRequest{Work: &codecv1.ProcessRequest_Decode{Decode: &codecv1.DecodeRequest{Spec: ps, Encoded: encoded[r[0]:r[1]]}}})
+			if err != nil {
+				return shift(err, r[0])
+			}
+			chunks := resp.GetDecode().GetChunks()
+			if len(chunks) != r[1]-r[0] {
+				return errs.New(errs.DataLoss, "codec worker answered %d chunks for %d", len(chunks), r[1]-r[0])
+			}
+			copy(out[r[0]:], codecsvc.ChunksFromProto(chunks))
+			return nil
+		})
+	}
+	return out, g.Wait()
+}
+
+// Encode implements codecsvc.Engine.
+func (c *Client) Encode(ctx context.Context, spec *codecsvc.BatchSpec, chunks []codecsvc.Chunk) ([][]byte, error) {
+	ps, err := codecsvc.SpecToProto(spec)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(chunks))
+	g, gctx := errgroup.WithContext(ctx)
+	for _, r := range split(spec, len(chunks)) {
+		g.Go(func() error {
+			resp, err := c.do(gctx, &codecv1.ProcessRequest{Work: &codecv1.ProcessRequest_Encode{Encode: &codecv1.EncodeRequest{Spec: ps, Chunks: codecsvc.ChunksToProto(chunks[r[0]:r[1]])}}})
+			if err != nil {
+				return shift(err, r[0])
+			}
+			enc := resp.GetEncode().GetEncoded()
+			if len(enc) != r[1]-r[0] {
+				return errs.New(errs.DataLoss, "codec worker answered %d chunks for %d", len(enc), r[1]-r[0])
+			}
+			copy(out[r[0]:], enc)
+			return nil
+		})
+	}
+	return out, g.Wait()
+}
+
+// shift moves an item error's index from a sub-batch to the whole batch.
+func shift(err error, by int) error {
+	var ie *codecsvc.ItemError
+	if errors.As(err, &ie) {
+		return &codecsvc.ItemError{Index: ie.Index + by, Err: ie.Err}
+	}
+	return err
+}
