@@ -647,4 +647,3 @@ func parseInts(s string) ([]int64, error) {
 	}
 	return out, nil
 }
-
