@@ -161,6 +161,10 @@ func Codecs() []string {
 	return names
 }
 
+// recoverPanics turns a panic in a decoder into DataLoss; the fuzz tests
+// turn it off so that a panic is found, not hidden.
+var recoverPanics = true
+
 // maxVariableBytes bounds the encoded size of a chunk of variable-length
 // elements, which nothing else bounds.
 const maxVariableBytes = 1 << 30
@@ -256,11 +260,13 @@ func (c *Chain) MaxEncodedSize() int64 {
 // (or InvalidArgument), never a panic, and no stage allocates beyond the
 // chunk's expected size.
 func (c *Chain) Decode(encoded []byte) (ch Chunk, err error) {
-	defer func() {
-		if p := recover(); p != nil { // a last line of defence: no input may crash a worker
-			err = errs.New(errs.DataLoss, "decoding failed on malformed input: %v", p)
-		}
-	}()
+	if recoverPanics {
+		defer func() {
+			if p := recover(); p != nil { // a last line of defence: no input may crash a worker
+				err = errs.New(errs.DataLoss, "decoding failed on malformed input: %v", p)
+			}
+		}()
+	}
 	b := encoded
 	for i := len(c.bb) - 1; i >= 0; i-- {
 		if b, err = c.bb[i].Decode(b, c.bounds[i]); err != nil {

@@ -45,9 +45,9 @@ func newBytesCodec(cfg json.RawMessage, in ChunkSpec) (any, error) {
 		default:
 			return nil, errs.New(errs.InvalidArgument, "configuration.endian %q: want \"little\" or \"big\"", *c.Endian)
 		}
-	} else if in.DataType.SwapUnit() > 1 {
-		return nil, errs.New(errs.InvalidArgument, "configuration.endian is required for %s", in.DataType)
 	}
+	// The specification requires endian for multi-byte types; zarr-python
+	// reads a missing one as little-endian, and so do we.
 	return bytesCodec{big: big && in.DataType.SwapUnit() > 1}, nil
 }
 

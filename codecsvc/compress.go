@@ -261,6 +261,9 @@ func (bloscCodec) Decode(in []byte, max int64) ([]byte, error) {
 	if max < 0 || max > 1<<31-1 {
 		max = 1<<31 - 1
 	}
+	if _, cbytes, _, err := blosc.Info(in); err == nil && cbytes != len(in) {
+		return nil, errs.New(errs.DataLoss, "blosc: the frame says %d bytes, the chunk has %d", cbytes, len(in))
+	}
 	return blosc.Decompress(in, int(max))
 }
 
@@ -300,11 +303,16 @@ func (z zlibCodec) Encode(b []byte) ([]byte, error) {
 }
 
 func (zlibCodec) Decode(b []byte, max int64) ([]byte, error) {
-	r, err := zlib.NewReader(bytes.NewReader(b))
+	in := bytes.NewReader(b)
+	r, err := zlib.NewReader(in)
 	if err != nil {
 		return nil, errs.New(errs.DataLoss, "zlib: %v", err)
 	}
-	return readLimited(r, max, "zlib")
+	out, err := readLimited(r, max, "zlib")
+	if err == nil && in.Len() > 0 {
+		return nil, errs.New(errs.DataLoss, "zlib: %d bytes of garbage after the stream", in.Len())
+	}
+	return out, err
 }
 
 func (zlibCodec) MaxEncodedSize(n int64) int64 { return bound(n, n/1000+64) }
