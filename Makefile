@@ -9,8 +9,9 @@ API_BASE ?= 000aa42
 # clones on one machine (CI) reuse them.
 CACHE    ?= $(HOME)/.cache/zarrgate
 export ZARRGATE_CACHE := $(CACHE)/bin
+export ZARRGATE_VENV  := $(CACHE)/venv
 
-.PHONY: all tools deps generate check-generated lint breaking test test-go serve bench clean
+.PHONY: all tools deps test-python generate check-generated lint breaking test test-go serve bench clean
 
 all: lint test-go
 
@@ -18,14 +19,16 @@ all: lint test-go
 tools:
 	$(GO) build -o /dev/null tool
 
-## generate: regenerate gen/ from proto/ (offline, local plugins)
+## generate: regenerate gen/ (Go) and the Python stubs from proto/ (offline
+## once the Python venv exists)
 generate:
 	$(BUF) generate
+	scripts/gen-python.sh
 
 ## check-generated: fail if gen/ is not what buf generates from proto/
 check-generated: generate
-	@git diff --exit-code --stat -- gen/ || (echo "gen/ is stale: run 'make generate' and commit" >&2; exit 1)
-	@test -z "$$(git ls-files --others --exclude-standard gen/)" || (echo "untracked generated files in gen/: run 'make generate' and commit" >&2; exit 1)
+	@git diff --exit-code --stat -- gen/ clients/python/src/zarrgate/_gen/ || (echo "generated code is stale: run 'make generate' and commit" >&2; exit 1)
+	@test -z "$$(git ls-files --others --exclude-standard gen/ clients/python/src/zarrgate/_gen/)" || (echo "untracked generated files: run 'make generate' and commit" >&2; exit 1)
 
 ## lint: buf lint, buf breaking, gofmt, go vet
 lint: breaking
@@ -38,7 +41,12 @@ breaking:
 	$(BUF) breaking --against '.git#ref=$(API_BASE)'
 
 ## test: everything CI checks (installs what the tests need first)
-test: tools lint check-generated test-go
+test: tools lint check-generated test-go test-python
+
+## test-python: the Python package against a live server, with zarr-python's
+## own store test suite
+test-python:
+	scripts/test-python.sh
 
 ## deps: build and install what the tests need (versitygw for S3)
 deps:

@@ -1,0 +1,87 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ChunkSpec(_message.Message):
+    __slots__ = ("data_type", "chunk_shape", "fill_value", "codecs_json")
+    DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_SHAPE_FIELD_NUMBER: _ClassVar[int]
+    FILL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    CODECS_JSON_FIELD_NUMBER: _ClassVar[int]
+    data_type: str
+    chunk_shape: _containers.RepeatedScalarFieldContainer[int]
+    fill_value: bytes
+    codecs_json: str
+    def __init__(self, data_type: _Optional[str] = ..., chunk_shape: _Optional[_Iterable[int]] = ..., fill_value: _Optional[bytes] = ..., codecs_json: _Optional[str] = ...) -> None: ...
+
+class Chunk(_message.Message):
+    __slots__ = ("data", "offsets")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    offsets: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, data: _Optional[bytes] = ..., offsets: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class EncodeRequest(_message.Message):
+    __slots__ = ("spec", "chunks")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    spec: ChunkSpec
+    chunks: _containers.RepeatedCompositeFieldContainer[Chunk]
+    def __init__(self, spec: _Optional[_Union[ChunkSpec, _Mapping]] = ..., chunks: _Optional[_Iterable[_Union[Chunk, _Mapping]]] = ...) -> None: ...
+
+class EncodeResponse(_message.Message):
+    __slots__ = ("encoded",)
+    ENCODED_FIELD_NUMBER: _ClassVar[int]
+    encoded: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, encoded: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class DecodeRequest(_message.Message):
+    __slots__ = ("spec", "encoded")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    ENCODED_FIELD_NUMBER: _ClassVar[int]
+    spec: ChunkSpec
+    encoded: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, spec: _Optional[_Union[ChunkSpec, _Mapping]] = ..., encoded: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class DecodeResponse(_message.Message):
+    __slots__ = ("chunks",)
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    chunks: _containers.RepeatedCompositeFieldContainer[Chunk]
+    def __init__(self, chunks: _Optional[_Iterable[_Union[Chunk, _Mapping]]] = ...) -> None: ...
+
+class BatchError(_message.Message):
+    __slots__ = ("code", "message", "item_index")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ITEM_INDEX_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    item_index: int
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., item_index: _Optional[int] = ...) -> None: ...
+
+class ProcessRequest(_message.Message):
+    __slots__ = ("id", "encode", "decode")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ENCODE_FIELD_NUMBER: _ClassVar[int]
+    DECODE_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    encode: EncodeRequest
+    decode: DecodeRequest
+    def __init__(self, id: _Optional[int] = ..., encode: _Optional[_Union[EncodeRequest, _Mapping]] = ..., decode: _Optional[_Union[DecodeRequest, _Mapping]] = ...) -> None: ...
+
+class ProcessResponse(_message.Message):
+    __slots__ = ("id", "encode", "decode", "error")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ENCODE_FIELD_NUMBER: _ClassVar[int]
+    DECODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    encode: EncodeResponse
+    decode: DecodeResponse
+    error: BatchError
+    def __init__(self, id: _Optional[int] = ..., encode: _Optional[_Union[EncodeResponse, _Mapping]] = ..., decode: _Optional[_Union[DecodeResponse, _Mapping]] = ..., error: _Optional[_Union[BatchError, _Mapping]] = ...) -> None: ...

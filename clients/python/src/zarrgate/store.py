@@ -1,0 +1,550 @@
+"""A zarr-python 3 store over zarrgate's StoreService (gRPC, grpc.aio).
+
+``ZarrgateStore("127.0.0.1:50051")`` can be given to ``zarr.open_array``,
+``zarr.create_array``, ``zarr.open_group`` ... as ``store=``. Every key is
+passed to the server unchanged, so the arrays land in the server's backend
+exactly as a local zarr store would write them.
+
+Event loops: a ``grpc.aio`` channel belongs to the event loop it was made on,
+and zarr-python runs store coroutines on its own loop thread while tests or
+applications may use others. The store therefore keeps one channel per event
+loop (made on first use) plus one blocking channel for the ``*_sync``
+methods. It pickles as its address and ``read_only`` flag only, so it can be
+sent to dask or multiprocessing workers, which connect on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import Any
+
+import grpc
+import grpc.aio
+from zarr.abc.store import (
+    ByteRequest,
+    OffsetByteRequest,
+    RangeByteRequest,
+    Store,
+    SuffixByteRequest,
+)
+from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
+
+from zarrgate._gen.zarrgate.store.v1 import store_pb2 as pb
+from zarrgate._gen.zarrgate.store.v1 import store_pb2_grpc as pb_grpc
+
+__all__ = ["ZarrgateError", "ZarrgateStore"]
+
+#: Size of the data frames a Set sends (the server's Get frames are <= 1 MiB too).
+FRAME_SIZE = 1 << 20
+
+#: Channel options: allow messages somewhat larger than a frame either way.
+DEFAULT_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("grpc.max_receive_message_length", 16 << 20),
+    ("grpc.max_send_message_length", 16 << 20),
+)
+
+
+class ZarrgateError(Exception):
+    """A gRPC status from the server, with its ``code`` and ``details``.
+
+    Subclasses also derive from the builtin exception zarr-python and callers
+    expect for that status: :class:`FileNotFoundError` for NOT_FOUND,
+    :class:`ValueError` for INVALID_ARGUMENT, OUT_OF_RANGE and
+    FAILED_PRECONDITION, :class:`ConnectionError` for UNAVAILABLE,
+    :class:`TimeoutError` for DEADLINE_EXCEEDED.
+    """
+
+    def __init__(self, message: str, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.details = details
+
+
+class ZarrgateNotFound(ZarrgateError, FileNotFoundError):
+    """NOT_FOUND."""
+
+
+class ZarrgateInvalidArgument(ZarrgateError, ValueError):
+    """INVALID_ARGUMENT (a bad key, prefix or range)."""
+
+
+class ZarrgateOutOfRange(ZarrgateError, ValueError):
+    """OUT_OF_RANGE."""
+
+
+class ZarrgateFailedPrecondition(ZarrgateError, ValueError):
+    """FAILED_PRECONDITION (a failed condition, or a read-only server)."""
+
+
+class ZarrgateUnavailable(ZarrgateError, ConnectionError):
+    """UNAVAILABLE."""
+
+
+class ZarrgateDeadlineExceeded(ZarrgateError, TimeoutError):
+    """DEADLINE_EXCEEDED."""
+
+
+_ERRORS: dict[grpc.StatusCode, type[ZarrgateError]] = {
+    grpc.StatusCode.NOT_FOUND: ZarrgateNotFound,
+    grpc.StatusCode.INVALID_ARGUMENT: ZarrgateInvalidArgument,
+    grpc.StatusCode.OUT_OF_RANGE: ZarrgateOutOfRange,
+    grpc.StatusCode.FAILED_PRECONDITION: ZarrgateFailedPrecondition,
+    grpc.StatusCode.UNAVAILABLE: ZarrgateUnavailable,
+    grpc.StatusCode.DEADLINE_EXCEEDED: ZarrgateDeadlineExceeded,
+}
+
+
+def _error(err: grpc.RpcError, what: str) -> ZarrgateError:
+    code: grpc.StatusCode = err.code()  # type: ignore[attr-defined]
+    details: str = err.details() or ""  # type: ignore[attr-defined]
+    cls = _ERRORS.get(code, ZarrgateError)
+    return cls(f"{what}: {code.name}: {details}", code, details)
+
+
+def _range_to_proto(byte_range: ByteRequest | None) -> pb.ByteRange | None:
+    """Map a zarr ByteRequest to the wire range (None: the whole value)."""
+    if byte_range is None:
+        return None
+    if isinstance(byte_range, RangeByteRequest):
+        if byte_range.start < 0 or byte_range.end < byte_range.start:
+            raise ValueError(f"Invalid byte_range {byte_range}: want 0 <= start <= end.")
+        return pb.ByteRange(
+            bounded=pb.ByteRange.Bounded(
+                offset=byte_range.start, length=byte_range.end - byte_range.start
+            )
+        )
+    if isinstance(byte_range, OffsetByteRequest):
+        if byte_range.offset < 0:
+            raise ValueError(f"Invalid byte_range {byte_range}: negative offset.")
+        return pb.ByteRange(from_offset=byte_range.offset)
+    if isinstance(byte_range, SuffixByteRequest):
+        if byte_range.suffix < 0:
+            raise ValueError(f"Invalid byte_range {byte_range}: negative suffix.")
+        return pb.ByteRange(suffix_length=byte_range.suffix)
+    raise TypeError(f"Unexpected byte_range, got {byte_range}.")
+
+
+def _slice(data: bytes, byte_range: ByteRequest | None) -> bytes:
+    """Cut a range out of a whole value the way zarr's LocalStore reads a file:
+    a range past the end is cut short, not an error."""
+    if byte_range is None:
+        return data
+    if isinstance(byte_range, RangeByteRequest):
+        return data[byte_range.start : byte_range.end]
+    if isinstance(byte_range, OffsetByteRequest):
+        return data[byte_range.offset :]
+    if isinstance(byte_range, SuffixByteRequest):
+        return data[max(0, len(data) - byte_range.suffix) :]
+    raise TypeError(f"Unexpected byte_range, got {byte_range}.")
+
+
+def _dir_prefix(prefix: str) -> str:
+    """"" stays ""; anything else gets one trailing "/"."""
+    return prefix if prefix == "" or prefix.endswith("/") else prefix + "/"
+
+
+def _set_requests(key: str, data: bytes, condition: pb.Condition | None) -> Iterator[pb.SetRequest]:
+    yield pb.SetRequest(header=pb.SetHeader(key=key, condition=condition))
+    view = memoryview(data)
+    for off in range(0, len(view), FRAME_SIZE):
+        yield pb.SetRequest(data=bytes(view[off : off + FRAME_SIZE]))
+
+
+def _as_bytes(value: Buffer, method: str) -> bytes:
+    if not isinstance(value, Buffer):
+        raise TypeError(
+            f"ZarrgateStore.{method}(): `value` must be a Buffer instance. "
+            f"Got an instance of {type(value)} instead."
+        )
+    return value.to_bytes()
+
+
+class ZarrgateStore(Store):
+    """zarr-python 3 store backed by a zarrgate server's StoreService.
+
+    Parameters
+    ----------
+    addr
+        ``host:port`` of the server (a gRPC target; ``dns:///...`` works too).
+    read_only
+        Refuse writes on the client side, as zarr-python expects.
+    timeout
+        Optional deadline in seconds for each call.
+    channel_options
+        Extra gRPC channel options, e.g. ``(("grpc.max_receive_message_length", n),)``.
+    """
+
+    supports_writes: bool = True
+    supports_deletes: bool = True
+    supports_listing: bool = True
+
+    addr: str
+
+    def __init__(
+        self,
+        addr: str,
+        *,
+        read_only: bool = False,
+        timeout: float | None = None,
+        channel_options: Iterable[tuple[str, Any]] = (),
+    ) -> None:
+        super().__init__(read_only=read_only)
+        if not isinstance(addr, str) or not addr:
+            raise TypeError(f"addr must be a non-empty 'host:port' string, got {addr!r}")
+        self.addr = addr
+        self.timeout = timeout
+        self.channel_options = tuple(channel_options)
+        self._init_channels()
+
+    def _init_channels(self) -> None:
+        self._lock = threading.Lock()
+        # One grpc.aio channel per event loop; dropped with the loop.
+        self._aio: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, tuple[grpc.aio.Channel, pb_grpc.StoreServiceStub]
+        ] = weakref.WeakKeyDictionary()
+        self._sync: tuple[grpc.Channel, pb_grpc.StoreServiceStub] | None = None
+        self.capabilities: pb.Capabilities | None = None
+
+    # -- pickling, equality, repr ------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "addr": self.addr,
+            "read_only": self._read_only,
+            "timeout": self.timeout,
+            "channel_options": self.channel_options,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.addr = state["addr"]
+        self._read_only = state["read_only"]
+        self.timeout = state["timeout"]
+        self.channel_options = state["channel_options"]
+        self._is_open = False
+        self._init_channels()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, type(self)) and self.addr == other.addr
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.addr))
+
+    def __str__(self) -> str:
+        return f"zarrgate://{self.addr}"
+
+    def __repr__(self) -> str:
+        return f"ZarrgateStore('{self}')"
+
+    def with_read_only(self, read_only: bool = False) -> ZarrgateStore:
+        # docstring inherited
+        return type(self)(
+            self.addr,
+            read_only=read_only,
+            timeout=self.timeout,
+            channel_options=self.channel_options,
+        )
+
+    # -- channels -----------------------------------------------------------
+
+    def _options(self) -> list[tuple[str, Any]]:
+        return [*DEFAULT_CHANNEL_OPTIONS, *self.channel_options]
+
+    def _stub(self) -> pb_grpc.StoreServiceStub:
+        """The async stub for the running event loop."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            entry = self._aio.get(loop)
+            if entry is None:
+                channel = grpc.aio.insecure_channel(self.addr, options=self._options())
+                entry = (channel, pb_grpc.StoreServiceStub(channel))
+                self._aio[loop] = entry
+        return entry[1]
+
+    def _sync_stub(self) -> pb_grpc.StoreServiceStub:
+        with self._lock:
+            if self._sync is None:
+                channel = grpc.insecure_channel(self.addr, options=self._options())
+                self._sync = (channel, pb_grpc.StoreServiceStub(channel))
+            return self._sync[1]
+
+    async def _open(self) -> None:
+        # docstring inherited
+        await super()._open()
+        try:
+            resp = await self._stub().GetCapabilities(
+                pb.GetCapabilitiesRequest(), timeout=self.timeout
+            )
+        except grpc.RpcError as e:
+            self._is_open = False
+            raise _error(e, f"open {self}") from e
+        self.capabilities = resp.capabilities
+
+    def close(self) -> None:
+        # docstring inherited
+        super().close()
+        with self._lock:
+            aio, self._aio = list(self._aio.items()), weakref.WeakKeyDictionary()
+            sync, self._sync = self._sync, None
+        if sync is not None:
+            sync[0].close()
+        for loop, (channel, _) in aio:
+            # An aio channel must be closed on its own loop; a loop that is
+            # gone or idle takes its channel with it.
+            if not loop.is_closed() and loop.is_running():
+                try:
+                    asyncio.run_coroutine_threadsafe(channel.close(), loop)
+                except RuntimeError:
+                    pass
+
+    # -- reads --------------------------------------------------------------
+
+    async def _get_bytes_raw(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
+        req = pb.GetRequest(key=key, range=_range_to_proto(byte_range))
+        frames: list[bytes] = []
+        try:
+            async for resp in self._stub().Get(req, timeout=self.timeout):
+                frames.append(resp.data)
+        except grpc.RpcError as e:
+            code = e.code()  # type: ignore[attr-defined]
+            if code == grpc.StatusCode.NOT_FOUND:
+                return None
+            if code == grpc.StatusCode.OUT_OF_RANGE and byte_range is not None:
+                # zarr's stores cut a range past the end short (LocalStore
+                # reads a file, MemoryStore slices): read all and slice.
+                whole = await self._get_bytes_raw(key, None)
+                return None if whole is None else _slice(whole, byte_range)
+            raise _error(e, f"get {key!r}") from e
+        return frames[0] if len(frames) == 1 else b"".join(frames)
+
+    async def get(
+        self,
+        key: str,
+        prototype: BufferPrototype | None = None,
+        byte_range: ByteRequest | None = None,
+    ) -> Buffer | None:
+        # docstring inherited
+        if prototype is None:
+            prototype = default_buffer_prototype()
+        if not self._is_open:
+            await self._open()
+        data = await self._get_bytes_raw(key, byte_range)
+        return None if data is None else prototype.buffer.from_bytes(data)
+
+    async def get_partial_values(
+        self,
+        prototype: BufferPrototype,
+        key_ranges: Iterable[tuple[str, ByteRequest | None]],
+    ) -> list[Buffer | None]:
+        # docstring inherited
+        key_ranges = list(key_ranges)
+        if not key_ranges:
+            return []
+        if not self._is_open:
+            await self._open()
+        req = pb.GetPartialValuesRequest(
+            ranges=[pb.KeyRange(key=k, range=_range_to_proto(r)) for k, r in key_ranges]
+        )
+        parts: list[list[bytes] | None] = [[] for _ in key_ranges]
+        try:
+            async for resp in self._stub().GetPartialValues(req, timeout=self.timeout):
+                for part in resp.parts:
+                    if part.missing:
+                        parts[part.index] = None
+                    else:
+                        parts[part.index].append(part.data)  # type: ignore[union-attr]
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.OUT_OF_RANGE:  # type: ignore[attr-defined]
+                raise _error(e, "get_partial_values") from e
+            # A range past the end fails the whole call: answer one by one,
+            # each cut short like zarr's own stores do.
+            return list(
+                await asyncio.gather(*(self.get(k, prototype, r) for k, r in key_ranges))
+            )
+        return [None if p is None else prototype.buffer.from_bytes(b"".join(p)) for p in parts]
+
+    async def _stat(self, key: str) -> pb.ValueInfo | None:
+        """The value's info (generation, size) without its bytes; None if missing."""
+        req = pb.GetRequest(
+            key=key, range=pb.ByteRange(bounded=pb.ByteRange.Bounded(offset=0, length=0))
+        )
+        try:
+            async for resp in self._stub().Get(req, timeout=self.timeout):
+                if resp.HasField("info"):
+                    return resp.info
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.NOT_FOUND:  # type: ignore[attr-defined]
+                return None
+            raise _error(e, f"stat {key!r}") from e
+        raise ZarrgateError(
+            f"stat {key!r}: the server sent no ValueInfo", grpc.StatusCode.INTERNAL, ""
+        )
+
+    async def exists(self, key: str) -> bool:
+        # docstring inherited
+        if not self._is_open:
+            await self._open()
+        return await self._stat(key) is not None
+
+    async def getsize(self, key: str) -> int:
+        # docstring inherited
+        if not self._is_open:
+            await self._open()
+        info = await self._stat(key)
+        if info is None:
+            raise FileNotFoundError(key)
+        return int(info.size)
+
+    # -- writes -------------------------------------------------------------
+
+    async def _set(self, key: str, data: bytes, condition: pb.Condition | None) -> str:
+        try:
+            resp = await self._stub().Set(
+                _set_requests(key, data, condition), timeout=self.timeout
+            )
+        except grpc.RpcError as e:
+            raise _error(e, f"set {key!r}") from e
+        return resp.generation
+
+    async def set(self, key: str, value: Buffer) -> None:
+        # docstring inherited
+        if not self._is_open:
+            await self._open()
+        self._check_writable()
+        await self._set(key, _as_bytes(value, "set"), None)
+
+    async def set_if_not_exists(self, key: str, value: Buffer) -> None:
+        # docstring inherited; atomic on the server (Condition.if_absent).
+        if not self._is_open:
+            await self._open()
+        self._check_writable()
+        try:
+            await self._set(
+                key, _as_bytes(value, "set_if_not_exists"), pb.Condition(if_absent=True)
+            )
+        except ZarrgateFailedPrecondition:
+            # The key exists. (A read-only *server* also answers
+            # FAILED_PRECONDITION; tell the two apart so that is not hidden.)
+            if await self._stat(key) is None:
+                raise
+
+    async def delete(self, key: str) -> None:
+        # docstring inherited
+        if not self._is_open:
+            await self._open()
+        self._check_writable()
+        try:
+            await self._stub().Erase(pb.EraseRequest(key=key), timeout=self.timeout)
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.NOT_FOUND:  # type: ignore[attr-defined]
+                return
+            raise _error(e, f"delete {key!r}") from e
+
+    async def delete_dir(self, prefix: str) -> None:
+        # docstring inherited
+        if not self._is_open:
+            await self._open()
+        self._check_writable()
+        prefix = _dir_prefix(prefix)
+        try:
+            await self._stub().ErasePrefix(
+                pb.ErasePrefixRequest(prefix=prefix), timeout=self.timeout
+            )
+        except grpc.RpcError as e:
+            raise _error(e, f"delete_dir {prefix!r}") from e
+
+    async def clear(self) -> None:
+        # docstring inherited
+        await self.delete_dir("")
+
+    # -- listing ------------------------------------------------------------
+
+    async def list(self) -> AsyncIterator[str]:
+        # docstring inherited
+        try:
+            async for resp in self._stub().List(pb.ListRequest(), timeout=self.timeout):
+                for key in resp.keys:
+                    yield key
+        except grpc.RpcError as e:
+            raise _error(e, "list") from e
+
+    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        # docstring inherited. The server takes "" or "dir/" prefixes; any
+        # other string prefix lists its directory and filters, so that this
+        # is the plain "starts with" zarr's MemoryStore implements.
+        wire = prefix if prefix == "" or prefix.endswith("/") else prefix[: prefix.rfind("/") + 1]
+        try:
+            async for resp in self._stub().ListPrefix(
+                pb.ListPrefixRequest(prefix=wire), timeout=self.timeout
+            ):
+                for key in resp.keys:
+                    if key.startswith(prefix):
+                        yield key
+        except grpc.RpcError as e:
+            raise _error(e, f"list_prefix {prefix!r}") from e
+
+    async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        # docstring inherited: the names (not keys) of the keys and "directories"
+        # right below prefix, without trailing "/".
+        prefix = _dir_prefix(prefix)
+        try:
+            async for resp in self._stub().ListDir(
+                pb.ListDirRequest(prefix=prefix), timeout=self.timeout
+            ):
+                for key in resp.keys:
+                    yield key.removeprefix(prefix)
+                for sub in resp.prefixes:
+                    yield sub.removeprefix(prefix).rstrip("/")
+        except grpc.RpcError as e:
+            raise _error(e, f"list_dir {prefix!r}") from e
+
+    async def is_empty(self, prefix: str) -> bool:
+        # docstring inherited
+        async for _ in self.list_prefix(_dir_prefix(prefix)):
+            return False
+        return True
+
+    # -- blocking API (zarr.abc.store.SupportsSyncStore) ----------------------
+
+    def get_sync(
+        self,
+        key: str,
+        *,
+        prototype: BufferPrototype | None = None,
+        byte_range: ByteRequest | None = None,
+    ) -> Buffer | None:
+        if prototype is None:
+            prototype = default_buffer_prototype()
+        req = pb.GetRequest(key=key, range=_range_to_proto(byte_range))
+        try:
+            data = b"".join(r.data for r in self._sync_stub().Get(req, timeout=self.timeout))
+        except grpc.RpcError as e:
+            code = e.code()  # type: ignore[attr-defined]
+            if code == grpc.StatusCode.NOT_FOUND:
+                return None
+            if code == grpc.StatusCode.OUT_OF_RANGE and byte_range is not None:
+                whole = self.get_sync(key, prototype=prototype)
+                return None if whole is None else prototype.buffer.from_bytes(
+                    _slice(whole.to_bytes(), byte_range)
+                )
+            raise _error(e, f"get {key!r}") from e
+        return prototype.buffer.from_bytes(data)
+
+    def set_sync(self, key: str, value: Buffer) -> None:
+        self._check_writable()
+        data = _as_bytes(value, "set_sync")
+        try:
+            self._sync_stub().Set(_set_requests(key, data, None), timeout=self.timeout)
+        except grpc.RpcError as e:
+            raise _error(e, f"set {key!r}") from e
+
+    def delete_sync(self, key: str) -> None:
+        self._check_writable()
+        try:
+            self._sync_stub().Erase(pb.EraseRequest(key=key), timeout=self.timeout)
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.NOT_FOUND:  # type: ignore[attr-defined]
+                return
+            raise _error(e, f"delete {key!r}") from e
