@@ -26,13 +26,19 @@ import (
 // larger batches are split and sent concurrently.
 const maxBatchBytes = 16 << 20
 
+// streams is how many Process streams a client keeps open: each has its
+// own HTTP/2 flow-control window, so several large answers travel at once
+// instead of queueing behind one window.
+const streams = 4
+
 // Client is a remote codec engine.
 type Client struct {
 	c      codecv1.CodecServiceClient
 	nextID atomic.Uint64
 
 	mu     sync.Mutex
-	stream *procStream
+	stream [streams]*procStream
+	next   int
 }
 
 var _ codecsvc.Engine = (*Client)(nil)
@@ -44,9 +50,11 @@ func New(cc grpc.ClientConnInterface) *Client { return &Client{c: codecv1.NewCod
 func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.stream != nil {
-		c.stream.cancel()
-		c.stream = nil
+	for i, s := range c.stream {
+		if s != nil {
+			s.cancel()
+			c.stream[i] = nil
+		}
 	}
 	return nil
 }
@@ -68,11 +76,13 @@ type procStream struct {
 func (c *Client) open() (*procStream, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.stream != nil {
+	slot := c.next
+	c.next = (c.next + 1) % streams
+	if s := c.stream[slot]; s != nil {
 		select {
-		case <-c.stream.done:
+		case <-s.done:
 		default:
-			return c.stream, nil
+			return s, nil
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -83,7 +93,7 @@ func (c *Client) open() (*procStream, error) {
 	}
 	ps := &procStream{s: s, cancel: cancel, waiting: make(map[uint64]chan *codecv1.ProcessResponse), done: make(chan struct{})}
 	go ps.receive()
-	c.stream = ps
+	c.stream[slot] = ps
 	return ps, nil
 }
 

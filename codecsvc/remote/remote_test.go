@@ -1,0 +1,188 @@
+package remote_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
+
+	"github.com/zarrgate/zarrgate/codecsvc"
+	"github.com/zarrgate/zarrgate/codecsvc/remote"
+	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/rpc"
+	"github.com/zarrgate/zarrgate/zarr"
+)
+
+func serveWorker(t testing.TB) *grpc.ClientConn {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	codecsvc.NewServer(codecsvc.NewLocal()).Register(srv)
+	go srv.Serve(lis)
+	cc, err := rpc.Dial(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close(); srv.Stop() })
+	return cc
+}
+
+func spec(codecs string, shape ...int64) *codecsvc.BatchSpec {
+	var cs []zarr.CodecSpec
+	json.Unmarshal([]byte(codecs), &cs)
+	return &codecsvc.BatchSpec{Codecs: cs, Shape: shape, DataType: zarr.MustDataType("float32"), FillValue: make([]byte, 4)}
+}
+
+const zstdChain = `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":3}}]`
+
+func floats(n int, seed float64) []byte {
+	b := make([]byte, 0, 4*n)
+	for i := range n {
+		v := math.Float32bits(float32(math.Sin(float64(i)*0.001+seed) * 1000))
+		b = append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+	}
+	return b
+}
+
+// The remote engine gives the same bytes as the local one, with many
+// batches in flight on one stream.
+func TestRemoteMatchesLocal(t *testing.T) {
+	ctx := context.Background()
+	r := remote.New(serveWorker(t))
+	defer r.Close()
+	l := codecsvc.NewLocal()
+	s := spec(zstdChain, 64, 64)
+	var wg sync.WaitGroup
+	errc := make(chan error, 32)
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			chunks := []codecsvc.Chunk{{Data: floats(4096, float64(g))}, {Data: floats(4096, float64(g)+0.5)}}
+			want, _ := l.Encode(ctx, s, chunks)
+			got, err := r.Encode(ctx, s, chunks)
+			if err != nil {
+				errc <- err
+				return
+			}
+			for i := range want {
+				if !bytes.Equal(got[i], want[i]) {
+					errc <- fmt.Errorf("batch %d chunk %d: remote encoding differs", g, i)
+					return
+				}
+			}
+			dec, err := r.Decode(ctx, s, got)
+			if err != nil || !bytes.Equal(dec[1].Data, chunks[1].Data) {
+				errc <- fmt.Errorf("batch %d: decode: %v", g, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+}
+
+// A large batch is split so no message exceeds the limits.
+func TestRemoteSplitsLargeBatches(t *testing.T) {
+	ctx := context.Background()
+	r := remote.New(serveWorker(t))
+	s := spec(`[{"name":"bytes","configuration":{"endian":"little"}}]`, 1024, 1024) // 4 MiB a chunk
+	chunks := make([]codecsvc.Chunk, 12)                                             // 48 MiB in all
+	for i := range chunks {
+		chunks[i] = codecsvc.Chunk{Data: floats(1<<20, float64(i))}
+	}
+	enc, err := r.Encode(ctx, s, chunks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := r.Decode(ctx, s, enc)
+	if err != nil || !bytes.Equal(dec[11].Data, chunks[11].Data) {
+		t.Fatalf("48 MiB batch: %v", err)
+	}
+}
+
+// Errors keep their code across the wire, and the failing chunk's index.
+func TestRemoteErrors(t *testing.T) {
+	ctx := context.Background()
+	cc := serveWorker(t)
+	r := remote.New(cc)
+	s := spec(`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}]`, 16)
+	enc, _ := r.Encode(ctx, s, []codecsvc.Chunk{{Data: floats(16, 1)}, {Data: floats(16, 2)}, {Data: floats(16, 3)}})
+	enc[2] = append([]byte(nil), enc[2]...)
+	enc[2][5] ^= 1
+	_, err := r.Decode(ctx, s, enc)
+	var ie *codecsvc.ItemError
+	if !errors.As(err, &ie) || ie.Index != 2 || !errors.Is(err, errs.DataLoss) {
+		t.Fatalf("corrupt third chunk: %v", err)
+	}
+	_, err = r.Decode(ctx, spec(`[{"name":"bytes"},{"name":"lzham"}]`, 4), [][]byte{{1}})
+	if !errors.Is(err, errs.Unimplemented) {
+		t.Fatalf("unknown codec: %v", err)
+	}
+	// The stream goes on after failed batches.
+	if _, err := r.Encode(ctx, s, []codecsvc.Chunk{{Data: floats(16, 1)}}); err != nil {
+		t.Fatalf("after failures: %v", err)
+	}
+	// Unary calls too.
+	c := codecv1.NewCodecServiceClient(cc)
+	ps, _ := codecsvc.SpecToProto(s)
+	resp, err := c.Encode(ctx, &codecv1.EncodeRequest{Spec: ps, Chunks: []*codecv1.Chunk{{Data: floats(16, 1)}}})
+	if err != nil || len(resp.GetEncoded()) != 1 {
+		t.Fatalf("unary Encode: %v", err)
+	}
+	if _, err := c.Decode(ctx, &codecv1.DecodeRequest{Spec: &codecv1.ChunkSpec{DataType: "float32", CodecsJson: "{"}}); err == nil {
+		t.Fatal("malformed spec accepted")
+	}
+}
+
+// BenchmarkBatchDecode compares decoding batches of 16 chunks of 256 KiB
+// (float32) in-process and through a codec worker on loopback, for codecs
+// of different cost.
+func BenchmarkBatchDecode(b *testing.B) {
+	ctx := context.Background()
+	l := codecsvc.NewLocal()
+	w := remote.New(serveWorker(b))
+	chains := []struct{ name, codecs string }{
+		{"zstd", zstdChain},
+		{"gzip", `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"gzip","configuration":{"level":5}}]`},
+		{"blosc-lz4", `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"blosc","configuration":{"cname":"lz4","clevel":5,"shuffle":"shuffle","typesize":4,"blocksize":0}}]`},
+	}
+	for _, c := range chains {
+		s := spec(c.codecs, 256, 256)
+		chunks := make([]codecsvc.Chunk, 16)
+		for i := range chunks {
+			chunks[i] = codecsvc.Chunk{Data: floats(256*256, float64(i))}
+		}
+		enc, _ := l.Encode(ctx, s, chunks)
+		for _, e := range []struct {
+			name string
+			e    codecsvc.Engine
+		}{{"in-process", l}, {"worker-loopback", w}} {
+			b.Run(c.name+"/"+e.name, func(b *testing.B) {
+				b.SetBytes(16 * 256 * 256 * 4)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if _, err := e.e.Decode(ctx, s, enc); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			})
+		}
+	}
+}
