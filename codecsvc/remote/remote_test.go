@@ -102,7 +102,7 @@ func TestRemoteSplitsLargeBatches(t *testing.T) {
 	ctx := context.Background()
 	r := remote.New(serveWorker(t))
 	s := spec(`[{"name":"bytes","configuration":{"endian":"little"}}]`, 1024, 1024) // 4 MiB a chunk
-	chunks := make([]codecsvc.Chunk, 12)                                             // 48 MiB in all
+	chunks := make([]codecsvc.Chunk, 12)                                            // 48 MiB in all
 	for i := range chunks {
 		chunks[i] = codecsvc.Chunk{Data: floats(1<<20, float64(i))}
 	}
