@@ -87,6 +87,8 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
 		grpc.WithInitialWindowSize(8 << 20),
 		grpc.WithInitialConnWindowSize(32 << 20),
+		grpc.WithReadBufferSize(256 << 10),
+		grpc.WithWriteBufferSize(256 << 10),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		// Streams are not retried blindly: a partly consumed stream cannot be
 		// replayed; unary calls are, when the server was unavailable.

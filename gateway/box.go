@@ -1,5 +1,9 @@
 package gateway
 
+import "math/bits"
+
+func popcount(x uint64) int { return bits.OnesCount64(x) }
+
 // view addresses a strided box inside a C-order array of fixed-size
 // elements: element k (a vector, one entry per dimension, 0 <= k < count)
 // of the box sits at array index start + k*step.
@@ -136,12 +140,16 @@ func markBox(bits []uint64, v view, count []int64) (overlap int64) {
 	idx := make([]int64, nd-1)
 	inner, in := count[nd-1], stride[nd-1]
 	for {
-		for k, o := int64(0), off; k < inner; k, o = k+1, o+in {
-			w, b := o>>6, uint64(1)<<(o&63)
-			if bits[w]&b != 0 {
-				overlap++
+		if in == 1 {
+			overlap += markRun(bits, off, inner)
+		} else {
+			for k, o := int64(0), off; k < inner; k, o = k+1, o+in {
+				w, b := o>>6, uint64(1)<<(o&63)
+				if bits[w]&b != 0 {
+					overlap++
+				}
+				bits[w] |= b
 			}
-			bits[w] |= b
 		}
 		d := nd - 2
 		for ; d >= 0; d-- {
@@ -157,4 +165,22 @@ func markBox(bits []uint64, v view, count []int64) (overlap int64) {
 			return overlap
 		}
 	}
+}
+
+// markRun sets bits [off, off+n) a word at a time and counts those already
+// set.
+func markRun(bits []uint64, off, n int64) (overlap int64) {
+	for n > 0 {
+		w, b := off>>6, off&63
+		take := min(n, 64-b)
+		mask := ^uint64(0)
+		if take < 64 {
+			mask = (uint64(1)<<take - 1) << b
+		}
+		overlap += int64(popcount(bits[w] & mask))
+		bits[w] |= mask
+		off += take
+		n -= take
+	}
+	return overlap
 }

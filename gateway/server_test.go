@@ -92,7 +92,9 @@ func boxSel(b Block) []zarr.Range {
 }
 
 // serveGateway serves a gateway over loopback and returns a client.
-func serveGateway(t *testing.T, g *Gateway) gatewayv1.ArrayServiceClient {
+func serveGateway(t *testing.T, g *Gateway) gatewayv1.ArrayServiceClient { return serveGatewayB(t, g) }
+
+func serveGatewayB(t testing.TB, g *Gateway) gatewayv1.ArrayServiceClient {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

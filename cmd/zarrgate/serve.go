@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/zarrgate/zarrgate/codecsvc"
@@ -60,7 +62,18 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 
 // serveUntilDone serves until ctx is done (SIGINT/SIGTERM), then stops
 // taking calls, lets in-flight ones finish for shutdownGrace, and stops.
+// With $ZARRGATE_CPUPROFILE set it writes a CPU profile there on exit.
 func serveUntilDone(ctx context.Context, logger *slog.Logger, srv *rpc.Server, lis net.Listener) error {
+	if path := os.Getenv("ZARRGATE_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
 	select {
