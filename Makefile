@@ -48,21 +48,27 @@ test: tools lint check-generated test-go test-python
 test-python:
 	scripts/test-python.sh
 
-## deps: build and install what the tests need (versitygw for S3)
+PYTHON := $(ZARRGATE_VENV)-client/bin/python
+
+## deps: build and install what the tests need: versitygw for S3, and a
+## Python venv with pinned zarr-python, numcodecs and grpcio
 deps:
 	scripts/s3server.sh build
+	ZARRGATE_VENV_ONLY=1 scripts/test-python.sh
 
-## test-go: the Go test suite under the race detector, S3 on a real server
+## test-go: the Go test suite under the race detector, S3 on a real server,
+## interop checks against the real zarr-python and numcodecs
 test-go: deps
-	ZARRGATE_S3_REQUIRED=1 $(GO) test -race -count=1 ./...
+	ZARRGATE_S3_REQUIRED=1 ZARRGATE_INTEROP_REQUIRED=1 ZARRGATE_PYTHON=$(PYTHON) $(GO) test -race -count=1 ./...
 
 ## serve: run the embedded server on ./data at 127.0.0.1:50051
 serve:
 	$(GO) run ./cmd/zarrgate serve --root ./data --listen 127.0.0.1:50051
 
 ## bench: the benchmarks recorded in docs/benchmarks.md
-bench:
-	$(GO) test -run '^$$' -bench . -benchtime 5x ./storesvc/remote/ ./e2e/
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchtime 5x ./storesvc/remote/ ./codecsvc/... ./gateway/
+	ZARRGATE_PYTHON=$(PYTHON) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./e2e/
 
 clean:
 	rm -rf data bin

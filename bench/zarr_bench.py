@@ -14,6 +14,8 @@ import sys
 import tempfile
 import time
 
+import importlib.metadata
+
 import numpy as np
 import zarr
 from zarr.storage import LocalStore
@@ -75,7 +77,7 @@ def bench_tensorstore(root, name, data):
     size = data.nbytes
     t0 = time.perf_counter()
     got = a.read().result()
-    emit(library="tensorstore " + ts.__version__, layout=name, op="read", mb_per_s=round(size / (time.perf_counter() - t0) / 1e6, 1))
+    emit(library="tensorstore " + importlib.metadata.version("tensorstore"), layout=name, op="read", mb_per_s=round(size / (time.perf_counter() - t0) / 1e6, 1))
     assert np.array_equal(got, data)
     rng = random.Random(1)
     lat = []
@@ -85,7 +87,7 @@ def bench_tensorstore(root, name, data):
         a[y:y + 64, x:x + 64].read().result()
         lat.append(time.perf_counter() - t0)
     p50, p99 = percentiles(lat)
-    emit(library="tensorstore " + ts.__version__, layout=name, op="random64", p50_us=round(p50), p99_us=round(p99))
+    emit(library="tensorstore " + importlib.metadata.version("tensorstore"), layout=name, op="random64", p50_us=round(p50), p99_us=round(p99))
     tmp = tempfile.mkdtemp()
     try:
         meta = json.load(open(f"{root}/{name}/zarr.json"))
@@ -94,7 +96,7 @@ def bench_tensorstore(root, name, data):
                       create=True).result()
         t0 = time.perf_counter()
         out.write(data).result()
-        emit(library="tensorstore " + ts.__version__, layout=name, op="write", mb_per_s=round(size / (time.perf_counter() - t0) / 1e6, 1))
+        emit(library="tensorstore " + importlib.metadata.version("tensorstore"), layout=name, op="write", mb_per_s=round(size / (time.perf_counter() - t0) / 1e6, 1))
     finally:
         shutil.rmtree(tmp)
 

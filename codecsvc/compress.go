@@ -8,6 +8,7 @@ import (
 	"io"
 	"sync"
 
+	dsbzip2 "github.com/dsnet/compress/bzip2"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
@@ -377,20 +378,36 @@ func (lz4Codec) Decode(b []byte, max int64) ([]byte, error) {
 
 func (lz4Codec) MaxEncodedSize(n int64) int64 { return bound(n, n/255+20) }
 
-// bz2Codec is numcodecs BZ2. Decoding only: Go's standard library has no
-// bzip2 writer, and no bzip2 encoder earns a dependency for a compressor
-// this rare in Zarr data.
-type bz2Codec struct{}
+// bz2Codec is numcodecs BZ2: decoded with the standard library, encoded
+// with dsnet/compress (Go's standard library has no bzip2 writer).
+type bz2Codec struct{ level int }
 
 func newBZ2(cfg json.RawMessage, _ ChunkSpec) (any, error) {
-	var c struct {
+	c := struct {
 		Level int `json:"level"`
+	}{Level: 9}
+	if err := lenient(cfg, &c); err != nil {
+		return nil, err
 	}
-	return bz2Codec{}, lenient(cfg, &c)
+	if c.Level < 1 || c.Level > 9 {
+		return nil, errs.New(errs.InvalidArgument, "configuration.level %d: want 1 to 9", c.Level)
+	}
+	return bz2Codec{c.Level}, nil
 }
 
-func (bz2Codec) Encode([]byte) ([]byte, error) {
-	return nil, errs.New(errs.Unimplemented, "numcodecs.bz2: zarrgate reads bzip2 chunks but does not write them; choose zstd or zlib for new data")
+func (z bz2Codec) Encode(b []byte) ([]byte, error) {
+	var out bytes.Buffer
+	w, err := dsbzip2.NewWriter(&out, &dsbzip2.WriterConfig{Level: z.level})
+	if err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "bz2")
+	}
+	if _, err := w.Write(b); err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "bz2")
+	}
+	if err := w.Close(); err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "bz2")
+	}
+	return out.Bytes(), nil
 }
 
 func (bz2Codec) Decode(b []byte, max int64) ([]byte, error) {

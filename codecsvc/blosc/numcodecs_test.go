@@ -18,6 +18,9 @@ import (
 func TestNumcodecsDecodesOurFrames(t *testing.T) {
 	py := os.Getenv("ZARRGATE_PYTHON")
 	if py == "" {
+		if os.Getenv("ZARRGATE_INTEROP_REQUIRED") != "" {
+			t.Fatal("ZARRGATE_PYTHON is not set but the interop check is required")
+		}
 		t.Skip("ZARRGATE_PYTHON not set")
 	}
 	dir := t.TempDir()

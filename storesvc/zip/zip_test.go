@@ -352,6 +352,9 @@ func writeInterop(t *testing.T, s storesvc.Store) {
 func TestPythonInterop(t *testing.T) {
 	py := os.Getenv("ZARRGATE_PYTHON")
 	if py == "" {
+		if os.Getenv("ZARRGATE_INTEROP_REQUIRED") != "" {
+			t.Fatal("ZARRGATE_PYTHON is not set but the interop check is required")
+		}
 		t.Skip("ZARRGATE_PYTHON not set")
 	}
 	dir := t.TempDir()
