@@ -1,0 +1,160 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+
+	"github.com/zarrgate/zarrgate/client"
+	"github.com/zarrgate/zarrgate/codecsvc"
+	"github.com/zarrgate/zarrgate/gateway"
+	"github.com/zarrgate/zarrgate/internal/rpc"
+	"github.com/zarrgate/zarrgate/storesvc"
+	"github.com/zarrgate/zarrgate/storesvc/memory"
+)
+
+// addr is a gateway the examples talk to: an in-memory store served on
+// loopback by TestMain, as `zarrgate serve --root memory://` would.
+var addr string
+
+func TestMain(m *testing.M) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	gateway.NewServer(gateway.New(memory.New(), codecsvc.NewLocal(), gateway.Config{})).Register(srv)
+	go srv.Serve(lis)
+	addr = lis.Addr().String()
+	code := m.Run()
+	srv.Stop()
+	os.Exit(code)
+}
+
+func Example() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	a, err := c.CreateArray(ctx, "temperature", client.ArraySpec{
+		Shape: []int64{4, 6}, DataType: "float32", ChunkShape: []int64{2, 3},
+		DimensionNames: []string{"y", "x"}, FillValue: "-1",
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Write the first two rows; the rest keeps the fill value.
+	row := []float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+	if _, err := client.Write(ctx, a, client.MustParseSelection("0:2,0:6"), row); err != nil {
+		log.Fatal(err)
+	}
+	// Every other column of rows 1 to 3.
+	vals, shape, err := client.Read[float32](ctx, a, client.MustParseSelection("1:4,0:6:2"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(shape, vals)
+	// Output: [3 3] [7 9 11 -1 -1 -1 -1 -1 -1]
+}
+
+func ExampleArray_Blocks() {
+	ctx := context.Background()
+	c, _ := client.Dial(ctx, addr)
+	defer c.Close()
+	a, err := c.CreateArray(ctx, "counts", client.ArraySpec{Shape: []int64{4, 4}, DataType: "int32", ChunkShape: []int64{2, 4}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	client.Write(ctx, a, nil, []int32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+	// Stream a slab block by block, however large: a block is a box of the
+	// slab with its origin; here one per chunk.
+	hdr, blocks, err := a.Blocks(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	total := 0
+	for b, err := range blocks {
+		if err != nil {
+			log.Fatal(err)
+		}
+		total += len(b.Data)
+	}
+	fmt.Println(hdr.Shape, hdr.DataType, total, "bytes")
+	// Output: [4 4] int32 64 bytes
+}
+
+func ExampleClient_Store() {
+	ctx := context.Background()
+	c, _ := client.Dial(ctx, addr)
+	defer c.Close()
+	s, err := c.Store(ctx) // the raw Zarr store behind the gateway
+	if err != nil {
+		log.Fatal(err)
+	}
+	gen, _ := s.Set(ctx, "notes/hello", bytes.NewReader([]byte("hello, zarr")), storesvc.Condition{})
+	// Only if nobody changed it since: a conditional write.
+	_, err = s.Set(ctx, "notes/hello", bytes.NewReader([]byte("hello again")), storesvc.Condition{IfGenerationMatch: gen})
+	fmt.Println(err == nil)
+	_, err = s.Set(ctx, "notes/hello", bytes.NewReader([]byte("stale")), storesvc.Condition{IfGenerationMatch: gen})
+	fmt.Println(errors.Is(err, storesvc.ErrPrecondition))
+	obj, _ := s.Get(ctx, "notes/hello", storesvc.Suffix(5))
+	tail, _ := io.ReadAll(obj)
+	fmt.Println(string(tail))
+	_, err = c.OpenArray(ctx, "nowhere")
+	fmt.Println(errors.Is(err, storesvc.ErrNotFound))
+	// Output:
+	// true
+	// true
+	// again
+	// true
+}
+
+func ExampleParseSelection() {
+	sel, _ := client.ParseSelection("0:10, 5:20:2, :, 7", []int64{100, 100, 30, 10})
+	fmt.Println(sel, sel.Shape([]int64{100, 100, 30, 10}))
+	_, err := client.ParseSelection("0:10:0", nil)
+	fmt.Println(err)
+	// Output:
+	// [{0 10 1} {5 20 2} {0 30 1} {7 8 1}] [10 8 30 1]
+	// selection dimension 0: step must be at least 1
+}
+
+func TestTypedReadsCheckTypes(t *testing.T) {
+	ctx := context.Background()
+	c, _ := client.Dial(ctx, addr)
+	defer c.Close()
+	a, err := c.CreateArray(ctx, "typed", client.ArraySpec{Shape: []int64{3}, DataType: "int16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := client.Read[float64](ctx, a, nil); err == nil {
+		t.Fatal("reading int16 into float64 succeeded")
+	}
+	if err := client.ReadInto(ctx, a, nil, make([]int16, 2)); err == nil {
+		t.Fatal("reading 3 elements into 2 succeeded")
+	}
+	if _, err := client.Write(ctx, a, nil, []int16{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.CreateArray(ctx, "names", client.ArraySpec{Shape: []int64{2, 2}, DataType: "string"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.WriteStrings(ctx, s, nil, []string{"a", "", "ünï", "d"}); err != nil {
+		t.Fatal(err)
+	}
+	got, shape, err := client.ReadStrings(ctx, s, client.MustParseSelection("0:2,1:2"))
+	if err != nil || fmt.Sprint(shape, got) != "[2 1] [ d]" {
+		t.Fatalf("ReadStrings = %v %q, %v", shape, got, err)
+	}
+}
