@@ -11,7 +11,7 @@ CACHE    ?= $(HOME)/.cache/zarrgate
 export ZARRGATE_CACHE := $(CACHE)/bin
 export ZARRGATE_VENV  := $(CACHE)/venv
 
-.PHONY: all tools deps test-python generate check-generated lint breaking test test-go serve bench clean
+.PHONY: all tools deps fuzz test-python generate check-generated lint breaking test test-go serve bench clean
 
 all: lint test-go
 
@@ -41,7 +41,11 @@ breaking:
 	$(BUF) breaking --against '.git#ref=$(API_BASE)'
 
 ## test: everything CI checks (installs what the tests need first)
-test: tools lint check-generated test-go test-python
+test: tools lint check-generated test-go test-python fuzz
+
+## fuzz: every fuzz target, briefly (FUZZTIME=3s each)
+fuzz:
+	scripts/fuzz.sh
 
 ## test-python: the Python package against a live server, with zarr-python's
 ## own store test suite
@@ -50,11 +54,10 @@ test-python:
 
 PYTHON := $(ZARRGATE_VENV)-client/bin/python
 
-## deps: build and install what the tests need: versitygw for S3, and a
-## Python venv with pinned zarr-python, numcodecs and grpcio
+## deps: build and install what the tests need: versitygw for S3, netCDF's
+## ncgen/ncdump, and a Python venv with pinned zarr-python, numcodecs, grpcio
 deps:
-	scripts/s3server.sh build
-	ZARRGATE_VENV_ONLY=1 scripts/test-python.sh
+	scripts/deps.sh
 
 ## test-go: the Go test suite under the race detector, S3 on a real server,
 ## interop checks against the real zarr-python and numcodecs

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs what the tests need on a fresh machine, idempotently: the
+# S3-compatible test server (built from the Go module proxy), netCDF's
+# ncgen/ncdump (Debian netcdf-bin) and the pinned Python venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/s3server.sh build >/dev/null
+if ! command -v ncgen >/dev/null || ! command -v ncdump >/dev/null; then
+	echo "deps: installing netcdf-bin (ncgen, ncdump)" >&2
+	SUDO=""
+	[ "$(id -u)" = 0 ] || SUDO=sudo
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq netcdf-bin >/dev/null
+fi
+ZARRGATE_VENV_ONLY=1 scripts/test-python.sh
