@@ -175,3 +175,41 @@ func TestServeStoreURLs(t *testing.T) {
 		t.Errorf("serve with a bad URL: exit %d: %s", code, errOut)
 	}
 }
+
+func TestCLICat(t *testing.T) {
+	s := startServer(t, "--root", t.TempDir())
+	a := "--addr=" + s.addr
+	mustZg(t, "", "mkarray", a, "m", "--shape", "3,4", "--dtype", "int16", "--chunks", "2,2", "--fill", "7")
+	mustZg(t, "", "mkarray", a, "names", "--shape", "2", "--dtype", "string")
+	out := mustZg(t, "", "cat", a, "m")
+	if out != "7 7 7 7\n7 7 7 7\n7 7 7 7\n" {
+		t.Fatalf("cat = %q", out)
+	}
+	out = mustZg(t, "", "cat", a, "--format", "csv", "m", "0:3:2,1:4:2")
+	if out != "7,7\n7,7\n" {
+		t.Fatalf("cat csv of a strided selection = %q", out)
+	}
+	npy := filepath.Join(t.TempDir(), "m.npy")
+	mustZg(t, "", "cat", a, "--format", "npy", "-o", npy, "m")
+	b, err := os.ReadFile(npy)
+	if err != nil || !bytes.HasPrefix(b, []byte("\x93NUMPY\x01\x00")) || !bytes.Contains(b, []byte("'descr': '<i2'")) || !bytes.Contains(b, []byte("'shape': (3, 4)")) || len(b)%64 != 24%64 {
+		t.Fatalf(".npy = %q", b)
+	}
+	if py := os.Getenv("ZARRGATE_PYTHON"); py != "" {
+		out, err := exec.Command(py, "-c", "import numpy,sys; a=numpy.load(sys.argv[1]); print(a.dtype, a.shape, int(a.sum()))", npy).CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "int16 (3, 4) 84" {
+			t.Fatalf("numpy reads the .npy as %q: %v", out, err)
+		}
+	}
+	if out := mustZg(t, "", "cat", a, "names"); out != " \n" {
+		t.Fatalf("cat of a fresh string array (two empty strings) = %q", out)
+	}
+	_, errOut, code := zg(t, "", "cat", a, "m", "0:9,0:1")
+	if code != 1 || !strings.Contains(errOut, "dimension 0") {
+		t.Fatalf("cat out of bounds: exit %d: %s", code, errOut)
+	}
+	_, errOut, code = zg(t, "", "cat", a, "m", "0:1:0,0:1")
+	if code != 2 || !strings.Contains(errOut, "step") {
+		t.Fatalf("cat with step 0: exit %d: %s", code, errOut)
+	}
+}
