@@ -1,0 +1,44 @@
+"""numcodecs on the data and chains of codecsvc's BenchmarkCodecs, at one
+thread, for the side-by-side table in docs/benchmarks.md.
+
+    python bench/numcodecs_bench.py
+
+Prints one JSON object per line: codec, op, mb_per_s.
+"""
+import json
+import time
+
+import numcodecs
+import numpy as np
+from numcodecs import GZip, Zstd
+from numcodecs.blosc import Blosc
+from numcodecs.checksum32 import CRC32C
+
+numcodecs.blosc.set_nthreads(1)
+i = np.arange(1 << 20, dtype=np.float64)
+x = (np.sin(i * 0.001) * 1000 + (i.astype(np.int64) % 7)).astype("<f4")
+raw = x.tobytes()
+
+zstd, gzip, blosc, crc = Zstd(level=3), GZip(level=5), Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE), CRC32C()
+chains = {
+    "zstd": (lambda b: zstd.encode(b), lambda e: zstd.decode(e)),
+    "gzip": (lambda b: gzip.encode(b), lambda e: gzip.decode(e)),
+    "blosc-lz4": (lambda b: blosc.encode(np.frombuffer(b, dtype="<f4")), lambda e: blosc.decode(e)),
+    # bytes (big endian) + zstd + crc32c, as zarr-python runs that chain
+    "chain": (lambda b: crc.encode(zstd.encode(np.frombuffer(b, dtype="<f4").astype(">f4").tobytes())),
+              lambda e: np.frombuffer(zstd.decode(crc.decode(e)), dtype=">f4").astype("<f4")),
+}
+
+
+def rate(fn, arg, seconds=1.0):
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        fn(arg)
+        n += 1
+    return len(raw) * n / (time.perf_counter() - t0) / 1e6
+
+
+for name, (enc, dec) in chains.items():
+    e = enc(raw)
+    print(json.dumps({"codec": name, "op": "encode", "mb_per_s": round(rate(enc, raw), 1), "numcodecs": numcodecs.__version__}))
+    print(json.dumps({"codec": name, "op": "decode", "mb_per_s": round(rate(dec, e), 1), "ratio": round(len(raw) / len(e), 2)}))

@@ -1,0 +1,61 @@
+package codecsvc
+
+import (
+	"encoding/binary"
+	"math"
+	"testing"
+
+	"github.com/zarrgate/zarrgate/zarr"
+)
+
+// benchData is 4 MiB of float32 that bench/numcodecs_bench.py reproduces
+// exactly: x[i] = float32(sin(i*0.001)*1000 + i%7).
+func benchData() []byte {
+	const n = 1 << 20
+	b := make([]byte, 4*n)
+	for i := range n {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(math.Sin(float64(i)*0.001)*1000+float64(i%7))))
+	}
+	return b
+}
+
+// benchChains are the chains bench/numcodecs_bench.py runs in numcodecs.
+var benchChains = []struct{ name, codecs string }{
+	{"zstd", `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":3}}]`},
+	{"gzip", `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"gzip","configuration":{"level":5}}]`},
+	{"blosc-lz4", `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"blosc","configuration":{"cname":"lz4","clevel":5,"shuffle":"shuffle","typesize":4,"blocksize":0}}]`},
+	{"chain", `[{"name":"bytes","configuration":{"endian":"big"}},{"name":"zstd","configuration":{"level":3}},{"name":"crc32c"}]`},
+}
+
+// BenchmarkCodecs measures MB/s (decoded bytes) per core: run it with
+// -cpu 1 to compare with numcodecs at one thread.
+//
+//	go test -run '^$' -bench Codecs -cpu 1 ./codecsvc/
+func BenchmarkCodecs(b *testing.B) {
+	data := benchData()
+	spec := ChunkSpec{Shape: []int{1 << 20}, DataType: zarr.MustDataType("float32")}
+	for _, c := range benchChains {
+		ch := chain(b, c.codecs, spec)
+		enc, err := ch.Encode(Chunk{Data: data})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(c.name+"/encode", func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				if _, err := ch.Encode(Chunk{Data: data}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/decode", func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				if _, err := ch.Decode(enc); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(data))/float64(len(enc)), "ratio")
+		})
+	}
+}
