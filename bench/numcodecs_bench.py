@@ -1,11 +1,15 @@
 """numcodecs on the data and chains of codecsvc's BenchmarkCodecs, at one
 thread, for the side-by-side table in docs/benchmarks.md.
 
-    python bench/numcodecs_bench.py
+    python bench/numcodecs_bench.py [FRAMES_DIR]
 
-Prints one JSON object per line: codec, op, mb_per_s.
+Prints one JSON object per line: codec, op, mb_per_s. With FRAMES_DIR, also
+saves each codec's encoded output there as <codec>.bin, for
+BenchmarkDecodeNumcodecsFrames to decode the very same bytes in Go.
 """
 import json
+import os
+import sys
 import time
 
 import numcodecs
@@ -38,7 +42,12 @@ def rate(fn, arg, seconds=1.0):
     return len(raw) * n / (time.perf_counter() - t0) / 1e6
 
 
+frames = sys.argv[1] if len(sys.argv) > 1 else None
 for name, (enc, dec) in chains.items():
     e = enc(raw)
+    if frames:
+        os.makedirs(frames, exist_ok=True)
+        with open(os.path.join(frames, name + ".bin"), "wb") as f:
+            f.write(bytes(e))
     print(json.dumps({"codec": name, "op": "encode", "mb_per_s": round(rate(enc, raw), 1), "numcodecs": numcodecs.__version__}))
     print(json.dumps({"codec": name, "op": "decode", "mb_per_s": round(rate(dec, e), 1), "ratio": round(len(raw) / len(e), 2)}))

@@ -1,8 +1,11 @@
 package codecsvc
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/zarrgate/zarrgate/zarr"
@@ -56,6 +59,40 @@ func BenchmarkCodecs(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(len(data))/float64(len(enc)), "ratio")
+		})
+	}
+}
+
+// BenchmarkDecodeNumcodecsFrames decodes the bytes numcodecs encoded
+// (bench/numcodecs_bench.py FRAMES_DIR), so both sides decode identical
+// input. It needs $ZARRGATE_NUMCODECS_FRAMES.
+//
+//	python bench/numcodecs_bench.py /tmp/frames
+//	ZARRGATE_NUMCODECS_FRAMES=/tmp/frames go test -run '^$' -bench NumcodecsFrames -cpu 1 ./codecsvc/
+func BenchmarkDecodeNumcodecsFrames(b *testing.B) {
+	dir := os.Getenv("ZARRGATE_NUMCODECS_FRAMES")
+	if dir == "" {
+		b.Skip("set ZARRGATE_NUMCODECS_FRAMES (see bench/numcodecs_bench.py)")
+	}
+	data := benchData()
+	spec := ChunkSpec{Shape: []int{1 << 20}, DataType: zarr.MustDataType("float32")}
+	for _, c := range benchChains {
+		enc, err := os.ReadFile(filepath.Join(dir, c.name+".bin"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ch := chain(b, c.codecs, spec)
+		out, err := ch.Decode(enc)
+		if err != nil || !bytes.Equal(out.Data, data) {
+			b.Fatalf("%s: numcodecs' frame does not decode to the data: %v", c.name, err)
+		}
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				if _, err := ch.Decode(enc); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

@@ -35,7 +35,12 @@ func readLimited(r io.Reader, max int64, what string) ([]byte, error) {
 	if max < 0 {
 		max = maxVariableBytes
 	}
+	// The bound is usually the exact decoded size: read straight into a
+	// buffer of that size instead of growing one by doubling.
 	var buf bytes.Buffer
+	if max <= 256<<20 {
+		buf.Grow(int(max) + bytes.MinRead)
+	}
 	n, err := buf.ReadFrom(io.LimitReader(r, max+1))
 	if err != nil {
 		return nil, errs.New(errs.DataLoss, "%s: corrupt or truncated data: %v", what, err)
