@@ -24,13 +24,14 @@ import numpy as np
 import zarr
 from zarr.codecs import (BloscCodec, BytesCodec, Crc32cCodec, GzipCodec,
                          ShardingCodec, TransposeCodec, ZstdCodec)
+from zarr.core.dtype import VariableLengthBytes
 from zarr.storage import LocalStore
 
 rng = np.random.default_rng(42)
 
 
 def values(dtype, shape):
-    dt = np.dtype(dtype)
+    dt = np.dtype(object if dtype == "vbytes" else dtype)
     n = int(np.prod(shape, dtype=np.int64))
     if dt.kind == "b":
         v = rng.integers(0, 2, n).astype(bool)
@@ -45,6 +46,10 @@ def values(dtype, shape):
         v = np.array([("s%d" % (i * 7))[: dt.itemsize].encode() for i in range(n)], dtype=dt)
     elif dt.kind == "U":
         v = np.array([("ü%d" % (i * 3))[: dt.itemsize // 4] for i in range(n)], dtype=dt)
+    elif dt.kind == "V":
+        v = np.array([bytes([i % 256, (i * 7) % 256]) for i in range(n)], dtype=dt)
+    elif dtype == "vbytes":
+        v = np.array([b"" if i % 4 == 0 else bytes(range(i % 5, i % 5 + i % 4)) + b"\xff" for i in range(n)], dtype=object)
     elif dt.kind == "O" or dt.kind == "T":
         v = np.array(["" if i % 5 == 0 else "é" * (i % 3) + str(i) for i in range(n)], dtype=object)
     else:
@@ -73,9 +78,10 @@ def record(out, path, arr, expected, fmt, kind="fixed"):
     manifest.append(entry)
 
 
-def v3(out, store, path, dtype, shape, chunks, partial=False, **kw):
+def v3(out, store, path, dtype, shape, chunks, partial=False, kind=None, **kw):
     data = values(dtype, shape)
-    a = zarr.create_array(store=store, name=path, shape=shape, chunks=chunks, dtype=dtype, zarr_format=3, **kw)
+    zdtype = VariableLengthBytes() if dtype == "vbytes" else dtype
+    a = zarr.create_array(store=store, name=path, shape=shape, chunks=chunks, dtype=zdtype, zarr_format=3, **kw)
     expected = np.full(shape, a.fill_value, dtype=a.dtype) if partial else data
     if partial and len(shape) >= 1 and shape[0] > chunks[0]:
         # Only the first chunk row: the rest reads as the fill value.
@@ -84,7 +90,7 @@ def v3(out, store, path, dtype, shape, chunks, partial=False, **kw):
     else:
         a[...] = data
         expected = data
-    kind = "strings" if a.dtype.kind in "OT" else "fixed"
+    kind = kind or ("strings" if a.dtype.kind in "OT" else "fixed")
     record(out, path, a, expected, 3, kind)
 
 
@@ -109,6 +115,8 @@ def generate(out):
                "float16", "float32", "float64", "complex64", "complex128"]:
         v3(exp, store, "v3/dtypes/" + dt, dt, (7, 5), (4, 3))
     v3(exp, store, "v3/dtypes/string", str, (6, 5), (4, 3))
+    v3(exp, store, "v3/dtypes/bytes", "vbytes", (6, 5), (4, 3), kind="bytes")
+    v3(exp, store, "v3/dtypes/raw", "V2", (7, 5), (4, 3))
     # Fill values: unwritten chunks read as the fill value.
     v3(exp, store, "v3/fill/nan", "float32", (8, 4), (3, 4), partial=True, fill_value=np.nan)
     v3(exp, store, "v3/fill/inf", "float64", (8, 4), (3, 4), partial=True, fill_value=np.inf)
@@ -180,7 +188,11 @@ def check(root, manifest_path):
                 ok = got.shape == want.shape and (np.array_equal(got, want, equal_nan=True) if dt.kind in "fc" else np.array_equal(got, want))
             else:
                 want = json.load(open(os.path.join(exp_dir, e["expected"])))
-                flat = [x.decode("latin1") if isinstance(x, bytes) else str(x) for x in np.asarray(got).reshape(-1).tolist()]
+                items = np.asarray(got).reshape(-1).tolist()
+                if e["kind"] == "bytes":
+                    flat = [base64.b64encode(bytes(x)).decode() for x in items]
+                else:
+                    flat = [x.decode("latin1") if isinstance(x, bytes) else str(x) for x in items]
                 ok = flat == want
         except Exception as ex:  # noqa: BLE001 - report every failure
             ok = False
