@@ -203,3 +203,30 @@ func ReadAll(ctx context.Context, s Store, key string) ([]byte, string, error) {
 	}
 	return buf, obj.Generation, nil
 }
+
+// CopyContext copies src to dst in FrameSize steps, checking ctx between
+// steps, so that a cancelled write stops promptly. It returns src's or
+// dst's error as is.
+func CopyContext(ctx context.Context, dst io.Writer, src io.Reader) (int64, error) {
+	buf := make([]byte, FrameSize)
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		m, err := io.ReadFull(src, buf)
+		if m > 0 {
+			w, werr := dst.Write(buf[:m])
+			n += int64(w)
+			if werr != nil {
+				return n, werr
+			}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}

@@ -43,9 +43,6 @@ import (
 
 const tmpPrefix = ".zarrgate-tmp-"
 
-// copyBufSize is the buffer size for copying values in and out.
-const copyBufSize = 1 << 20
-
 // Store is a directory-backed store. It is safe for concurrent use, also by
 // several processes sharing the directory.
 type Store struct {
@@ -166,7 +163,7 @@ func (s *Store) Set(ctx context.Context, key string, value io.Reader, cond store
 	}
 	rel, dir := keyPath(key)
 	return s.replace(ctx, key, rel, dir, func(w io.Writer) error {
-		_, err := copyCtx(ctx, w, value)
+		_, err := storesvc.CopyContext(ctx, w, value)
 		return err
 	}, func(current fs.FileInfo) error { return checkCondition(key, current, cond) })
 }
@@ -380,7 +377,7 @@ func (s *Store) patch(ctx context.Context, key string, ws []storesvc.PartialWrit
 				s.root.Remove(tmpRel)
 			}
 		}()
-		if _, err := copyCtx(ctx, tmp, old); err != nil {
+		if _, err := storesvc.CopyContext(ctx, tmp, old); err != nil {
 			return mapErr("set_partial_values", key, err)
 		}
 		for _, w := range ws {
@@ -568,27 +565,3 @@ func (s *Store) hasValues(dir string) bool {
 	return found
 }
 
-// copyCtx copies src to dst in 1 MiB steps, stopping when ctx is done.
-func copyCtx(ctx context.Context, dst io.Writer, src io.Reader) (int64, error) {
-	buf := make([]byte, copyBufSize)
-	var n int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return n, err
-		}
-		m, err := io.ReadFull(src, buf)
-		if m > 0 {
-			w, werr := dst.Write(buf[:m])
-			n += int64(w)
-			if werr != nil {
-				return n, werr
-			}
-		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
-		}
-	}
-}

@@ -45,13 +45,8 @@
 // TestServerConditions against a server before trusting it.
 //
 // Partial writes. S3 cannot modify an object in place, so SetPartialValues
-// is a read-modify-write conditioned on the ETag, as the portable layer's
-// fallback is; the store implements it itself for two reasons: under
-// contention the fallback gives up after 16 immediate retries (4 writers on
-// one value exhaust that against a real server), while this one backs off
-// with jitter; and it skips the token HEAD, which only widens the window —
-// for a read-modify-write, an ETag match means the bytes it read are the
-// current ones, which is all it needs.
+// comes from the portable layer's fallback: a read-modify-write conditioned
+// on the generation, retried with jittered backoff under contention.
 package s3
 
 import (
@@ -63,7 +58,6 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	mrand "math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -151,7 +145,6 @@ type Store struct {
 var (
 	_ storesvc.Store         = (*Store)(nil)
 	_ storesvc.PartialReader = (*Store)(nil)
-	_ storesvc.PartialWriter = (*Store)(nil)
 	_ storesvc.DirLister     = (*Store)(nil)
 	_ storesvc.BatchEraser   = (*Store)(nil)
 	_ storesvc.PrefixEraser  = (*Store)(nil)
@@ -678,46 +671,6 @@ func sortParts(parts []types.CompletedPart) {
 			parts[j], parts[j-1] = parts[j-1], parts[j]
 		}
 	}
-}
-
-// maxPatchAttempts bounds the read-modify-write rounds of one key's
-// partial writes under contention.
-const maxPatchAttempts = 100
-
-// SetPartialValues implements storesvc.PartialWriter.
-func (s *Store) SetPartialValues(ctx context.Context, writes []storesvc.PartialWrite) error {
-	for key, ws := range storesvc.GroupWrites(writes) {
-		if err := s.patch(ctx, key, ws); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *Store) patch(ctx context.Context, key string, ws []storesvc.PartialWrite) error {
-	backoff := 2 * time.Millisecond
-	for range maxPatchAttempts {
-		old, gen, err := storesvc.ReadAll(ctx, s, key)
-		if err != nil {
-			return err
-		}
-		value, err := storesvc.Patch(key, old, ws)
-		if err != nil {
-			return err
-		}
-		_, err = s.write(ctx, key, bytes.NewReader(value), storesvc.Condition{IfGenerationMatch: strings.Trim(etagOf(gen), `"`)})
-		if !errors.Is(err, storesvc.ErrPrecondition) {
-			return err
-		}
-		wait := time.Duration(1 + mrand.Int64N(int64(backoff)))
-		backoff = min(2*backoff, 200*time.Millisecond)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-	}
-	return errs.New(errs.Aborted, "set_partial_values %q: value kept changing, gave up after %d attempts", key, maxPatchAttempts)
 }
 
 // --- erase ---

@@ -99,8 +99,6 @@ var (
 	_ storesvc.DirLister = (*Store)(nil)
 )
 
-// copyBufSize is the buffer for streaming values into the archive.
-const copyBufSize = 1 << 20
 
 // Open opens the archive at path, creating it unless opts.ReadOnly.
 func Open(path string, opts Options) (*Store, error) {
@@ -384,8 +382,11 @@ func (s *Store) appendMember(ctx context.Context, name string, value io.Reader) 
 	}
 	dataOff := start + int64(len(header))
 	h := crc32.NewIEEE()
-	n, err := copyCtx(ctx, io.MultiWriter(io.NewOffsetWriter(s.f, dataOff), h), value)
+	n, err := storesvc.CopyContext(ctx, io.MultiWriter(io.NewOffsetWriter(s.f, dataOff), h), value)
 	if err != nil {
+		if ctx.Err() == nil {
+			err = errs.Wrap(errs.Aborted, err, "reading the value")
+		}
 		return fail(err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -402,31 +403,6 @@ func (s *Store) appendMember(ctx context.Context, name string, value io.Reader) 
 	s.index[name] = m
 	s.mu.Unlock()
 	return m, nil
-}
-
-// copyCtx copies src to dst, stopping when ctx is done. A failing src
-// gives an error with a code.
-func copyCtx(ctx context.Context, dst io.Writer, src io.Reader) (int64, error) {
-	buf := make([]byte, copyBufSize)
-	var n int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return n, err
-		}
-		m, err := io.ReadFull(src, buf)
-		if m > 0 {
-			if _, werr := dst.Write(buf[:m]); werr != nil {
-				return n, werr
-			}
-			n += int64(m)
-		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return n, nil
-		}
-		if err != nil {
-			return n, errs.Wrap(errs.Aborted, err, "reading the value")
-		}
-	}
 }
 
 // Erase implements storesvc.Store: always ErrUnsupported.
