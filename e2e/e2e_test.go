@@ -51,7 +51,13 @@ var addrRE = regexp.MustCompile(`addr=(\S+)`)
 // for the address it logs.
 func startServer(t testing.TB, args ...string) *server {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	return startCommand(t, "serve", args...)
+}
+
+// startCommand runs a serving subcommand on a free loopback port.
+func startCommand(t testing.TB, sub string, args ...string) *server {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{sub, "--listen", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

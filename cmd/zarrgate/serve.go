@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,37 +27,67 @@ const shutdownGrace = 10 * time.Second
 
 func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
-	root := fs.String("root", "./data", "the store: a directory (created if missing) or a store URL such as s3://bucket/prefix?endpoint=http://127.0.0.1:9000 or zip:///path/data.zip")
-	listen := fs.String("listen", DefaultListen, "address to listen on (host:port; port 0 picks a free one)")
-	readOnly := fs.Bool("read-only", false, "refuse every write with FailedPrecondition")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	root, readOnly := storeFlags(fs)
+	sf := addServerFlags(fs, DefaultListen)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	logger, err := newLogger(stderr, *logLevel)
+	store, err := openServedStore(ctx, *root, *readOnly)
 	if err != nil {
 		return err
 	}
+	defer store.Close()
+	return sf.serve(ctx, stderr, "zarrgate serving", func(srv *rpc.Server) {
+		gateway.NewServer(gateway.New(store, codecsvc.NewLocal(), gateway.Config{})).Register(srv)
+	}, "root", *root, "read_only", *readOnly)
+}
 
-	backend, err := openStore(ctx, *root)
+// storeFlags adds --root and --read-only.
+func storeFlags(fs *flag.FlagSet) (root *string, readOnly *bool) {
+	root = fs.String("root", "./data", "the store: a directory (created if missing) or a store URL such as s3://bucket/prefix?endpoint=http://127.0.0.1:9000 or zip:///path/data.zip")
+	readOnly = fs.Bool("read-only", false, "refuse every write with FailedPrecondition")
+	return root, readOnly
+}
+
+// openServedStore opens the store a serving command serves.
+func openServedStore(ctx context.Context, root string, readOnly bool) (*storesvc.Portable, error) {
+	backend, err := openStore(ctx, root)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var opts []storesvc.Option
-	if *readOnly {
+	if readOnly {
 		opts = append(opts, storesvc.ReadOnly())
 	}
-	store := storesvc.Wrap(backend, opts...)
-	defer store.Close()
+	return storesvc.Wrap(backend, opts...), nil
+}
 
-	lis, err := net.Listen("tcp", *listen)
+// serverFlags are the flags every serving command takes.
+type serverFlags struct{ listen, logLevel *string }
+
+func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
+	return serverFlags{
+		listen:   fs.String("listen", defListen, "address to listen on (host:port; port 0 picks a free one)"),
+		logLevel: fs.String("log-level", "info", "log level: debug, info, warn, error"),
+	}
+}
+
+// serve builds the gRPC server (interceptors, health, reflection), lets
+// register add the command's services, logs msg with the address, and
+// serves until ctx is done.
+func (f serverFlags) serve(ctx context.Context, stderr io.Writer, msg string, register func(*rpc.Server), attrs ...any) error {
+	logger, err := newLogger(stderr, *f.logLevel)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", *listen, err)
+		return err
+	}
+	lis, err := net.Listen("tcp", *f.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *f.listen, err)
 	}
 	srv := rpc.NewServer(logger)
-	gateway.NewServer(gateway.New(store, codecsvc.NewLocal(), gateway.Config{})).Register(srv)
+	register(srv)
 	srv.Health.SetServingStatus("", grpc_health_v1.HealthCheckResponse_SERVING)
-	logger.Info("zarrgate serving", "addr", lis.Addr().String(), "root", *root, "read_only", *readOnly)
+	logger.Info(msg, append([]any{"addr", lis.Addr().String()}, attrs...)...)
 	return serveUntilDone(ctx, logger, srv, lis)
 }
 

@@ -564,4 +564,3 @@ func (s *Store) hasValues(dir string) bool {
 	})
 	return found
 }
-

@@ -99,7 +99,6 @@ var (
 	_ storesvc.DirLister = (*Store)(nil)
 )
 
-
 // Open opens the archive at path, creating it unless opts.ReadOnly.
 func Open(path string, opts Options) (*Store, error) {
 	flag, lock := os.O_RDWR|os.O_CREATE, unix.LOCK_EX
