@@ -77,6 +77,34 @@ func ReadInto[T Element](ctx context.Context, a *Array, sel Selection, dst []T) 
 	return nil
 }
 
+// ReadBytes reads the slab sel (nil: all) of a fixed-size array into dense
+// C-order little-endian bytes, for any data type (float16, raw and fixed
+// strings included), and returns the slab's header.
+func ReadBytes(ctx context.Context, a *Array, sel Selection) (*SlabHeader, []byte, error) {
+	hdr, blocks, err := a.Blocks(ctx, sel)
+	if err != nil {
+		return nil, nil, err
+	}
+	if hdr.ElementSize == 0 {
+		return nil, nil, errs.New(errs.InvalidArgument, "array %q holds variable-length %s; use ReadStrings", a.Path, hdr.DataType)
+	}
+	out := make([]byte, product(hdr.Shape)*int64(hdr.ElementSize))
+	var got int64
+	for b, err := range blocks {
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := placeBlock(out, hdr.Shape, b, hdr.ElementSize); err != nil {
+			return nil, nil, errs.Wrap(errs.DataLoss, err, "read %q", a.Path)
+		}
+		got += product(b.Shape)
+	}
+	if got != product(hdr.Shape) {
+		return nil, nil, errs.New(errs.DataLoss, "read %q: the server sent %d of %d elements", a.Path, got, product(hdr.Shape))
+	}
+	return hdr, out, nil
+}
+
 // Read reads the slab sel (nil: all) of a into a new slice, and returns its
 // shape.
 func Read[T Element](ctx context.Context, a *Array, sel Selection) ([]T, []int64, error) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/gateway"
+	"github.com/zarrgate/zarrgate/internal/testenv"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/file"
 )
@@ -198,13 +199,7 @@ func copyMetadata(t *testing.T, from, to, path string) {
 // and arrays whose metadata it creates itself; zarr-python reads them back
 // with the expected values (testdata/zarrpython/gen.py --check).
 func TestZarrPythonReadsWhatGatewayWrote(t *testing.T) {
-	py := os.Getenv("ZARRGATE_PYTHON")
-	if py == "" {
-		if os.Getenv("ZARRGATE_INTEROP_REQUIRED") != "" {
-			t.Fatal("ZARRGATE_PYTHON is not set but the interop check is required")
-		}
-		t.Skip("set ZARRGATE_PYTHON to a python with zarr to run the live check (make test does)")
-	}
+	py := testenv.Python(t)
 	out := t.TempDir()
 	fs, err := file.New(out)
 	if err != nil {

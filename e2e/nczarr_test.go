@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,22 +14,10 @@ import (
 
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/gateway"
+	"github.com/zarrgate/zarrgate/internal/testenv"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/file"
 )
-
-// netcdfTool returns the path of a netCDF command (Debian netcdf-bin), or
-// skips (fails when the interop checks are required).
-func netcdfTool(t *testing.T, name string) string {
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("ZARRGATE_INTEROP_REQUIRED") != "" {
-			t.Fatalf("%s not found but the interop checks are required (apt-get install netcdf-bin)", name)
-		}
-		t.Skipf("%s not installed", name)
-	}
-	return p
-}
 
 // checkNCZarr reads the dataset testdata/nczarr/simple.cdl describes.
 func checkNCZarr(t *testing.T, dir string) {
@@ -83,7 +70,7 @@ func TestReadsNCZarrFixture(t *testing.T) {
 
 // The same, written by ncgen now.
 func TestReadsNCZarrFromNcgen(t *testing.T) {
-	ncgen := netcdfTool(t, "ncgen")
+	ncgen := testenv.Tool(t, "ncgen")
 	dir := filepath.Join(t.TempDir(), "simple.ncz")
 	cdl, _ := filepath.Abs("../testdata/nczarr/simple.cdl")
 	out, err := exec.Command(ncgen, "-4", "-lb", "-o", "file://"+dir+"#mode=nczarr,file", cdl).CombinedOutput()
@@ -98,7 +85,7 @@ func TestReadsNCZarrFromNcgen(t *testing.T) {
 // 4.9.0 decodes Zarr compressors only through HDF5 filter plugins, which it
 // does not install, and then reads compressed bytes as values.
 func TestNcdumpReadsGatewayV2(t *testing.T) {
-	ncdump := netcdfTool(t, "ncdump")
+	ncdump := testenv.Tool(t, "ncdump")
 	dir := t.TempDir()
 	fs, err := file.New(dir)
 	if err != nil {

@@ -305,25 +305,16 @@ func catArray(ctx context.Context, a *client.Array, sel client.Selection, format
 			return vals[i]
 		})
 	}
-	hdr, blocks, err := a.Blocks(ctx, sel)
+	n := int64(1)
+	for _, d := range sel.Shape(a.Shape) {
+		n *= d
+	}
+	if n > 1<<30 {
+		return errs.New(errs.ResourceExhausted, "cat: the slab %v is over a billion elements; select a part of it", sel.Shape(a.Shape))
+	}
+	hdr, buf, err := client.ReadBytes(ctx, a, sel)
 	if err != nil {
 		return err
-	}
-	n := int64(1)
-	for _, s := range hdr.Shape {
-		n *= s
-	}
-	if n*int64(hdr.ElementSize) > 1<<30 {
-		return errs.New(errs.ResourceExhausted, "cat: the slab %v is over 1 GiB; select a part of it", hdr.Shape)
-	}
-	buf := make([]byte, n*int64(hdr.ElementSize))
-	for b, err := range blocks {
-		if err != nil {
-			return err
-		}
-		if err := place(buf, hdr.Shape, b, hdr.ElementSize); err != nil {
-			return err
-		}
 	}
 	if format == "npy" {
 		return writeNpy(w, hdr, buf)
@@ -335,40 +326,6 @@ func catArray(ctx context.Context, a *client.Array, sel client.Selection, format
 	return printRows(w, hdr.Shape, format, func(i int64) string {
 		return fmtElem(buf[i*int64(hdr.ElementSize) : (i+1)*int64(hdr.ElementSize)])
 	})
-}
-
-// place copies a block into a dense C-order slab.
-func place(out []byte, shape []int64, b client.Block, elem int) error {
-	nd := len(shape)
-	strides := make([]int64, nd)
-	acc := int64(elem)
-	for d := nd - 1; d >= 0; d-- {
-		strides[d] = acc
-		acc *= shape[d]
-	}
-	total := int64(1)
-	for _, s := range b.Shape {
-		total *= s
-	}
-	if int64(len(b.Data)) != total*int64(elem) {
-		return errs.New(errs.DataLoss, "block at %v: %d bytes for %d elements", b.Origin, len(b.Data), total)
-	}
-	idx := make([]int64, nd)
-	for k := range total {
-		off := int64(0)
-		for d := range nd {
-			off += (b.Origin[d] + idx[d]) * strides[d]
-		}
-		copy(out[off:off+int64(elem)], b.Data[k*int64(elem):])
-		for d := nd - 1; d >= 0; d-- {
-			idx[d]++
-			if idx[d] < b.Shape[d] {
-				break
-			}
-			idx[d] = 0
-		}
-	}
-	return nil
 }
 
 // printRows prints a C-order slab: one line per row of the last

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/zarrgate/zarrgate/internal/testenv"
 )
 
 // TestNumcodecsDecodesOurFrames checks that c-blosc (through numcodecs)
@@ -16,13 +18,7 @@ import (
 //	python3 -m venv /tmp/bloscvenv && /tmp/bloscvenv/bin/pip install numcodecs numpy
 //	ZARRGATE_PYTHON=/tmp/bloscvenv/bin/python go test -run Numcodecs ./codecsvc/blosc/
 func TestNumcodecsDecodesOurFrames(t *testing.T) {
-	py := os.Getenv("ZARRGATE_PYTHON")
-	if py == "" {
-		if os.Getenv("ZARRGATE_INTEROP_REQUIRED") != "" {
-			t.Fatal("ZARRGATE_PYTHON is not set but the interop check is required")
-		}
-		t.Skip("ZARRGATE_PYTHON not set")
-	}
+	py := testenv.Python(t)
 	dir := t.TempDir()
 	var m goldenManifest
 	// numcodecs bundles c-blosc without snappy.

@@ -17,7 +17,7 @@ import (
 	"testing"
 
 	"github.com/zarrgate/zarrgate/errs"
-
+	"github.com/zarrgate/zarrgate/internal/testenv"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/storetest"
 	"github.com/zarrgate/zarrgate/storesvc/zip"
@@ -350,13 +350,7 @@ func writeInterop(t *testing.T, s storesvc.Store) {
 // zarrgate reads. Needs ZARRGATE_PYTHON: a python with zarr 3 (see
 // testdata/requirements.txt).
 func TestPythonInterop(t *testing.T) {
-	py := os.Getenv("ZARRGATE_PYTHON")
-	if py == "" {
-		if os.Getenv("ZARRGATE_INTEROP_REQUIRED") != "" {
-			t.Fatal("ZARRGATE_PYTHON is not set but the interop check is required")
-		}
-		t.Skip("ZARRGATE_PYTHON not set")
-	}
+	py := testenv.Python(t)
 	dir := t.TempDir()
 	ours := filepath.Join(dir, "zarrgate.zip")
 	s, err := zip.Open(ours, zip.Options{})
