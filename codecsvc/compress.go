@@ -63,48 +63,72 @@ func lenient(raw json.RawMessage, v any) error {
 	return nil
 }
 
-// gzipCodec is v3 "gzip" (and numcodecs GZip): RFC 1952.
-type gzipCodec struct{ level int }
-
-func newGzip(cfg json.RawMessage, _ ChunkSpec) (any, error) {
-	c := struct {
-		Level *int `json:"level"`
-	}{}
-	if err := lenient(cfg, &c); err != nil {
-		return nil, err
-	}
-	level := 5
-	if c.Level != nil {
-		level = *c.Level
-	}
-	if level < 0 || level > 9 {
-		return nil, errs.New(errs.InvalidArgument, "configuration.level %d: want 0 to 9", level)
-	}
-	return gzipCodec{level}, nil
+// deflateCodec is a DEFLATE container: v3 "gzip" and numcodecs GZip
+// (RFC 1952), numcodecs Zlib (RFC 1950).
+type deflateCodec struct {
+	name      string
+	level     int
+	newWriter func(w io.Writer, level int) (io.WriteCloser, error)
+	newReader func(r io.Reader) (io.Reader, error)
 }
 
-func (g gzipCodec) Encode(b []byte) ([]byte, error) {
+func deflateFactory(name string, defLevel int, nw func(io.Writer, int) (io.WriteCloser, error), nr func(io.Reader) (io.Reader, error)) Factory {
+	return func(cfg json.RawMessage, _ ChunkSpec) (any, error) {
+		c := struct {
+			Level *int `json:"level"`
+		}{}
+		if err := lenient(cfg, &c); err != nil {
+			return nil, err
+		}
+		level := defLevel
+		if c.Level != nil {
+			level = *c.Level
+		}
+		if level < 0 || level > 9 {
+			return nil, errs.New(errs.InvalidArgument, "configuration.level %d: want 0 to 9", level)
+		}
+		return deflateCodec{name: name, level: level, newWriter: nw, newReader: nr}, nil
+	}
+}
+
+var (
+	newGzip = deflateFactory("gzip", 5,
+		func(w io.Writer, l int) (io.WriteCloser, error) { return gzip.NewWriterLevel(w, l) },
+		func(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) })
+	newZlib = deflateFactory("zlib", 1,
+		func(w io.Writer, l int) (io.WriteCloser, error) { return zlib.NewWriterLevel(w, l) },
+		func(r io.Reader) (io.Reader, error) { return zlib.NewReader(r) })
+)
+
+func (d deflateCodec) Encode(b []byte) ([]byte, error) {
 	var out bytes.Buffer
-	w, err := gzip.NewWriterLevel(&out, g.level)
+	w, err := d.newWriter(&out, d.level)
 	if err != nil {
-		return nil, err
+		return nil, errs.Wrap(errs.InvalidArgument, err, "%s", d.name)
 	}
 	w.Write(b)
 	if err := w.Close(); err != nil {
-		return nil, err
+		return nil, errs.Wrap(errs.Internal, err, "%s", d.name)
 	}
 	return out.Bytes(), nil
 }
 
-func (gzipCodec) Decode(b []byte, max int64) ([]byte, error) {
-	r, err := gzip.NewReader(bytes.NewReader(b))
+// Decode decodes one stream (gzip: all members) and refuses anything after
+// it.
+func (d deflateCodec) Decode(b []byte, max int64) ([]byte, error) {
+	in := bytes.NewReader(b)
+	r, err := d.newReader(in)
 	if err != nil {
-		return nil, errs.New(errs.DataLoss, "gzip: %v", err)
+		return nil, errs.New(errs.DataLoss, "%s: %v", d.name, err)
 	}
-	return readLimited(r, max, "gzip")
+	out, err := readLimited(r, max, d.name)
+	if err == nil && in.Len() > 0 {
+		return nil, errs.New(errs.DataLoss, "%s: %d bytes of garbage after the stream", d.name, in.Len())
+	}
+	return out, err
 }
 
-func (gzipCodec) MaxEncodedSize(n int64) int64 { return bound(n, n/1000+64) }
+func (deflateCodec) MaxEncodedSize(n int64) int64 { return bound(n, n/1000+64) }
 
 func bound(n, overhead int64) int64 {
 	if n < 0 {
@@ -274,54 +298,6 @@ func (bloscCodec) Decode(in []byte, max int64) ([]byte, error) {
 }
 
 func (bloscCodec) MaxEncodedSize(n int64) int64 { return bound(n, blosc.HeaderSize+n/64+64) }
-
-// zlibCodec is numcodecs Zlib: RFC 1950.
-type zlibCodec struct{ level int }
-
-func newZlib(cfg json.RawMessage, _ ChunkSpec) (any, error) {
-	c := struct {
-		Level *int `json:"level"`
-	}{}
-	if err := lenient(cfg, &c); err != nil {
-		return nil, err
-	}
-	level := 1
-	if c.Level != nil {
-		level = *c.Level
-	}
-	if level < 0 || level > 9 {
-		return nil, errs.New(errs.InvalidArgument, "configuration.level %d: want 0 to 9", level)
-	}
-	return zlibCodec{level}, nil
-}
-
-func (z zlibCodec) Encode(b []byte) ([]byte, error) {
-	var out bytes.Buffer
-	w, err := zlib.NewWriterLevel(&out, z.level)
-	if err != nil {
-		return nil, err
-	}
-	w.Write(b)
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return out.Bytes(), nil
-}
-
-func (zlibCodec) Decode(b []byte, max int64) ([]byte, error) {
-	in := bytes.NewReader(b)
-	r, err := zlib.NewReader(in)
-	if err != nil {
-		return nil, errs.New(errs.DataLoss, "zlib: %v", err)
-	}
-	out, err := readLimited(r, max, "zlib")
-	if err == nil && in.Len() > 0 {
-		return nil, errs.New(errs.DataLoss, "zlib: %d bytes of garbage after the stream", in.Len())
-	}
-	return out, err
-}
-
-func (zlibCodec) MaxEncodedSize(n int64) int64 { return bound(n, n/1000+64) }
 
 // lz4Codec is numcodecs LZ4: a little-endian uint32 of the decoded size,
 // then one raw LZ4 block.
