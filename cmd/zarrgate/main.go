@@ -22,6 +22,7 @@ type command struct {
 
 var commands = []command{
 	{"serve", "serve a store: the gateway (ArrayService) and StoreService over gRPC", runServe},
+	{"gateway", "serve the gateway over pools of store and codec workers", runGateway},
 	{"store-worker", "serve StoreService over a store (the storage tier)", runStoreWorker},
 	{"codec-worker", "serve CodecService (the codec tier)", runCodecWorker},
 	{"ls", "list the children of a group (-r: all descendants)", runLs},

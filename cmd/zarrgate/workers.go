@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 
 	"github.com/zarrgate/zarrgate/codecsvc"
+	codecremote "github.com/zarrgate/zarrgate/codecsvc/remote"
+	"github.com/zarrgate/zarrgate/gateway"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/storesvc"
+	"github.com/zarrgate/zarrgate/storesvc/remote"
 )
 
 // runStoreWorker serves StoreService over one backend: the storage tier
@@ -39,4 +44,44 @@ func runCodecWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 	return sf.serve(ctx, stderr, "zarrgate codec-worker serving", func(srv *rpc.Server) {
 		codecsvc.NewServer(codecsvc.NewLocal()).Register(srv)
 	})
+}
+
+// runGateway serves the gateway over pools of store workers and, with
+// --codec, codec workers: the scaled-out deployment. Each pool is spread
+// with gRPC's round_robin and health-checked; a worker that fails is
+// skipped and used again when it comes back.
+func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
+	fs := newFlags("gateway", stderr)
+	storeTarget := fs.String("store", "", "store workers: host:port,host:port,... or a gRPC target such as dns:///store-workers:50052 (required)")
+	codecTarget := fs.String("codec", "", "codec workers, in the same forms; empty runs codecs in this process")
+	sf := addServerFlags(fs, DefaultListen)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *storeTarget == "" {
+		return usageError{errors.New("--store is required (the store workers' addresses)")}
+	}
+	scc, err := rpc.DialWorkers(*storeTarget)
+	if err != nil {
+		return fmt.Errorf("--store %s: %w", *storeTarget, err)
+	}
+	defer scc.Close()
+	store, err := remote.New(ctx, scc)
+	if err != nil {
+		return fmt.Errorf("store workers %s: %w", *storeTarget, err)
+	}
+	var codecs codecsvc.Engine = codecsvc.NewLocal()
+	if *codecTarget != "" {
+		ccc, err := rpc.DialWorkers(*codecTarget)
+		if err != nil {
+			return fmt.Errorf("--codec %s: %w", *codecTarget, err)
+		}
+		defer ccc.Close()
+		rc := codecremote.New(ccc)
+		defer rc.Close()
+		codecs = rc
+	}
+	return sf.serve(ctx, stderr, "zarrgate gateway serving", func(srv *rpc.Server) {
+		gateway.NewServer(gateway.New(store, codecs, gateway.Config{})).Register(srv)
+	}, "store", *storeTarget, "codec", *codecTarget)
 }
