@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -123,10 +124,14 @@ func (s *Server) Encode(ctx context.Context, req *codecv1.EncodeRequest) (*codec
 
 // Process implements codecv1.CodecServiceServer: batches are worked on
 // concurrently, up to a bound, and answered as they finish. A failed batch
-// is answered with its error; the stream goes on.
+// is answered with its error; the stream goes on. Each batch runs under its
+// caller's deadline (deadline_unix_nanos) and stops when the caller cancels
+// it, so a caller's deadline or cancellation reaches the worker although
+// the stream outlives the call.
 func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest, codecv1.ProcessResponse]) error {
 	ctx := stream.Context()
-	var sendMu sync.Mutex
+	var sendMu, runMu sync.Mutex
+	running := make(map[uint64]context.CancelFunc)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, s.inflight)
 	var sendErr error
@@ -140,25 +145,48 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 			}
 			return err
 		}
+		if _, ok := req.GetWork().(*codecv1.ProcessRequest_Cancel); ok {
+			runMu.Lock()
+			if cancel := running[req.GetId()]; cancel != nil {
+				cancel()
+			}
+			runMu.Unlock()
+			continue
+		}
+		bctx, cancel := context.WithCancel(ctx)
+		if d := req.GetDeadlineUnixNanos(); d != 0 {
+			bctx, cancel = context.WithDeadline(ctx, time.Unix(0, d))
+		}
+		runMu.Lock()
+		running[req.GetId()] = cancel
+		runMu.Unlock()
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
+			cancel()
 			return ctx.Err()
 		}
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
+			defer func() {
+				runMu.Lock()
+				delete(running, req.GetId())
+				runMu.Unlock()
+				cancel()
+				<-sem
+				wg.Done()
+			}()
 			resp := &codecv1.ProcessResponse{Id: req.GetId()}
 			var err error
 			switch w := req.GetWork().(type) {
 			case *codecv1.ProcessRequest_Decode:
 				var r *codecv1.DecodeResponse
-				if r, err = s.decode(ctx, w.Decode); err == nil {
+				if r, err = s.decode(bctx, w.Decode); err == nil {
 					resp.Result = &codecv1.ProcessResponse_Decode{Decode: r}
 				}
 			case *codecv1.ProcessRequest_Encode:
 				var r *codecv1.EncodeResponse
-				if r, err = s.encode(ctx, w.Encode); err == nil {
+				if r, err = s.encode(bctx, w.Encode); err == nil {
 					resp.Result = &codecv1.ProcessResponse_Encode{Encode: r}
 				}
 			default:

@@ -1,7 +1,9 @@
 // Package remote is a codec engine that runs on codec workers over gRPC: it
 // implements codecsvc.Engine like the in-process engine. Batches travel on
-// one long-lived bidirectional Process stream per worker connection, many
-// at a time, so that a caller pipelines chunks instead of waiting for each.
+// long-lived bidirectional Process streams, many at a time, so that a
+// caller pipelines chunks instead of waiting for each. Each batch carries
+// its caller's deadline, and a caller that gives up cancels its batch on
+// the worker.
 package remote
 
 import (
@@ -134,6 +136,9 @@ func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest) (*codecv1.
 		return nil, err
 	}
 	req.Id = c.nextID.Add(1)
+	if d, ok := ctx.Deadline(); ok {
+		req.DeadlineUnixNanos = d.UnixNano()
+	}
 	ch := make(chan *codecv1.ProcessResponse, 1)
 	ps.mu.Lock()
 	if ps.err != nil {
@@ -161,6 +166,10 @@ func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest) (*codecv1.
 		ps.mu.Lock()
 		delete(ps.waiting, req.Id)
 		ps.mu.Unlock()
+		// Tell the worker to abandon the batch (best effort).
+		ps.sendMu.Lock()
+		ps.s.Send(&codecv1.ProcessRequest{Id: req.Id, Work: &codecv1.ProcessRequest_Cancel{Cancel: &codecv1.CancelRequest{}}})
+		ps.sendMu.Unlock()
 		return nil, ctx.Err()
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -183,6 +184,76 @@ func BenchmarkBatchDecode(b *testing.B) {
 					}
 				})
 			})
+		}
+	}
+}
+
+// recording wraps an engine and reports how each Encode call ended.
+type recording struct {
+	codecsvc.Engine
+	ended chan error
+}
+
+func (r recording) Encode(ctx context.Context, s *codecsvc.BatchSpec, c []codecsvc.Chunk) ([][]byte, error) {
+	out, err := r.Engine.Encode(ctx, s, c)
+	r.ended <- ctx.Err()
+	return out, err
+}
+
+// A caller's deadline and cancellation reach the worker, although batches
+// travel on streams that outlive the call: the worker abandons the batch.
+func TestDeadlineAndCancelReachWorker(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := recording{Engine: codecsvc.NewLocal(), ended: make(chan error, 4)}
+	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	codecsvc.NewServer(rec).Register(srv)
+	go srv.Serve(lis)
+	defer srv.Stop()
+	cc, err := rpc.Dial(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	r := remote.New(cc)
+	defer r.Close()
+	// A slow batch: 64 chunks of 1 MiB of noise through gzip level 9.
+	s := spec(`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"gzip","configuration":{"level":9}}]`, 512, 512)
+	chunks := make([]codecsvc.Chunk, 64)
+	for i := range chunks {
+		b := make([]byte, 1<<20)
+		for k := range b {
+			b[k] = byte((k*7919 + i*104729) >> 3)
+		}
+		chunks[i] = codecsvc.Chunk{Data: b}
+	}
+	for _, how := range []string{"deadline", "cancel"} {
+		var ctx context.Context
+		var cancel context.CancelFunc
+		if how == "deadline" {
+			ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+		} else {
+			ctx, cancel = context.WithCancel(context.Background())
+			time.AfterFunc(100*time.Millisecond, cancel)
+		}
+		start := time.Now()
+		_, err := r.Encode(ctx, s, chunks)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s: caller got %v", how, err)
+		}
+		select {
+		case werr := <-rec.ended:
+			if werr == nil {
+				t.Fatalf("%s: the worker finished the whole batch after its caller gave up", how)
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Fatalf("%s: the worker stopped only after %v", how, d)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the worker never returned", how)
 		}
 	}
 }

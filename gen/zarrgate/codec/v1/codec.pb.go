@@ -419,7 +419,8 @@ func (x *BatchError) GetItemIndex() int32 {
 	return 0
 }
 
-// ProcessRequest is one batch on a Process stream.
+// ProcessRequest is one batch on a Process stream, or the cancellation of
+// one.
 type ProcessRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// id is chosen by the caller and echoed in the response.
@@ -430,9 +431,13 @@ type ProcessRequest struct {
 	//
 	//	*ProcessRequest_Encode
 	//	*ProcessRequest_Decode
-	Work          isProcessRequest_Work `protobuf_oneof:"work"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	//	*ProcessRequest_Cancel
+	Work isProcessRequest_Work `protobuf_oneof:"work"`
+	// deadline_unix_nanos, when not zero, is when the caller stops waiting
+	// for this batch (its call's deadline): the worker abandons it then.
+	DeadlineUnixNanos int64 `protobuf:"varint,4,opt,name=deadline_unix_nanos,json=deadlineUnixNanos,proto3" json:"deadline_unix_nanos,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ProcessRequest) Reset() {
@@ -497,6 +502,22 @@ func (x *ProcessRequest) GetDecode() *DecodeRequest {
 	return nil
 }
 
+func (x *ProcessRequest) GetCancel() *CancelRequest {
+	if x != nil {
+		if x, ok := x.Work.(*ProcessRequest_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return nil
+}
+
+func (x *ProcessRequest) GetDeadlineUnixNanos() int64 {
+	if x != nil {
+		return x.DeadlineUnixNanos
+	}
+	return 0
+}
+
 type isProcessRequest_Work interface {
 	isProcessRequest_Work()
 }
@@ -511,9 +532,53 @@ type ProcessRequest_Decode struct {
 	Decode *DecodeRequest `protobuf:"bytes,3,opt,name=decode,proto3,oneof"`
 }
 
+type ProcessRequest_Cancel struct {
+	// cancel abandons the batch with this id: its caller stopped waiting.
+	Cancel *CancelRequest `protobuf:"bytes,5,opt,name=cancel,proto3,oneof"`
+}
+
 func (*ProcessRequest_Encode) isProcessRequest_Work() {}
 
 func (*ProcessRequest_Decode) isProcessRequest_Work() {}
+
+func (*ProcessRequest_Cancel) isProcessRequest_Work() {}
+
+// CancelRequest abandons the batch named by the request's id.
+type CancelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelRequest) Reset() {
+	*x = CancelRequest{}
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelRequest) ProtoMessage() {}
+
+func (x *CancelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
+func (*CancelRequest) Descriptor() ([]byte, []int) {
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{8}
+}
 
 // ProcessResponse answers one batch of a Process stream.
 type ProcessResponse struct {
@@ -534,7 +599,7 @@ type ProcessResponse struct {
 
 func (x *ProcessResponse) Reset() {
 	*x = ProcessResponse{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[8]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -546,7 +611,7 @@ func (x *ProcessResponse) String() string {
 func (*ProcessResponse) ProtoMessage() {}
 
 func (x *ProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[8]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -559,7 +624,7 @@ func (x *ProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessResponse.ProtoReflect.Descriptor instead.
 func (*ProcessResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{8}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ProcessResponse) GetId() uint64 {
@@ -660,12 +725,15 @@ const file_zarrgate_codec_v1_codec_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\"\n" +
 	"\n" +
 	"item_index\x18\x03 \x01(\x05H\x00R\titemIndex\x88\x01\x01B\r\n" +
-	"\v_item_index\"\xa0\x01\n" +
+	"\v_item_index\"\x8c\x02\n" +
 	"\x0eProcessRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12:\n" +
 	"\x06encode\x18\x02 \x01(\v2 .zarrgate.codec.v1.EncodeRequestH\x00R\x06encode\x12:\n" +
-	"\x06decode\x18\x03 \x01(\v2 .zarrgate.codec.v1.DecodeRequestH\x00R\x06decodeB\x06\n" +
-	"\x04work\"\xdc\x01\n" +
+	"\x06decode\x18\x03 \x01(\v2 .zarrgate.codec.v1.DecodeRequestH\x00R\x06decode\x12:\n" +
+	"\x06cancel\x18\x05 \x01(\v2 .zarrgate.codec.v1.CancelRequestH\x00R\x06cancel\x12.\n" +
+	"\x13deadline_unix_nanos\x18\x04 \x01(\x03R\x11deadlineUnixNanosB\x06\n" +
+	"\x04work\"\x0f\n" +
+	"\rCancelRequest\"\xdc\x01\n" +
 	"\x0fProcessResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12;\n" +
 	"\x06encode\x18\x02 \x01(\v2!.zarrgate.codec.v1.EncodeResponseH\x00R\x06encode\x12;\n" +
@@ -689,7 +757,7 @@ func file_zarrgate_codec_v1_codec_proto_rawDescGZIP() []byte {
 	return file_zarrgate_codec_v1_codec_proto_rawDescData
 }
 
-var file_zarrgate_codec_v1_codec_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_zarrgate_codec_v1_codec_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_zarrgate_codec_v1_codec_proto_goTypes = []any{
 	(*ChunkSpec)(nil),       // 0: zarrgate.codec.v1.ChunkSpec
 	(*Chunk)(nil),           // 1: zarrgate.codec.v1.Chunk
@@ -699,7 +767,8 @@ var file_zarrgate_codec_v1_codec_proto_goTypes = []any{
 	(*DecodeResponse)(nil),  // 5: zarrgate.codec.v1.DecodeResponse
 	(*BatchError)(nil),      // 6: zarrgate.codec.v1.BatchError
 	(*ProcessRequest)(nil),  // 7: zarrgate.codec.v1.ProcessRequest
-	(*ProcessResponse)(nil), // 8: zarrgate.codec.v1.ProcessResponse
+	(*CancelRequest)(nil),   // 8: zarrgate.codec.v1.CancelRequest
+	(*ProcessResponse)(nil), // 9: zarrgate.codec.v1.ProcessResponse
 }
 var file_zarrgate_codec_v1_codec_proto_depIdxs = []int32{
 	0,  // 0: zarrgate.codec.v1.EncodeRequest.spec:type_name -> zarrgate.codec.v1.ChunkSpec
@@ -708,20 +777,21 @@ var file_zarrgate_codec_v1_codec_proto_depIdxs = []int32{
 	1,  // 3: zarrgate.codec.v1.DecodeResponse.chunks:type_name -> zarrgate.codec.v1.Chunk
 	2,  // 4: zarrgate.codec.v1.ProcessRequest.encode:type_name -> zarrgate.codec.v1.EncodeRequest
 	4,  // 5: zarrgate.codec.v1.ProcessRequest.decode:type_name -> zarrgate.codec.v1.DecodeRequest
-	3,  // 6: zarrgate.codec.v1.ProcessResponse.encode:type_name -> zarrgate.codec.v1.EncodeResponse
-	5,  // 7: zarrgate.codec.v1.ProcessResponse.decode:type_name -> zarrgate.codec.v1.DecodeResponse
-	6,  // 8: zarrgate.codec.v1.ProcessResponse.error:type_name -> zarrgate.codec.v1.BatchError
-	2,  // 9: zarrgate.codec.v1.CodecService.Encode:input_type -> zarrgate.codec.v1.EncodeRequest
-	4,  // 10: zarrgate.codec.v1.CodecService.Decode:input_type -> zarrgate.codec.v1.DecodeRequest
-	7,  // 11: zarrgate.codec.v1.CodecService.Process:input_type -> zarrgate.codec.v1.ProcessRequest
-	3,  // 12: zarrgate.codec.v1.CodecService.Encode:output_type -> zarrgate.codec.v1.EncodeResponse
-	5,  // 13: zarrgate.codec.v1.CodecService.Decode:output_type -> zarrgate.codec.v1.DecodeResponse
-	8,  // 14: zarrgate.codec.v1.CodecService.Process:output_type -> zarrgate.codec.v1.ProcessResponse
-	12, // [12:15] is the sub-list for method output_type
-	9,  // [9:12] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	8,  // 6: zarrgate.codec.v1.ProcessRequest.cancel:type_name -> zarrgate.codec.v1.CancelRequest
+	3,  // 7: zarrgate.codec.v1.ProcessResponse.encode:type_name -> zarrgate.codec.v1.EncodeResponse
+	5,  // 8: zarrgate.codec.v1.ProcessResponse.decode:type_name -> zarrgate.codec.v1.DecodeResponse
+	6,  // 9: zarrgate.codec.v1.ProcessResponse.error:type_name -> zarrgate.codec.v1.BatchError
+	2,  // 10: zarrgate.codec.v1.CodecService.Encode:input_type -> zarrgate.codec.v1.EncodeRequest
+	4,  // 11: zarrgate.codec.v1.CodecService.Decode:input_type -> zarrgate.codec.v1.DecodeRequest
+	7,  // 12: zarrgate.codec.v1.CodecService.Process:input_type -> zarrgate.codec.v1.ProcessRequest
+	3,  // 13: zarrgate.codec.v1.CodecService.Encode:output_type -> zarrgate.codec.v1.EncodeResponse
+	5,  // 14: zarrgate.codec.v1.CodecService.Decode:output_type -> zarrgate.codec.v1.DecodeResponse
+	9,  // 15: zarrgate.codec.v1.CodecService.Process:output_type -> zarrgate.codec.v1.ProcessResponse
+	13, // [13:16] is the sub-list for method output_type
+	10, // [10:13] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_zarrgate_codec_v1_codec_proto_init() }
@@ -733,8 +803,9 @@ func file_zarrgate_codec_v1_codec_proto_init() {
 	file_zarrgate_codec_v1_codec_proto_msgTypes[7].OneofWrappers = []any{
 		(*ProcessRequest_Encode)(nil),
 		(*ProcessRequest_Decode)(nil),
+		(*ProcessRequest_Cancel)(nil),
 	}
-	file_zarrgate_codec_v1_codec_proto_msgTypes[8].OneofWrappers = []any{
+	file_zarrgate_codec_v1_codec_proto_msgTypes[9].OneofWrappers = []any{
 		(*ProcessResponse_Encode)(nil),
 		(*ProcessResponse_Decode)(nil),
 		(*ProcessResponse_Error)(nil),
@@ -745,7 +816,7 @@ func file_zarrgate_codec_v1_codec_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_zarrgate_codec_v1_codec_proto_rawDesc), len(file_zarrgate_codec_v1_codec_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

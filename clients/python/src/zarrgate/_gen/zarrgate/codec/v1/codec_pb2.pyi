@@ -65,14 +65,22 @@ class BatchError(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., item_index: _Optional[int] = ...) -> None: ...
 
 class ProcessRequest(_message.Message):
-    __slots__ = ("id", "encode", "decode")
+    __slots__ = ("id", "encode", "decode", "cancel", "deadline_unix_nanos")
     ID_FIELD_NUMBER: _ClassVar[int]
     ENCODE_FIELD_NUMBER: _ClassVar[int]
     DECODE_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_UNIX_NANOS_FIELD_NUMBER: _ClassVar[int]
     id: int
     encode: EncodeRequest
     decode: DecodeRequest
-    def __init__(self, id: _Optional[int] = ..., encode: _Optional[_Union[EncodeRequest, _Mapping]] = ..., decode: _Optional[_Union[DecodeRequest, _Mapping]] = ...) -> None: ...
+    cancel: CancelRequest
+    deadline_unix_nanos: int
+    def __init__(self, id: _Optional[int] = ..., encode: _Optional[_Union[EncodeRequest, _Mapping]] = ..., decode: _Optional[_Union[DecodeRequest, _Mapping]] = ..., cancel: _Optional[_Union[CancelRequest, _Mapping]] = ..., deadline_unix_nanos: _Optional[int] = ...) -> None: ...
+
+class CancelRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class ProcessResponse(_message.Message):
     __slots__ = ("id", "encode", "decode", "error")
