@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	_ "google.golang.org/grpc/health" // client-side health checking of workers
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
@@ -48,7 +50,16 @@ func DialWorkers(target string, extra ...grpc.DialOption) (*grpc.ClientConn, err
 	if target == "" {
 		return nil, fmt.Errorf("empty worker target")
 	}
-	opts := append(DialOptions(), grpc.WithDefaultServiceConfig(workerServiceConfig))
+	opts := append(DialOptions(), grpc.WithDefaultServiceConfig(workerServiceConfig),
+		// Wait for a ready worker rather than failing while one reconnects;
+		// the caller's deadline still bounds the wait.
+		grpc.WithDefaultCallOptions(grpc.WaitForReady(true)),
+		// Reconnect to a worker that dropped quickly (gRPC's default first
+		// backoff is a second).
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}))
 	if !strings.Contains(target, "://") {
 		var addrs []resolver.Address
 		for _, a := range strings.Split(target, ",") {
