@@ -28,9 +28,10 @@ import (
 // larger batches are split and sent concurrently.
 const maxBatchBytes = 16 << 20
 
-// streams is how many Process streams a client keeps open: each has its
-// own HTTP/2 flow-control window, so several large answers travel at once
-// instead of queueing behind one window.
+// streams is how many Process streams a client keeps open. The balancer
+// spreads them over the workers (round_robin), and each batch goes to the
+// stream with the fewest batches in flight, so a slow worker, whose batches
+// back up, gets less work.
 const streams = 4
 
 // Client is a remote codec engine.
@@ -40,7 +41,6 @@ type Client struct {
 
 	mu     sync.Mutex
 	stream [streams]*procStream
-	next   int
 }
 
 var _ codecsvc.Engine = (*Client)(nil)
@@ -73,19 +73,38 @@ type procStream struct {
 	done    chan struct{}
 }
 
-// open returns the current stream, opening a new one if there is none or
-// the last one broke.
+func (ps *procStream) alive() bool {
+	select {
+	case <-ps.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (ps *procStream) inflight() int {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return len(ps.waiting)
+}
+
+// open returns the open stream with the fewest batches in flight, first
+// opening any missing or broken one.
 func (c *Client) open() (*procStream, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	slot := c.next
-	c.next = (c.next + 1) % streams
-	if s := c.stream[slot]; s != nil {
-		select {
-		case <-s.done:
-		default:
-			return s, nil
+	slot, least := -1, 0
+	for i, s := range c.stream {
+		if s == nil || !s.alive() {
+			slot = i
+			break
 		}
+		if n := s.inflight(); slot == -1 || n < least {
+			slot, least = i, n
+		}
+	}
+	if s := c.stream[slot]; s != nil && s.alive() {
+		return s, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := c.c.Process(ctx)

@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -256,4 +258,63 @@ func TestDeadlineAndCancelReachWorker(t *testing.T) {
 			t.Fatalf("%s: the worker never returned", how)
 		}
 	}
+}
+
+// counting wraps an engine, counts its Decode batches, and can be slow.
+type counting struct {
+	codecsvc.Engine
+	delay time.Duration
+	n     *atomic.Int64
+}
+
+func (c counting) Decode(ctx context.Context, s *codecsvc.BatchSpec, e [][]byte) ([]codecsvc.Chunk, error) {
+	c.n.Add(1)
+	time.Sleep(c.delay)
+	return c.Engine.Decode(ctx, s, e)
+}
+
+// With two workers, one ten times slower, the slow one gets less work:
+// batches go to the stream with the fewest in flight.
+func TestSlowWorkerGetsLessWork(t *testing.T) {
+	var fast, slow atomic.Int64
+	var addrs []string
+	for _, e := range []counting{{codecsvc.NewLocal(), time.Millisecond, &fast}, {codecsvc.NewLocal(), 10 * time.Millisecond, &slow}} {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+		codecsvc.NewServer(e).Register(srv)
+		go srv.Serve(lis)
+		defer srv.Stop()
+		addrs = append(addrs, lis.Addr().String())
+	}
+	cc, err := rpc.DialWorkers(strings.Join(addrs, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	r := remote.New(cc)
+	defer r.Close()
+	ctx := context.Background()
+	s := spec(zstdChain, 64)
+	enc, _ := codecsvc.NewLocal().Encode(ctx, s, []codecsvc.Chunk{{Data: floats(64, 1)}})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 40 {
+				if _, err := r.Decode(ctx, s, enc); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if f, sl := fast.Load(), slow.Load(); f+sl != 320 || f < 2*sl || sl == 0 {
+		t.Fatalf("fast worker %d batches, slow worker %d: want the fast one to get well over twice as many, and both some", f, sl)
+	}
+	t.Logf("fast worker %d batches, slow worker %d", fast.Load(), slow.Load())
 }
