@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"math"
+	"net"
 	"strings"
 	"syscall"
 	"testing"
@@ -109,6 +110,60 @@ func TestScaleOutSurvivesWorkerLoss(t *testing.T) {
 	for i := range back {
 		if back[i] != data[i] {
 			t.Fatalf("element %d = %v after the write, want %v: a chunk was lost or torn", i, back[i], data[i])
+		}
+	}
+}
+
+// A store worker that goes away and comes back on its address is used
+// again: the gateway's calls wait for it (within their deadline) and then
+// succeed.
+func TestWorkerComesBack(t *testing.T) {
+	root := t.TempDir()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	worker := startCommand(t, "store-worker", "--root", root, "--listen", addr)
+	gw := startCommand(t, "gateway", "--store", addr)
+	ctx := context.Background()
+	c, err := client.Dial(ctx, gw.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a, err := c.CreateArray(ctx, "a", client.ArraySpec{Shape: []int64{100}, DataType: "int32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := make([]int32, 100)
+	for i := range vals {
+		vals[i] = int32(i * i)
+	}
+	if _, err := client.Write(ctx, a, nil, vals); err != nil {
+		t.Fatal(err)
+	}
+	worker.cmd.Process.Signal(syscall.SIGKILL)
+	<-worker.done
+	// While it is gone, a read with a short deadline fails with the
+	// deadline, not with a wrong answer.
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, _, err = client.Read[int32](short, a, nil)
+	cancel()
+	if err == nil {
+		t.Fatal("a read succeeded with the only store worker dead")
+	}
+	startCommand(t, "store-worker", "--root", root, "--listen", addr)
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	got, _, err := client.Read[int32](rctx, a, nil)
+	if err != nil {
+		t.Fatalf("after the worker came back: %v", err)
+	}
+	for i := range got {
+		if got[i] != vals[i] {
+			t.Fatalf("element %d = %d", i, got[i])
 		}
 	}
 }
