@@ -29,7 +29,7 @@ func addrFlag(fs *flag.FlagSet) *string {
 	if def == "" {
 		def = DefaultListen
 	}
-	return fs.String("addr", def, "gateway address (default $ZARRGATE_ADDR or "+DefaultListen+")")
+	return fs.String("addr", def, "gateway address; $ZARRGATE_ADDR sets the default")
 }
 
 func dial(ctx context.Context, addr string) (*client.Client, error) {
