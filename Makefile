@@ -3,8 +3,10 @@
 
 GO       ?= go
 BUF      := $(GO) tool buf
-# The first commit that carried the store API: buf breaking compares with it.
-API_BASE ?= 000aa42
+# The first commit that carried the store API: buf breaking compares with it
+# (full hash, and a clone deep enough to reach it: buf clones 50 commits by
+# default).
+API_BASE ?= 000aa4257ad2b84328ac4c1ca4f676faf4d287e5
 # Built test servers and Python venvs live outside the clone, so that fresh
 # clones on one machine (CI) reuse them.
 CACHE    ?= $(HOME)/.cache/zarrgate
@@ -38,7 +40,7 @@ lint: breaking
 
 ## breaking: no wire-incompatible change since the API landed
 breaking:
-	$(BUF) breaking --against '.git#ref=$(API_BASE)'
+	$(BUF) breaking --against '.git#ref=$(API_BASE),depth=100000'
 
 ## test: everything CI checks (installs what the tests need first)
 test: tools lint check-generated test-go test-python fuzz
