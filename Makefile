@@ -3,17 +3,13 @@
 
 GO       ?= go
 BUF      := $(GO) tool buf
-# The first commit that carried the store API: buf breaking compares with it
-# (full hash, and a clone deep enough to reach it: buf clones 50 commits by
-# default).
-API_BASE ?= 000aa4257ad2b84328ac4c1ca4f676faf4d287e5
 # Built test servers and Python venvs live outside the clone, so that fresh
 # clones on one machine (CI) reuse them.
 CACHE    ?= $(HOME)/.cache/zarrgate
 export ZARRGATE_CACHE := $(CACHE)/bin
 export ZARRGATE_VENV  := $(CACHE)/venv
 
-.PHONY: all tools deps fuzz test-python generate check-generated lint breaking test test-go serve bench clean
+.PHONY: all tools api-landed deps fuzz test-python generate check-generated lint breaking test test-go serve bench clean
 
 all: lint test-go
 
@@ -38,9 +34,15 @@ lint: breaking
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || (echo "gofmt needed: $$out" >&2; exit 1)
 	$(GO) vet ./...
 
-## breaking: no wire-incompatible change since the API landed
+## breaking: no wire-incompatible change against the landed API
+## (api/landed.binpb; additions are fine, anything else fails)
 breaking:
-	$(BUF) breaking --against '.git#ref=$(API_BASE),depth=100000'
+	$(BUF) breaking --against api/landed.binpb
+
+## api-landed: record the current API as landed (only for a deliberate,
+## announced break, or to pin new services once they have shipped)
+api-landed:
+	$(BUF) build -o api/landed.binpb
 
 ## test: everything CI checks (installs what the tests need first)
 test: tools lint check-generated test-go test-python fuzz
