@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,11 +42,30 @@ func TestMain(m *testing.M) {
 type server struct {
 	cmd  *exec.Cmd
 	addr string
-	logs *strings.Builder
+	logs *syncLog
 	done chan error
 }
 
 var addrRE = regexp.MustCompile(`addr=(\S+)`)
+
+// syncLog collects a server's log lines from its reader goroutine while
+// tests read them.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) WriteString(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(s)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
 
 // startServer runs `zarrgate serve --listen 127.0.0.1:0 args...` and waits
 // for the address it logs.
@@ -65,7 +85,7 @@ func startCommand(t testing.TB, sub string, args ...string) *server {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &server{cmd: cmd, logs: &strings.Builder{}, done: make(chan error, 1)}
+	s := &server{cmd: cmd, logs: &syncLog{}, done: make(chan error, 1)}
 	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -180,13 +200,13 @@ func TestServeGracefulShutdown(t *testing.T) {
 	select {
 	case err := <-s.done:
 		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, s.logs)
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, s.logs.String())
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("server did not stop after SIGTERM")
 	}
 	if !strings.Contains(s.logs.String(), "stopped") {
-		t.Errorf("no shutdown log:\n%s", s.logs)
+		t.Errorf("no shutdown log:\n%s", s.logs.String())
 	}
 }
 
