@@ -96,3 +96,50 @@ func BenchmarkDecodeNumcodecsFrames(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSharding measures a 1024x1024 float32 shard (4 MiB) of 16
+// zstd inner chunks, whole, and one inner chunk through the partial path
+// (MB/s of that inner chunk).
+//
+//	go test -run '^$' -bench Sharding -cpu 1 ./codecsvc/
+func BenchmarkSharding(b *testing.B) {
+	data := benchData()
+	spec := ChunkSpec{Shape: []int{1024, 1024}, DataType: zarr.MustDataType("float32")}
+	ch := chain(b, `[{"name":"sharding_indexed","configuration":{"chunk_shape":[256,256],
+		"codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":3}}],
+		"index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}]}}]`, spec)
+	enc, err := ch.Encode(Chunk{Data: data})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("encode", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			if _, err := ch.Encode(Chunk{Data: data}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			if _, err := ch.Decode(enc); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(len(data))/float64(len(enc)), "ratio")
+	})
+	s := ch.Shard()
+	b.Run("decode-one-inner", func(b *testing.B) {
+		b.SetBytes(s.InnerSpec().Bytes())
+		for b.Loop() {
+			x, err := s.DecodeIndex(fetch(enc, s.IndexRange()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.DecodeInner(x[5], fetch(enc, x[5].Range())); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

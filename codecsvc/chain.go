@@ -7,6 +7,16 @@
 // Decoded chunks are in zarrgate's in-memory layout (Chunk): fixed-size
 // elements in C order, little-endian; variable-length elements as their
 // concatenated bytes plus n+1 offsets.
+//
+// Sharded arrays can be read and written an inner chunk at a time through
+// Shard (Chain.Shard, NewShard, NewLegacyShard).
+//
+// Adding a codec: implement ArrayCodec, BytesCodec or ByteCodec (a
+// ByteCodec's Decode must respect its size bound); Register it by name in
+// an init function; add it to the round-trip chains in codecs_test.go, give
+// it a FuzzDecode target in fuzz_test.go and, where a reference
+// implementation exists, golden cases in testdata/golden (golden_test.go
+// describes the format).
 package codecsvc
 
 import (
@@ -192,6 +202,9 @@ func NewChain(specs []zarr.CodecSpec, spec ChunkSpec) (*Chain, error) {
 		regMu.RLock()
 		f := registry[cs.Name]
 		regMu.RUnlock()
+		if f == nil && cs.MustUnderstand != nil && !*cs.MustUnderstand {
+			continue // the document allows readers that do not know it to skip it
+		}
 		if f == nil {
 			return nil, errs.New(errs.Unimplemented, "codec %q (codecs[%d]) is not supported; supported: %v", cs.Name, i, Codecs())
 		}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,7 +103,7 @@ func TestRoundTrips(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s %s: decode: %v", dt, cj, err)
 			}
-			if !bytes.Equal(out.Data, in.Data) || !int64sEqual(out.Offsets, in.Offsets) {
+			if !bytes.Equal(out.Data, in.Data) || !slices.Equal(out.Offsets, in.Offsets) {
 				t.Fatalf("%s %s: round trip differs", dt, cj)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"compress/bzip2"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"io"
 	"sync"
 
@@ -14,7 +15,6 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 
-	"github.com/zarrgate/zarrgate/codecsvc/blosc"
 	"github.com/zarrgate/zarrgate/errs"
 )
 
@@ -23,7 +23,6 @@ func init() {
 	Register("numcodecs.gzip", newGzip)
 	Register("zstd", newZstd)
 	Register("numcodecs.zstd", newZstd)
-	Register("blosc", newBlosc)
 	Register("numcodecs.zlib", newZlib)
 	Register("numcodecs.lz4", newLZ4)
 	Register("numcodecs.bz2", newBZ2)
@@ -194,110 +193,43 @@ func (z zstdCodec) Encode(b []byte) ([]byte, error) {
 	return z.enc.EncodeAll(b, make([]byte, 0, len(b)/2+64)), nil
 }
 
+// Decode decodes all frames of b into a buffer of the expected size. It
+// uses DecodeAll, never a stream decoder: a stream decoder allocates the
+// window a frame header declares (up to 2 GiB from a few bytes of input),
+// DecodeAll only the output, which the buffer's capacity caps. Without a
+// content size in the header, the buffer starts small and grows by
+// decoding again, up to max.
 func (zstdCodec) Decode(b []byte, max int64) ([]byte, error) {
 	var h zstd.Header
 	if err := h.Decode(b); err != nil {
 		return nil, errs.New(errs.DataLoss, "zstd: %v", err)
 	}
-	if h.HasFCS && max >= 0 && int64(h.FrameContentSize) > max {
+	if max < 0 {
+		max = maxVariableBytes
+	}
+	if h.HasFCS && h.FrameContentSize > uint64(max) {
 		return nil, errs.New(errs.DataLoss, "zstd: frame claims %d bytes, more than the %d expected", h.FrameContentSize, max)
 	}
-	if h.HasFCS && h.FrameContentSize < 1<<31 {
-		limit := int64(h.FrameContentSize)
-		if max >= 0 {
-			limit = max // further frames may follow; never beyond the bound
-		}
-		out, err := zstdDecoder().DecodeAll(b, make([]byte, 0, min(limit, int64(h.FrameContentSize)+1<<20)))
-		if err == nil {
+	capacity := min(max, 4*int64(len(b))+64<<10)
+	if h.HasFCS {
+		capacity = int64(h.FrameContentSize)
+	}
+	for {
+		out, err := zstdDecoder().DecodeAll(b, make([]byte, 0, capacity))
+		switch {
+		case err == nil:
 			return out, nil
-		}
-		if err != zstd.ErrDecoderSizeExceeded {
+		case !errors.Is(err, zstd.ErrDecoderSizeExceeded):
 			return nil, errs.New(errs.DataLoss, "zstd: %v", err)
+		case capacity >= max:
+			return nil, errs.New(errs.DataLoss, "zstd: decompresses to more than the %d bytes expected", max)
 		}
+		// More frames follow, or the content size was not declared.
+		capacity = min(max, 4*capacity+64<<10)
 	}
-	// Unknown content size (streaming encoders) or several frames: stream
-	// with a hard limit.
-	r, err := zstd.NewReader(bytes.NewReader(b), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<31))
-	if err != nil {
-		return nil, errs.New(errs.DataLoss, "zstd: %v", err)
-	}
-	defer r.Close()
-	return readLimited(r, max, "zstd")
 }
 
 func (zstdCodec) MaxEncodedSize(n int64) int64 { return bound(n, n/128+64) }
-
-// bloscCodec is v3 "blosc", over our pure-Go Blosc.
-type bloscCodec struct{ o blosc.Options }
-
-func newBlosc(cfg json.RawMessage, in ChunkSpec) (any, error) {
-	c := struct {
-		Cname     string          `json:"cname"`
-		Clevel    *int            `json:"clevel"`
-		Shuffle   json.RawMessage `json:"shuffle"`
-		Typesize  *int            `json:"typesize"`
-		Blocksize int             `json:"blocksize"`
-	}{Cname: "lz4"}
-	if err := lenient(cfg, &c); err != nil {
-		return nil, err
-	}
-	o := blosc.Options{Cname: c.Cname, Clevel: 5, Typesize: max(in.DataType.Size, 1), Blocksize: c.Blocksize, Shuffle: blosc.NoShuffle}
-	if c.Clevel != nil {
-		o.Clevel = *c.Clevel
-	}
-	if c.Typesize != nil && *c.Typesize > 0 {
-		o.Typesize = *c.Typesize
-	}
-	var name string
-	var num int
-	switch {
-	case len(c.Shuffle) == 0:
-		o.Shuffle = blosc.ByteShuffle
-	case json.Unmarshal(c.Shuffle, &name) == nil:
-		switch name {
-		case "noshuffle":
-		case "shuffle":
-			o.Shuffle = blosc.ByteShuffle
-		case "bitshuffle":
-			o.Shuffle = blosc.BitShuffle
-		default:
-			return nil, errs.New(errs.InvalidArgument, "configuration.shuffle %q: want noshuffle, shuffle or bitshuffle", name)
-		}
-	case json.Unmarshal(c.Shuffle, &num) == nil && num >= -1 && num <= 2:
-		o.Shuffle = blosc.Shuffle(num)
-		if num == -1 {
-			o.Shuffle = blosc.ByteShuffle
-			if o.Typesize == 1 {
-				o.Shuffle = blosc.BitShuffle
-			}
-		}
-	default:
-		return nil, errs.New(errs.InvalidArgument, "configuration.shuffle %s: want noshuffle, shuffle or bitshuffle", c.Shuffle)
-	}
-	switch o.Cname {
-	case "blosclz", "lz4", "lz4hc", "zstd", "zlib", "snappy":
-	default:
-		return nil, errs.New(errs.InvalidArgument, "configuration.cname %q: want blosclz, lz4, lz4hc, zstd, zlib or snappy", o.Cname)
-	}
-	if o.Clevel < 0 || o.Clevel > 9 {
-		return nil, errs.New(errs.InvalidArgument, "configuration.clevel %d: want 0 to 9", o.Clevel)
-	}
-	return bloscCodec{o}, nil
-}
-
-func (b bloscCodec) Encode(in []byte) ([]byte, error) { return blosc.Compress(in, b.o) }
-
-func (bloscCodec) Decode(in []byte, max int64) ([]byte, error) {
-	if max < 0 || max > 1<<31-1 {
-		max = 1<<31 - 1
-	}
-	if _, cbytes, _, err := blosc.Info(in); err == nil && cbytes != len(in) {
-		return nil, errs.New(errs.DataLoss, "blosc: the frame says %d bytes, the chunk has %d", cbytes, len(in))
-	}
-	return blosc.Decompress(in, int(max))
-}
-
-func (bloscCodec) MaxEncodedSize(n int64) int64 { return bound(n, blosc.HeaderSize+n/64+64) }
 
 // lz4Codec is numcodecs LZ4: a little-endian uint32 of the decoded size,
 // then one raw LZ4 block.

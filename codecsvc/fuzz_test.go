@@ -10,8 +10,9 @@ import (
 )
 
 // fuzzDecoder fuzzes one chain's decoder: whatever the input, Decode
-// returns a chunk of exactly the right size or an error, and never panics
-// (panic recovery is off while fuzzing).
+// returns a chunk of exactly the right size or an error, never panics
+// (panic recovery is off while fuzzing) and never allocates far beyond the
+// chunk's size.
 func fuzzDecoder(f *testing.F, codecs, dtype string, shape []int, seeds ...[]byte) {
 	recoverPanics = false
 	spec := ChunkSpec{Shape: shape, DataType: zarr.MustDataType(dtype)}
@@ -27,8 +28,15 @@ func fuzzDecoder(f *testing.F, codecs, dtype string, shape []int, seeds ...[]byt
 		f.Add(s)
 	}
 	f.Add([]byte{})
+	// Whatever the input claims, decoding allocates little more than the
+	// chunk (bzip2's block buffers for up to 900 kB blocks are the floor).
+	limit := 8<<20 + 4*spec.Bytes()
 	f.Fuzz(func(t *testing.T, data []byte) {
+		a0 := heapAlloc()
 		out, err := c.Decode(data)
+		if a := heapAlloc() - a0; a > limit {
+			t.Fatalf("decoding %d bytes allocated %d KiB", len(data), a>>10)
+		}
 		if err != nil {
 			return
 		}
@@ -86,4 +94,72 @@ func FuzzDecodeShuffle(f *testing.F) {
 }
 func FuzzDecodeDelta(f *testing.F) {
 	fuzzDecoder(f, `[{"name":"numcodecs.delta","configuration":{"dtype":"<i4","astype":"<i2"}},`+le+`]`, "int32", []int{16})
+}
+func FuzzDecodeNumcodecsGzip(f *testing.F) {
+	fuzzDecoder(f, `[`+le+`,{"name":"numcodecs.gzip","configuration":{"level":1}}]`, "uint16", []int{40})
+}
+func FuzzDecodeVlenBytes(f *testing.F) {
+	fuzzDecoder(f, `[{"name":"transpose","configuration":{"order":[1,0]}},{"name":"vlen-bytes"}]`, "bytes", []int{2, 3})
+}
+func FuzzDecodeNestedSharding(f *testing.F) {
+	fuzzDecoder(f, `[{"name":"sharding_indexed","configuration":{"chunk_shape":[4,2],"index_location":"start","codecs":[
+		{"name":"sharding_indexed","configuration":{"chunk_shape":[2,2],"codecs":[`+le+`,{"name":"crc32c"}],"index_codecs":[`+le+`]}}]}}]`, "uint16", []int{4, 4})
+}
+
+// FuzzDecodeShardPartial drives the partial-read path the gateway uses:
+// the index from its range, then each inner chunk from its entry's range.
+func FuzzDecodeShardPartial(f *testing.F) {
+	recoverPanics = false
+	spec := ChunkSpec{Shape: []int{4, 6}, DataType: zarr.MustDataType("int32")}
+	c := chain(f, `[{"name":"sharding_indexed","configuration":{"chunk_shape":[2,3],"index_codecs":[`+le+`],"codecs":[`+le+`,{"name":"gzip","configuration":{"level":1}}]}}]`, spec)
+	s := c.Shard()
+	r := rand.New(rand.NewPCG(2, 2))
+	for range 3 {
+		if enc, err := c.Encode(sample(r, spec)); err == nil {
+			f.Add(enc)
+		}
+	}
+	f.Fuzz(func(t *testing.T, shard []byte) {
+		if int64(len(shard)) < s.IndexSize() {
+			return
+		}
+		x, err := s.DecodeIndex(fetch(shard, s.IndexRange()))
+		if err != nil {
+			return
+		}
+		for i := range x {
+			b, err := s.InnerBytes(shard, x, i)
+			if err != nil {
+				continue
+			}
+			if ch, err := s.DecodeInner(x[i], b); err == nil {
+				if err := checkChunk(ch, s.InnerSpec()); err != nil {
+					t.Fatalf("inner chunk %d: %v", i, err)
+				}
+			}
+		}
+	})
+}
+
+// FuzzDecodeLegacyShard fuzzes the sharding storage transformer's layout.
+func FuzzDecodeLegacyShard(f *testing.F) {
+	recoverPanics = false
+	chunk := ChunkSpec{Shape: []int{2, 2}, DataType: zarr.MustDataType("float32")}
+	s, err := NewLegacyShard([]zarr.CodecSpec{{Name: "bytes", Configuration: []byte(`{"endian":"little"}`)}, {Name: "zstd"}}, chunk, []int{2, 3})
+	if err != nil {
+		f.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(3, 3))
+	for range 3 {
+		if enc, err := s.Encode(sample(r, s.Spec()), s.Spec()); err == nil {
+			f.Add(enc)
+		}
+	}
+	f.Fuzz(func(t *testing.T, shard []byte) {
+		if out, err := s.Decode(shard, s.Spec()); err == nil {
+			if err := checkChunk(out, s.Spec()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/zarr"
@@ -26,79 +28,202 @@ var DefaultIndexCodecs = []zarr.CodecSpec{
 	{Name: "crc32c"},
 }
 
-const emptyEntry = ^uint64(0)
+// indexSizeCodecs are the codecs an index chain may use: those whose
+// output size depends only on their input size, so that a reader can
+// compute the index size before reading it (the specification forbids
+// variable-sized index codecs).
+var indexSizeCodecs = map[string]bool{"bytes": true, "crc32c": true, "transpose": true}
 
-// sharding is the sharding_indexed codec: a shard holds its inner chunks,
-// each encoded with the inner chain, and an index of (offset, nbytes)
-// uint64 pairs encoded with the index chain, at the start or the end.
-// Inner chunks holding only the fill value are left out (index entry all
-// ones), as zarr-python does.
-type sharding struct {
+const emptyOffset = ^uint64(0)
+
+// IndexEntry locates one inner chunk in a shard: NBytes bytes at Offset
+// from the start of the shard. Both all ones mark an empty inner chunk,
+// which reads as the fill value.
+type IndexEntry struct{ Offset, NBytes uint64 }
+
+// EmptyEntry is the index entry of an inner chunk that is not stored.
+var EmptyEntry = IndexEntry{emptyOffset, emptyOffset}
+
+// Empty reports whether the inner chunk is absent.
+func (e IndexEntry) Empty() bool { return e == EmptyEntry }
+
+// Range is the entry's byte range in the shard. It is meaningless for an
+// empty entry; for the entries DecodeIndex returns, it never overflows.
+func (e IndexEntry) Range() ByteRange {
+	return ByteRange{Offset: int64(e.Offset), Length: int64(e.NBytes)}
+}
+
+// ByteRange is part of a stored shard: Length bytes from Offset, or, with
+// Suffix, the last Length bytes (Offset unused). It mirrors the forms of a
+// store's ranged reads without depending on the store package.
+type ByteRange struct {
+	Offset, Length int64
+	Suffix         bool
+}
+
+// ShardIndex is a decoded shard index: one entry per inner chunk, in C
+// order over the chunks-per-shard grid.
+type ShardIndex []IndexEntry
+
+// IsEmpty reports whether no inner chunk is stored.
+func (x ShardIndex) IsEmpty() bool {
+	for _, e := range x {
+		if !e.Empty() {
+			return false
+		}
+	}
+	return true
+}
+
+// Shard is the layout of the shards of one array: how inner chunks and
+// the index are placed in a shard and how each is encoded. It serves the
+// whole-shard codec (sharding_indexed) and the gateway's partial reads and
+// writes, which fetch the index (IndexRange, DecodeIndex), then only the
+// inner chunks they need (IndexEntry.Range, DecodeInner), and rewrite a
+// shard from a mix of untouched encoded inner chunks and new ones (Split,
+// EncodeInner, Assemble). It also describes the legacy sharding storage
+// transformer (NewLegacyShard). A Shard is immutable and safe for
+// concurrent use.
+type Shard struct {
+	spec       ChunkSpec // the shard's decoded representation
 	inner, per []int
 	n          int
 	innerChain *Chain
-	indexChain *Chain
+	indexChain *Chain // nil: the legacy raw index
 	indexSize  int64
 	atStart    bool
+	fill       Chunk // one inner chunk of fill values, read-only
 }
 
-func newSharding(cfg json.RawMessage, in ChunkSpec) (any, error) {
+// NewShard builds the shard layout of a sharding_indexed configuration for
+// shards of the representation spec.
+func NewShard(config json.RawMessage, spec ChunkSpec) (*Shard, error) {
 	var c ShardingConfig
-	if err := configOf(cfg, &c); err != nil {
+	if err := configOf(config, &c); err != nil {
 		return nil, err
 	}
-	nd := len(in.Shape)
-	if len(c.ChunkShape) != nd {
-		return nil, errs.New(errs.InvalidArgument, "configuration.chunk_shape %v: has %d dimensions, the shard %d", c.ChunkShape, len(c.ChunkShape), nd)
+	return newShard(c, spec)
+}
+
+// NewLegacyShard builds the layout of the sharding storage transformer
+// (v1 draft): chunks of the representation chunk, each encoded with
+// codecs, chunksPerShard of them per dimension in a shard, and an index of
+// raw 16-byte little-endian entries at the end, without checksum.
+func NewLegacyShard(codecs []zarr.CodecSpec, chunk ChunkSpec, chunksPerShard []int) (*Shard, error) {
+	if len(chunksPerShard) != len(chunk.Shape) {
+		return nil, errs.New(errs.InvalidArgument, "chunks_per_shard %v: has %d dimensions, the chunk %d", chunksPerShard, len(chunksPerShard), len(chunk.Shape))
 	}
-	s := &sharding{inner: c.ChunkShape, per: make([]int, nd), n: 1}
-	for d := range nd {
-		if c.ChunkShape[d] <= 0 || in.Shape[d]%c.ChunkShape[d] != 0 {
-			return nil, errs.New(errs.InvalidArgument, "configuration.chunk_shape %v must divide the shard shape %v", c.ChunkShape, in.Shape)
+	spec := chunk
+	spec.Shape = make([]int, len(chunk.Shape))
+	for d, p := range chunksPerShard {
+		if p <= 0 {
+			return nil, errs.New(errs.InvalidArgument, "chunks_per_shard %v must be positive", chunksPerShard)
 		}
-		s.per[d] = in.Shape[d] / c.ChunkShape[d]
+		spec.Shape[d] = chunk.Shape[d] * p
+	}
+	s, err := newShardLayout(chunk.Shape, spec)
+	if err != nil {
+		return nil, err
+	}
+	if s.innerChain, err = NewChain(codecs, chunk); err != nil {
+		return nil, err
+	}
+	s.fill = FillChunk(chunk)
+	s.indexSize = 16 * int64(s.n)
+	return s, nil
+}
+
+func newShardLayout(inner []int, spec ChunkSpec) (*Shard, error) {
+	nd := len(spec.Shape)
+	if len(inner) != nd {
+		return nil, errs.New(errs.InvalidArgument, "configuration.chunk_shape %v: has %d dimensions, the shard %d", inner, len(inner), nd)
+	}
+	spec.Shape = slices.Clone(spec.Shape)
+	s := &Shard{spec: spec, inner: slices.Clone(inner), per: make([]int, nd), n: 1}
+	for d := range nd {
+		if inner[d] <= 0 || spec.Shape[d]%inner[d] != 0 {
+			return nil, errs.New(errs.InvalidArgument, "configuration.chunk_shape %v must divide the shard shape %v", inner, spec.Shape)
+		}
+		s.per[d] = spec.Shape[d] / inner[d]
 		s.n *= s.per[d]
+	}
+	return s, nil
+}
+
+func newShard(c ShardingConfig, spec ChunkSpec) (*Shard, error) {
+	s, err := newShardLayout(c.ChunkShape, spec)
+	if err != nil {
+		return nil, err
 	}
 	switch c.IndexLocation {
 	case "", "end":
 	case "start":
 		s.atStart = true
 	default:
-		return nil, errs.New(errs.InvalidArgument, "configuration.index_location %q: want start or end", c.IndexLocation)
+		return nil, errs.New(errs.InvalidArgument, "configuration.index_location %q: want \"start\" or \"end\"", c.IndexLocation)
 	}
-	var err error
-	if s.innerChain, err = NewChain(c.Codecs, ChunkSpec{Shape: c.ChunkShape, DataType: in.DataType, FillValue: in.FillValue}); err != nil {
+	innerSpec := ChunkSpec{Shape: s.inner, DataType: spec.DataType, FillValue: spec.FillValue}
+	if s.innerChain, err = NewChain(c.Codecs, innerSpec); err != nil {
 		return nil, fmt.Errorf("configuration.codecs: %w", err)
 	}
+	s.fill = FillChunk(innerSpec)
 	if c.IndexCodecs == nil {
 		c.IndexCodecs = DefaultIndexCodecs
 	}
-	idxShape := append(append([]int(nil), s.per...), 2)
+	for _, ic := range c.IndexCodecs {
+		if !indexSizeCodecs[ic.Name] {
+			return nil, errs.New(errs.InvalidArgument, "configuration.index_codecs: %q may change the index size; index codecs must have a fixed-size output (bytes, crc32c, transpose)", ic.Name)
+		}
+	}
+	idxShape := append(slices.Clone(s.per), 2)
 	if s.indexChain, err = NewChain(c.IndexCodecs, ChunkSpec{Shape: idxShape, DataType: zarr.MustDataType("uint64")}); err != nil {
 		return nil, fmt.Errorf("configuration.index_codecs: %w", err)
-	}
-	for _, ic := range c.IndexCodecs {
-		if ic.Name != "bytes" && ic.Name != "crc32c" {
-			return nil, errs.New(errs.Unimplemented, "configuration.index_codecs: %q makes the index size vary; only bytes and crc32c are supported", ic.Name)
-		}
 	}
 	s.indexSize = s.indexChain.MaxEncodedSize()
 	return s, nil
 }
 
-// IndexSize is the encoded size of the index.
-func (s *sharding) IndexSize() int64 { return s.indexSize }
-
-func (s *sharding) MaxEncodedSize(ChunkSpec) int64 {
-	m := s.innerChain.MaxEncodedSize()
-	if m < 0 {
-		return -1
+// Shard returns the shard layout when the chain is a single
+// sharding_indexed codec, the case where the gateway can read and write
+// inner chunks on their own; nil otherwise.
+func (c *Chain) Shard() *Shard {
+	if len(c.aa) > 0 || len(c.bb) > 0 {
+		return nil
 	}
-	return int64(s.n)*m + s.indexSize
+	if s, ok := c.ab.(*Shard); ok {
+		return s
+	}
+	return nil
 }
 
-// innerBox visits the inner chunks in C order with their origin.
-func (s *sharding) innerOrigin(i int) []int {
+// Spec is the shard's decoded representation.
+func (s *Shard) Spec() ChunkSpec { return s.spec }
+
+// InnerSpec is the decoded representation of one inner chunk.
+func (s *Shard) InnerSpec() ChunkSpec { return s.innerChain.Spec() }
+
+// InnerChain is the chain that encodes each inner chunk.
+func (s *Shard) InnerChain() *Chain { return s.innerChain }
+
+// ChunksPerShard is the inner chunk grid's shape.
+func (s *Shard) ChunksPerShard() []int { return slices.Clone(s.per) }
+
+// NumInner is the number of inner chunks (and index entries).
+func (s *Shard) NumInner() int { return s.n }
+
+// InnerNumber is the index entry number of the inner chunk at coords in
+// the chunks-per-shard grid (C order).
+func (s *Shard) InnerNumber(coords []int) int {
+	i := 0
+	for d, c := range coords {
+		i = i*s.per[d] + c
+	}
+	return i
+}
+
+// InnerOrigin is the position in the shard of inner chunk i's first
+// element.
+func (s *Shard) InnerOrigin(i int) []int {
 	o := make([]int, len(s.per))
 	for d := len(s.per) - 1; d >= 0; d-- {
 		o[d] = (i % s.per[d]) * s.inner[d]
@@ -107,96 +232,178 @@ func (s *sharding) innerOrigin(i int) []int {
 	return o
 }
 
-// elementIndices lists, in the inner chunk's C order, the shard-linear
-// index of each element of the inner chunk at origin.
-func elementIndices(shape, inner, origin []int) []int {
-	nd := len(shape)
-	strides := make([]int, nd)
-	acc := 1
-	for d := nd - 1; d >= 0; d-- {
-		strides[d] = acc
-		acc *= shape[d]
-	}
-	n := 1
-	for _, x := range inner {
-		n *= x
-	}
-	out := make([]int, n)
-	k := make([]int, nd)
-	for j := range n {
-		idx := 0
-		for d := range nd {
-			idx += (origin[d] + k[d]) * strides[d]
-		}
-		out[j] = idx
-		for d := nd - 1; d >= 0; d-- {
-			k[d]++
-			if k[d] < inner[d] {
-				break
-			}
-			k[d] = 0
-		}
-	}
-	return out
-}
+// IndexSize is the encoded size of the index.
+func (s *Shard) IndexSize() int64 { return s.indexSize }
 
-// extract copies one inner chunk out of a shard.
-func (s *sharding) extract(c Chunk, in ChunkSpec, i int) Chunk {
-	idx := elementIndices(in.Shape, s.inner, s.innerOrigin(i))
-	if in.DataType.VariableLength() {
-		out := Chunk{Offsets: make([]int64, 1, len(idx)+1)}
-		for _, e := range idx {
-			out.Data = append(out.Data, c.Data[c.Offsets[e]:c.Offsets[e+1]]...)
-			out.Offsets = append(out.Offsets, int64(len(out.Data)))
-		}
-		return out
-	}
-	e := in.DataType.Size
-	out := make([]byte, len(idx)*e)
-	// Runs along the last dimension are contiguous in both.
-	row := s.inner[len(s.inner)-1]
-	for j := 0; j < len(idx); j += row {
-		copy(out[j*e:(j+row)*e], c.Data[idx[j]*e:(idx[j]+row)*e])
-	}
-	return Chunk{Data: out}
-}
+// IndexAtStart reports whether the index precedes the inner chunks.
+func (s *Shard) IndexAtStart() bool { return s.atStart }
 
-func (s *sharding) Encode(c Chunk, in ChunkSpec) ([]byte, error) {
-	fill := FillChunk(s.innerChain.Spec())
-	entries := make([]uint64, 2*s.n)
-	var body [][]byte
-	var size int64
+// IndexRange is where the index lies in a shard: its first IndexSize bytes
+// or, for an index at the end, the suffix of that length.
+func (s *Shard) IndexRange() ByteRange {
 	if s.atStart {
-		size = s.indexSize
+		return ByteRange{Length: s.indexSize}
 	}
-	for i := range s.n {
-		ic := s.extract(c, in, i)
-		if bytes.Equal(ic.Data, fill.Data) && int64sEqual(ic.Offsets, fill.Offsets) {
-			entries[2*i], entries[2*i+1] = emptyEntry, emptyEntry
-			continue
+	return ByteRange{Length: s.indexSize, Suffix: true}
+}
+
+// IndexBytes cuts the encoded index out of a whole shard.
+func (s *Shard) IndexBytes(shard []byte) ([]byte, error) {
+	if int64(len(shard)) < s.indexSize {
+		return nil, errs.New(errs.DataLoss, "shard of %d bytes is shorter than its %d-byte index", len(shard), s.indexSize)
+	}
+	if s.atStart {
+		return shard[:s.indexSize], nil
+	}
+	return shard[int64(len(shard))-s.indexSize:], nil
+}
+
+// DecodeIndex decodes an encoded index (IndexSize bytes). A corrupt index
+// (checksum mismatch, wrong size, an entry whose range overflows) is
+// DataLoss; entries past the end of the shard are found when the range is
+// read (InnerBytes for a whole shard).
+func (s *Shard) DecodeIndex(b []byte) (ShardIndex, error) {
+	var raw []byte
+	if s.indexChain == nil {
+		if int64(len(b)) != s.indexSize {
+			return nil, errs.New(errs.DataLoss, "shard index has %d bytes, want %d", len(b), s.indexSize)
 		}
-		enc, err := s.innerChain.Encode(ic)
+		raw = b
+	} else {
+		dec, err := s.indexChain.Decode(b)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("shard index: %w", err)
 		}
-		entries[2*i], entries[2*i+1] = uint64(size), uint64(len(enc))
-		size += int64(len(enc))
-		body = append(body, enc)
+		raw = dec.Data
+	}
+	out := make(ShardIndex, s.n)
+	for i := range out {
+		e := IndexEntry{binary.LittleEndian.Uint64(raw[16*i:]), binary.LittleEndian.Uint64(raw[16*i+8:])}
+		if !e.Empty() && (e.Offset > math.MaxInt64 || e.NBytes > math.MaxInt64-e.Offset) {
+			return nil, errs.New(errs.DataLoss, "shard index entry %d (offset %d, %d bytes) is out of range", i, e.Offset, e.NBytes)
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+// EncodeIndex encodes an index of NumInner entries.
+func (s *Shard) EncodeIndex(x ShardIndex) ([]byte, error) {
+	if len(x) != s.n {
+		return nil, errs.New(errs.InvalidArgument, "shard index has %d entries, want %d", len(x), s.n)
 	}
 	raw := make([]byte, 16*s.n)
-	for i, v := range entries {
-		binary.LittleEndian.PutUint64(raw[8*i:], v)
+	for i, e := range x {
+		binary.LittleEndian.PutUint64(raw[16*i:], e.Offset)
+		binary.LittleEndian.PutUint64(raw[16*i+8:], e.NBytes)
 	}
-	index, err := s.indexChain.Encode(Chunk{Data: raw})
+	if s.indexChain == nil {
+		return raw, nil
+	}
+	return s.indexChain.Encode(Chunk{Data: raw})
+}
+
+// DecodeInner decodes one inner chunk from the NBytes bytes its index
+// entry points to; an empty entry decodes to the fill value without b.
+// Like Chain.Decode, the result may share memory with b.
+func (s *Shard) DecodeInner(e IndexEntry, b []byte) (Chunk, error) {
+	if e.Empty() {
+		return Chunk{Data: slices.Clone(s.fill.Data), Offsets: slices.Clone(s.fill.Offsets)}, nil
+	}
+	return s.decodeInner(e, b)
+}
+
+// decodeInner is DecodeInner sharing the fill chunk, for read-only use.
+func (s *Shard) decodeInner(e IndexEntry, b []byte) (Chunk, error) {
+	if e.Empty() {
+		return s.fill, nil
+	}
+	if uint64(len(b)) != e.NBytes {
+		return Chunk{}, errs.New(errs.DataLoss, "inner chunk: %d bytes, the index says %d", len(b), e.NBytes)
+	}
+	return s.innerChain.Decode(b)
+}
+
+// InnerBytes returns inner chunk i's encoded bytes within a whole shard,
+// nil for an empty entry. An entry pointing outside the shard is DataLoss.
+func (s *Shard) InnerBytes(shard []byte, x ShardIndex, i int) ([]byte, error) {
+	e := x[i]
+	if e.Empty() {
+		return nil, nil
+	}
+	if e.Offset > uint64(len(shard)) || e.NBytes > uint64(len(shard))-e.Offset {
+		return nil, errs.New(errs.DataLoss, "shard index entry %d (offset %d, %d bytes) points outside the %d-byte shard", i, e.Offset, e.NBytes, len(shard))
+	}
+	return shard[e.Offset : e.Offset+e.NBytes], nil
+}
+
+// Split returns the encoded inner chunks of a whole shard (nil for empty
+// ones), as slices of shard, for Assemble to reuse without re-encoding.
+func (s *Shard) Split(shard []byte) ([][]byte, error) {
+	ib, err := s.IndexBytes(shard)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, size+s.indexSize)
+	x, err := s.DecodeIndex(ib)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, s.n)
+	for i := range out {
+		if out[i], err = s.InnerBytes(shard, x, i); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// EncodeInner encodes one inner chunk. An inner chunk holding only the fill
+// value encodes to nil, which Assemble stores as an empty entry, as
+// zarr-python does (write_empty_chunks false).
+func (s *Shard) EncodeInner(c Chunk) ([]byte, error) {
+	if s.isFill(c) {
+		return nil, nil
+	}
+	return s.innerChain.Encode(c)
+}
+
+func (s *Shard) isFill(c Chunk) bool {
+	return bytes.Equal(c.Data, s.fill.Data) && slices.Equal(c.Offsets, s.fill.Offsets)
+}
+
+// Assemble lays out a shard from NumInner encoded inner chunks (nil:
+// empty), in order, with the index at its configured place. A shard whose
+// inner chunks are all empty is still a valid shard (just an index);
+// callers that do not store empty shards check ShardIndex.IsEmpty or the
+// parts themselves.
+func (s *Shard) Assemble(parts [][]byte) ([]byte, error) {
+	if len(parts) != s.n {
+		return nil, errs.New(errs.InvalidArgument, "shard of %d inner chunks assembled from %d", s.n, len(parts))
+	}
+	x := make(ShardIndex, s.n)
+	var pos, body int64
+	if s.atStart {
+		pos = s.indexSize
+	}
+	for i, p := range parts {
+		if p == nil {
+			x[i] = EmptyEntry
+			continue
+		}
+		x[i] = IndexEntry{uint64(pos), uint64(len(p))}
+		pos += int64(len(p))
+		body += int64(len(p))
+	}
+	index, err := s.EncodeIndex(x)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, body+int64(len(index)))
 	if s.atStart {
 		out = append(out, index...)
 	}
-	for _, b := range body {
-		out = append(out, b...)
+	for _, p := range parts {
+		out = append(out, p...)
 	}
 	if !s.atStart {
 		out = append(out, index...)
@@ -204,84 +411,157 @@ func (s *sharding) Encode(c Chunk, in ChunkSpec) ([]byte, error) {
 	return out, nil
 }
 
-func int64sEqual(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
+// forRows calls f for every run of contiguous elements (along the last
+// dimension) of the inner chunk at origin: its first element's linear
+// index in the shard and in the inner chunk, and its length.
+func (s *Shard) forRows(origin []int, f func(shardElem, innerElem, n int)) {
+	nd := len(s.inner)
+	shape := s.spec.Shape
+	stride := make([]int, nd)
+	acc := 1
+	for d := nd - 1; d >= 0; d-- {
+		stride[d] = acc
+		acc *= shape[d]
 	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
+	if nd == 0 {
+		f(0, 0, 1)
+		return
+	}
+	row := s.inner[nd-1]
+	base := 0
+	for d := range nd {
+		base += origin[d] * stride[d]
+	}
+	k := make([]int, nd)
+	for j := 0; ; j += row {
+		f(base, j, row)
+		d := nd - 2
+		for ; d >= 0; d-- {
+			k[d]++
+			base += stride[d]
+			if k[d] < s.inner[d] {
+				break
+			}
+			base -= k[d] * stride[d]
+			k[d] = 0
+		}
+		if d < 0 {
+			return
 		}
 	}
-	return true
 }
 
-// DecodeIndex decodes a shard's index into (offset, nbytes) pairs.
-func (s *sharding) DecodeIndex(b []byte) ([]uint64, error) {
-	dec, err := s.indexChain.Decode(b)
-	if err != nil {
-		return nil, fmt.Errorf("shard index: %w", err)
+// Extract copies inner chunk i out of a decoded shard.
+func (s *Shard) Extract(shard Chunk, i int) Chunk {
+	origin := s.InnerOrigin(i)
+	if s.spec.DataType.VariableLength() {
+		out := Chunk{Offsets: make([]int64, 1, len(s.fill.Offsets))}
+		s.forRows(origin, func(se, _, n int) {
+			out.Data = append(out.Data, shard.Data[shard.Offsets[se]:shard.Offsets[se+n]]...)
+			base := out.Offsets[len(out.Offsets)-1] - shard.Offsets[se]
+			for k := se + 1; k <= se+n; k++ {
+				out.Offsets = append(out.Offsets, base+shard.Offsets[k])
+			}
+		})
+		return out
 	}
-	out := make([]uint64, 2*s.n)
-	for i := range out {
-		out[i] = binary.LittleEndian.Uint64(dec.Data[8*i:])
+	e := s.spec.DataType.Size
+	out := make([]byte, len(s.fill.Data))
+	s.forRows(origin, func(se, ie, n int) { copy(out[ie*e:(ie+n)*e], shard.Data[se*e:(se+n)*e]) })
+	return Chunk{Data: out}
+}
+
+// Gather assembles a decoded shard from its NumInner decoded inner chunks.
+func (s *Shard) Gather(inner []Chunk) (Chunk, error) {
+	if len(inner) != s.n {
+		return Chunk{}, errs.New(errs.InvalidArgument, "shard of %d inner chunks gathered from %d", s.n, len(inner))
+	}
+	innerSpec := s.InnerSpec()
+	for i, c := range inner {
+		if err := checkChunk(c, innerSpec); err != nil {
+			return Chunk{}, fmt.Errorf("inner chunk %d: %w", i, err)
+		}
+	}
+	if !s.spec.DataType.VariableLength() {
+		e := s.spec.DataType.Size
+		out := make([]byte, s.spec.Bytes())
+		for i, c := range inner {
+			s.forRows(s.InnerOrigin(i), func(se, ie, n int) { copy(out[se*e:(se+n)*e], c.Data[ie*e:(ie+n)*e]) })
+		}
+		return Chunk{Data: out}, nil
+	}
+	// Variable length: element sizes first, then one pass in shard order.
+	n := s.spec.Elements()
+	from := make([]int32, n) // inner chunk of each element
+	at := make([]int32, n)   // its number within that inner chunk
+	var total int64
+	for i, c := range inner {
+		total += int64(len(c.Data))
+		s.forRows(s.InnerOrigin(i), func(se, ie, k int) {
+			for j := range k {
+				from[se+j], at[se+j] = int32(i), int32(ie+j)
+			}
+		})
+	}
+	out := Chunk{Data: make([]byte, 0, total), Offsets: make([]int64, 1, n+1)}
+	for e := range n {
+		c := inner[from[e]]
+		out.Data = append(out.Data, c.Data[c.Offsets[at[e]]:c.Offsets[at[e]+1]]...)
+		out.Offsets = append(out.Offsets, int64(len(out.Data)))
 	}
 	return out, nil
 }
 
-func (s *sharding) Decode(b []byte, in ChunkSpec) (Chunk, error) {
-	if int64(len(b)) < s.indexSize {
-		return Chunk{}, errs.New(errs.DataLoss, "shard of %d bytes is shorter than its %d-byte index", len(b), s.indexSize)
+// Encode implements BytesCodec: inner chunks in C order, fill-only ones
+// left out.
+func (s *Shard) Encode(c Chunk, _ ChunkSpec) ([]byte, error) {
+	parts := make([][]byte, s.n)
+	for i := range s.n {
+		var err error
+		if parts[i], err = s.EncodeInner(s.Extract(c, i)); err != nil {
+			return nil, fmt.Errorf("inner chunk %d: %w", i, err)
+		}
 	}
-	raw := b[int64(len(b))-s.indexSize:]
-	if s.atStart {
-		raw = b[:s.indexSize]
-	}
-	entries, err := s.DecodeIndex(raw)
+	return s.Assemble(parts)
+}
+
+// Decode implements BytesCodec.
+func (s *Shard) Decode(b []byte, _ ChunkSpec) (Chunk, error) {
+	ib, err := s.IndexBytes(b)
 	if err != nil {
 		return Chunk{}, err
 	}
-	vlen := in.DataType.VariableLength()
-	var out Chunk
-	var vals [][]byte
-	fillInner := FillChunk(s.innerChain.Spec())
-	if vlen {
-		vals = make([][]byte, in.Elements())
-	} else {
-		out = FillChunk(in)
+	x, err := s.DecodeIndex(ib)
+	if err != nil {
+		return Chunk{}, err
 	}
-	for i := range s.n {
-		off, n := entries[2*i], entries[2*i+1]
-		ic := fillInner
-		if !(off == emptyEntry && n == emptyEntry) {
-			if off > uint64(len(b)) || n > uint64(len(b))-off {
-				return Chunk{}, errs.New(errs.DataLoss, "shard index entry %d (offset %d, %d bytes) points outside the %d-byte shard", i, off, n, len(b))
-			}
-			if ic, err = s.innerChain.Decode(b[off : off+n]); err != nil {
-				return Chunk{}, fmt.Errorf("inner chunk %d: %w", i, err)
-			}
-		} else if !vlen {
-			continue // already fill
+	if x.IsEmpty() {
+		return FillChunk(s.spec), nil
+	}
+	inner := make([]Chunk, s.n)
+	for i, e := range x {
+		p, err := s.InnerBytes(b, x, i)
+		if err != nil {
+			return Chunk{}, err
 		}
-		idx := elementIndices(in.Shape, s.inner, s.innerOrigin(i))
-		if vlen {
-			for j, e := range idx {
-				vals[e] = ic.Data[ic.Offsets[j]:ic.Offsets[j+1]]
-			}
-			continue
-		}
-		e := in.DataType.Size
-		row := s.inner[len(s.inner)-1]
-		for j := 0; j < len(idx); j += row {
-			copy(out.Data[idx[j]*e:(idx[j]+row)*e], ic.Data[j*e:(j+row)*e])
+		if inner[i], err = s.decodeInner(e, p); err != nil {
+			return Chunk{}, fmt.Errorf("inner chunk %d: %w", i, err)
 		}
 	}
-	if vlen {
-		out.Offsets = make([]int64, 1, len(vals)+1)
-		for _, v := range vals {
-			out.Data = append(out.Data, v...)
-			out.Offsets = append(out.Offsets, int64(len(out.Data)))
-		}
+	out, err := s.Gather(inner)
+	if err != nil {
+		return Chunk{}, errs.New(errs.DataLoss, "shard: %v", err)
 	}
 	return out, nil
 }
+
+// MaxEncodedSize implements BytesCodec.
+func (s *Shard) MaxEncodedSize(ChunkSpec) int64 {
+	m := s.innerChain.MaxEncodedSize()
+	if m < 0 {
+		return -1
+	}
+	return int64(s.n)*m + s.indexSize
+}
+
+func newSharding(cfg json.RawMessage, in ChunkSpec) (any, error) { return NewShard(cfg, in) }

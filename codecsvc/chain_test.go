@@ -1,0 +1,122 @@
+package codecsvc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/zarr"
+)
+
+// Each codec sees the representation the codecs before it produce: after
+// transpose [1,0], a 4x6 chunk is 6x4, so inner chunks of 3x2 divide it
+// (and would not divide 4x6).
+func TestChainRepresentations(t *testing.T) {
+	spec := ChunkSpec{Shape: []int{4, 6}, DataType: zarr.MustDataType("float64")}
+	c := chain(t, `[{"name":"transpose","configuration":{"order":[1,0]}},
+		{"name":"sharding_indexed","configuration":{"chunk_shape":[3,2],"codecs":[{"name":"bytes","configuration":{"endian":"big"}}]}},
+		{"name":"zstd","configuration":{"level":1}},{"name":"crc32c"}]`, spec)
+	in := sample(rand.New(rand.NewPCG(8, 8)), spec)
+	enc, err := c.Encode(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Decode(enc)
+	if err != nil || !bytes.Equal(out.Data, in.Data) {
+		t.Fatalf("round trip: %v", err)
+	}
+	if c.Shard() != nil {
+		t.Error("a chain with codecs around sharding exposes its layout")
+	}
+	var cs []zarr.CodecSpec
+	json.Unmarshal([]byte(`[{"name":"sharding_indexed","configuration":{"chunk_shape":[3,2],"codecs":[{"name":"bytes"}]}}]`), &cs)
+	if _, err := NewChain(cs, spec); !errors.Is(err, errs.InvalidArgument) || !strings.Contains(err.Error(), "chunk_shape") {
+		t.Errorf("3x2 inner chunks of a 4x6 shard: %v", err)
+	}
+}
+
+// A codec the document lets readers skip is skipped when unknown; one it
+// does not is Unimplemented, named.
+func TestChainMustUnderstand(t *testing.T) {
+	spec := ChunkSpec{Shape: []int{3}, DataType: zarr.MustDataType("uint8")}
+	no, yes := false, true
+	skip := []zarr.CodecSpec{{Name: "bytes"}, {Name: "x-annotation", MustUnderstand: &no}}
+	c, err := NewChain(skip, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if enc, err := c.Encode(Chunk{Data: []byte{1, 2, 3}}); err != nil || !bytes.Equal(enc, []byte{1, 2, 3}) {
+		t.Errorf("encode with a skipped codec: %v %v", enc, err)
+	}
+	skip[1].MustUnderstand = &yes
+	if _, err := NewChain(skip, spec); !errors.Is(err, errs.Unimplemented) || !strings.Contains(err.Error(), "x-annotation") {
+		t.Errorf("unknown codec that must be understood: %v", err)
+	}
+	for _, cj := range []string{`[]`, `[{"name":"bytes"},{"name":"bytes"}]`} {
+		var cs []zarr.CodecSpec
+		json.Unmarshal([]byte(cj), &cs)
+		if _, err := NewChain(cs, spec); !errors.Is(err, errs.InvalidArgument) || !strings.Contains(err.Error(), "array-to-bytes") {
+			t.Errorf("%s: %v, want exactly one array-to-bytes codec", cj, err)
+		}
+	}
+}
+
+// A chain is safe for concurrent use (run with -race).
+func TestChainConcurrent(t *testing.T) {
+	spec := ChunkSpec{Shape: []int{16, 16}, DataType: zarr.MustDataType("float32")}
+	c := chain(t, `[{"name":"sharding_indexed","configuration":{"chunk_shape":[8,8],"codecs":[
+		{"name":"transpose","configuration":{"order":[1,0]}},{"name":"bytes","configuration":{"endian":"big"}},
+		{"name":"zstd","configuration":{"level":3,"checksum":true}},{"name":"crc32c"}]}}]`, spec)
+	done := make(chan error)
+	for g := range 4 {
+		go func() {
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			for range 50 {
+				in := sample(r, spec)
+				enc, err := c.Encode(in)
+				if err != nil {
+					done <- err
+					return
+				}
+				out, err := c.Decode(enc)
+				if err != nil || !bytes.Equal(out.Data, in.Data) {
+					done <- errors.New("concurrent round trip differs")
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// numcodecs' v2 codecs round-trip on the types they accept.
+func TestNumcodecsRoundTrips(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 10))
+	for _, tc := range []struct{ dtype, codecs string }{
+		{"int32", `[{"name":"numcodecs.delta","configuration":{"dtype":"<i4"}},{"name":"bytes","configuration":{"endian":"little"}},{"name":"numcodecs.zlib","configuration":{"level":5}}]`},
+		{"uint16", `[{"name":"numcodecs.delta","configuration":{"dtype":"<u2","astype":"<u2"}},{"name":"bytes","configuration":{"endian":"little"}},{"name":"numcodecs.bz2","configuration":{"level":1}}]`},
+		{"int64", `[{"name":"numcodecs.delta","configuration":{"dtype":"<i8","astype":"<i8"}},{"name":"bytes","configuration":{"endian":"little"}},{"name":"numcodecs.shuffle","configuration":{"elementsize":8}},{"name":"numcodecs.lz4"}]`},
+		{"float64", `[{"name":"numcodecs.delta","configuration":{"dtype":"<f8"}},{"name":"bytes","configuration":{"endian":"little"}},{"name":"numcodecs.gzip","configuration":{"level":1}}]`},
+		{"float32", `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"numcodecs.shuffle","configuration":{"elementsize":4}},{"name":"numcodecs.zstd","configuration":{"level":1}}]`},
+	} {
+		spec := ChunkSpec{Shape: []int{5, 7}, DataType: zarr.MustDataType(tc.dtype)}
+		c := chain(t, tc.codecs, spec)
+		in := sample(r, spec)
+		enc, err := c.Encode(in)
+		if err != nil {
+			t.Fatalf("%s %s: %v", tc.dtype, tc.codecs, err)
+		}
+		if out, err := c.Decode(enc); err != nil || !bytes.Equal(out.Data, in.Data) {
+			t.Errorf("%s %s: round trip: %v", tc.dtype, tc.codecs, err)
+		}
+	}
+}
