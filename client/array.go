@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,9 +11,12 @@ import (
 	"strconv"
 	"strings"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/wire"
 )
 
 // Format is how a node is stored.
@@ -296,6 +300,8 @@ type Block struct {
 	Origin, Shape []int64
 	Data          []byte
 	Offsets       []int64
+
+	pieces [][]byte // Data, left in receive buffers (recvPieces)
 }
 
 // SlabHeader describes a slab being read.
@@ -310,6 +316,20 @@ type SlabHeader struct {
 // blocks as they arrive, in no particular order; together they tile the
 // slab. Stopping the iteration early cancels the read.
 func (a *Array) Blocks(ctx context.Context, sel Selection) (*SlabHeader, iter.Seq2[Block, error], error) {
+	return a.blocks(ctx, sel, recvOwned)
+}
+
+// How blocks receives: each block's data owned by the caller; or valid
+// only until the next block is yielded, for callers that copy it out at
+// once: in one reused buffer, or (fixed-size types) left in gRPC's receive
+// buffers as Block.pieces, saving a copy.
+const (
+	recvOwned = iota
+	recvReuse
+	recvPieces
+)
+
+func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeader, iter.Seq2[Block, error], error) {
 	ctx, cancel := context.WithCancel(ctx)
 	stream, err := a.c.arrays.ReadSlab(ctx, &gatewayv1.ReadSlabRequest{Path: a.Path, Selection: sel.proto()})
 	if err != nil {
@@ -332,8 +352,33 @@ func (a *Array) Blocks(ctx context.Context, sel Selection) (*SlabHeader, iter.Se
 	hdr := &SlabHeader{Shape: i64s(h.GetShape()), DataType: h.GetDataType(), ElementSize: int(h.GetElementSize())}
 	seq := func(yield func(Block, error) bool) {
 		defer cancel()
+		reuse := &wire.Reuse{Msg: &gatewayv1.ReadSlabResponse{}}
+		var frame wire.Frame
+		defer frame.Free()
 		for {
-			msg, err := stream.Recv()
+			msg := &gatewayv1.ReadSlabResponse{}
+			var pieces [][]byte
+			var err error
+			switch mode {
+			case recvReuse:
+				err = stream.RecvMsg(reuse)
+				msg = reuse.Msg.(*gatewayv1.ReadSlabResponse)
+			case recvPieces:
+				if err = stream.RecvMsg(&frame); err == nil {
+					err = frame.Decode(msg, func(in protoreflect.Message, fd protoreflect.FieldDescriptor, p [][]byte) {
+						if fd.Name() == "data" {
+							pieces = p
+						} else {
+							in.Set(fd, protoreflect.ValueOfBytes(bytes.Join(p, nil)))
+						}
+					})
+					if err != nil {
+						err = errs.Wrap(errs.DataLoss, err, "read %q", a.Path)
+					}
+				}
+			default:
+				msg, err = stream.Recv()
+			}
 			if err == io.EOF {
 				return
 			}
@@ -342,7 +387,11 @@ func (a *Array) Blocks(ctx context.Context, sel Selection) (*SlabHeader, iter.Se
 				return
 			}
 			pb := msg.GetBlock()
-			b := Block{Origin: i64s(pb.GetOrigin()), Shape: i64s(pb.GetShape()), Data: pb.GetData()}
+			if pb == nil {
+				yield(Block{}, errs.New(errs.DataLoss, "read %q: a message after the header is not a block", a.Path))
+				return
+			}
+			b := Block{Origin: i64s(pb.GetOrigin()), Shape: i64s(pb.GetShape()), Data: pb.GetData(), pieces: pieces}
 			if len(pb.GetOffsets()) > 0 {
 				b.Offsets = i64s(pb.GetOffsets())
 			}
@@ -361,6 +410,12 @@ type WriteStats struct {
 
 // WriteBlocks writes the slab sel from blocks that tile it exactly.
 func (a *Array) WriteBlocks(ctx context.Context, sel Selection, blocks iter.Seq2[Block, error]) (WriteStats, error) {
+	return a.writeBlocks(ctx, sel, blocks, false)
+}
+
+// writeBlocks is WriteBlocks; with byRef set, block data is sent without
+// a copy, for callers whose data does not change during the call.
+func (a *Array) writeBlocks(ctx context.Context, sel Selection, blocks iter.Seq2[Block, error], byRef bool) (WriteStats, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := a.c.arrays.WriteSlab(ctx, noRetry)
@@ -378,7 +433,11 @@ func (a *Array) WriteBlocks(ctx context.Context, sel Selection, blocks iter.Seq2
 		if b.Offsets != nil {
 			pb.Offsets = u64s(b.Offsets)
 		}
-		if err := stream.Send(&gatewayv1.WriteSlabRequest{Message: &gatewayv1.WriteSlabRequest_Block{Block: pb}}); err != nil {
+		var msg any = &gatewayv1.WriteSlabRequest{Message: &gatewayv1.WriteSlabRequest_Block{Block: pb}}
+		if byRef {
+			msg = wire.ByRef{Msg: msg.(*gatewayv1.WriteSlabRequest)}
+		}
+		if err := stream.SendMsg(msg); err != nil {
 			return WriteStats{}, a.closeErr(stream, err)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/wire"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/remote"
 )
@@ -84,7 +85,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	}
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize), grpc.ForceCodecV2(wire.Codec)),
 		grpc.WithInitialWindowSize(8 << 20),
 		grpc.WithInitialConnWindowSize(32 << 20),
 		grpc.WithReadBufferSize(256 << 10),

@@ -55,7 +55,7 @@ func ReadInto[T Element](ctx context.Context, a *Array, sel Selection, dst []T) 
 	if n := product(shape); int64(len(dst)) != n {
 		return errs.New(errs.InvalidArgument, "read %q: dst has %d elements, the slab %v has %d", a.Path, len(dst), shape, n)
 	}
-	hdr, blocks, err := a.Blocks(ctx, sel)
+	hdr, blocks, err := a.blocks(ctx, sel, recvPieces)
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func ReadInto[T Element](ctx context.Context, a *Array, sel Selection, dst []T) 
 // C-order little-endian bytes, for any data type (float16, raw and fixed
 // strings included), and returns the slab's header.
 func ReadBytes(ctx context.Context, a *Array, sel Selection) (*SlabHeader, []byte, error) {
-	hdr, blocks, err := a.Blocks(ctx, sel)
+	hdr, blocks, err := a.blocks(ctx, sel, recvPieces)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -114,7 +114,8 @@ func Read[T Element](ctx context.Context, a *Array, sel Selection) ([]T, []int64
 }
 
 // Write writes src, in C order, to the slab sel (nil: all) of a, streaming
-// it in blocks of about 1 MiB.
+// it in blocks of about 1 MiB straight from src's memory: src must not
+// change until Write returns.
 func Write[T Element](ctx context.Context, a *Array, sel Selection, src []T) (WriteStats, error) {
 	if err := checkType[T](a); err != nil {
 		return WriteStats{}, err
@@ -123,7 +124,7 @@ func Write[T Element](ctx context.Context, a *Array, sel Selection, src []T) (Wr
 	if n := product(shape); int64(len(src)) != n {
 		return WriteStats{}, errs.New(errs.InvalidArgument, "write %q: src has %d elements, the slab %v has %d", a.Path, len(src), shape, n)
 	}
-	return a.WriteBlocks(ctx, sel, bands(shape, asBytes(src), int(unsafe.Sizeof(src[0])), 1<<20))
+	return a.writeBlocks(ctx, sel, bands(shape, asBytes(src), int(unsafe.Sizeof(src[0])), 1<<20), true)
 }
 
 // bands cuts a dense C-order slab into blocks of consecutive slices along
@@ -154,19 +155,33 @@ func placeBlock(out []byte, shape []int64, b Block, elem int) error {
 		return errs.New(errs.DataLoss, "block rank %d, slab rank %d", len(b.Origin), nd)
 	}
 	for d := range nd {
-		if b.Origin[d] < 0 || b.Origin[d]+b.Shape[d] > shape[d] {
+		if b.Origin[d] < 0 || b.Shape[d] < 0 || b.Origin[d]+b.Shape[d] > shape[d] {
 			return errs.New(errs.DataLoss, "block at %v shape %v outside the slab %v", b.Origin, b.Shape, shape)
 		}
 	}
-	if int64(len(b.Data)) != product(b.Shape)*int64(elem) {
-		return errs.New(errs.DataLoss, "block at %v has %d bytes, want %d", b.Origin, len(b.Data), product(b.Shape)*int64(elem))
+	src := source{pieces: b.pieces}
+	if b.pieces == nil {
+		src.pieces = [][]byte{b.Data}
 	}
-	if nd == 0 {
-		copy(out, b.Data)
-		return nil
+	for _, p := range src.pieces {
+		src.n += int64(len(p))
+	}
+	if src.n != product(b.Shape)*int64(elem) {
+		return errs.New(errs.DataLoss, "block at %v has %d bytes, want %d", b.Origin, src.n, product(b.Shape)*int64(elem))
 	}
 	if product(b.Shape) == 0 {
 		return nil
+	}
+	// Rows run over the trailing dimensions the block spans whole: one
+	// copy per row.
+	run := nd
+	rowBytes := int64(elem)
+	for run > 0 {
+		rowBytes *= b.Shape[run-1]
+		run--
+		if b.Shape[run] != shape[run] {
+			break
+		}
 	}
 	strides := make([]int64, nd)
 	acc := int64(elem)
@@ -174,17 +189,14 @@ func placeBlock(out []byte, shape []int64, b Block, elem int) error {
 		strides[d] = acc
 		acc *= shape[d]
 	}
-	rowBytes := b.Shape[nd-1] * int64(elem)
 	idx := make([]int64, nd)
-	src := int64(0)
 	for {
 		off := int64(0)
 		for d := range nd {
 			off += (b.Origin[d] + idx[d]) * strides[d]
 		}
-		copy(out[off:off+rowBytes], b.Data[src:src+rowBytes])
-		src += rowBytes
-		d := nd - 2
+		src.read(out[off : off+rowBytes])
+		d := run - 1
 		for ; d >= 0; d-- {
 			idx[d]++
 			if idx[d] < b.Shape[d] {
@@ -194,6 +206,22 @@ func placeBlock(out []byte, shape []int64, b Block, elem int) error {
 		}
 		if d < 0 {
 			return nil
+		}
+	}
+}
+
+// source reads a block's data in order from the pieces it arrived in.
+type source struct {
+	pieces [][]byte
+	n      int64
+}
+
+func (s *source) read(dst []byte) {
+	for len(dst) > 0 {
+		k := copy(dst, s.pieces[0])
+		dst = dst[k:]
+		if s.pieces[0] = s.pieces[0][k:]; len(s.pieces[0]) == 0 {
+			s.pieces = s.pieces[1:]
 		}
 	}
 }
@@ -208,7 +236,7 @@ func product(s []int64) int64 {
 
 // ReadStrings reads a slab of a string (or bytes) array.
 func ReadStrings(ctx context.Context, a *Array, sel Selection) ([]string, []int64, error) {
-	hdr, blocks, err := a.Blocks(ctx, sel)
+	hdr, blocks, err := a.blocks(ctx, sel, recvReuse)
 	if err != nil {
 		return nil, nil, err
 	}

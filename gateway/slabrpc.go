@@ -8,6 +8,7 @@ import (
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/wire"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -53,7 +54,9 @@ func (s *Server) ReadSlab(req *gatewayv1.ReadSlabRequest, stream grpc.ServerStre
 			if b.Offsets != nil {
 				pb.Offsets = u64s(b.Offsets)
 			}
-			return stream.Send(&gatewayv1.ReadSlabResponse{Message: &gatewayv1.ReadSlabResponse_Block{Block: pb}})
+			// Block data is never modified once emitted (fresh buffers or
+			// the cached fill value), so it is sent without a copy.
+			return stream.SendMsg(wire.ByRef{Msg: &gatewayv1.ReadSlabResponse{Message: &gatewayv1.ReadSlabResponse_Block{Block: pb}}})
 		})
 	})
 	return errs.ToStatus(err)

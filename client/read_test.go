@@ -1,0 +1,147 @@
+package client_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/zarrgate/zarrgate/client"
+)
+
+// TestReadPathsAgree reads random slabs of an array whose blocks are large
+// enough to travel by reference (and arrive split over many receive
+// buffers) through every read path, against values computed from what was
+// written.
+func TestReadPathsAgree(t *testing.T) {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	shape := []int64{30, 200, 300}
+	a, err := c.CreateArray(ctx, "paths", client.ArraySpec{Shape: shape, DataType: "float32", ChunkShape: []int64{7, 64, 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(i, j, k int64) float32 { return float32(i*1000000 + j*1000 + k) }
+	all := make([]float32, 30*200*300)
+	for i := range int64(30) {
+		for j := range int64(200) {
+			for k := range int64(300) {
+				all[(i*200+j)*300+k] = at(i, j, k)
+			}
+		}
+	}
+	if _, err := client.Write(ctx, a, nil, all); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	for n := range 40 {
+		sel := make(client.Selection, 3)
+		for d, s := range shape {
+			lo := r.Int64N(s)
+			hi := lo + 1 + r.Int64N(s-lo)
+			step := int64(1)
+			if n%3 == 2 {
+				step = 1 + r.Int64N(4)
+			}
+			if n == 0 {
+				lo, hi = 0, s
+			}
+			sel[d] = client.Slice{Start: lo, Stop: hi, Step: step}
+		}
+		var want []float32
+		for i := sel[0].Start; i < sel[0].Stop; i += sel[0].Step {
+			for j := sel[1].Start; j < sel[1].Stop; j += sel[1].Step {
+				for k := sel[2].Start; k < sel[2].Stop; k += sel[2].Step {
+					want = append(want, at(i, j, k))
+				}
+			}
+		}
+		got := make([]float32, len(want))
+		if err := client.ReadInto(ctx, a, sel, got); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("ReadInto %v differs", sel)
+		}
+		_, raw, err := client.ReadBytes(ctx, a, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(raw) != string(asBytes(want)) {
+			t.Fatalf("ReadBytes %v differs", sel)
+		}
+		// Blocks owns its data: keep every block, check them at the end.
+		hdr, blocks, err := a.Blocks(ctx, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept []client.Block
+		for b, err := range blocks {
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept = append(kept, b)
+		}
+		for _, b := range kept {
+			for e := range len(b.Data) / 4 {
+				// The element's position in the slab, from the block's.
+				rem := int64(e)
+				var off int64
+				for d := 2; d >= 0; d-- {
+					idx := rem % b.Shape[d]
+					rem /= b.Shape[d]
+					mul := int64(1)
+					for dd := d + 1; dd < 3; dd++ {
+						mul *= hdr.Shape[dd]
+					}
+					off += (b.Origin[d] + idx) * mul
+				}
+				if string(b.Data[4*e:4*e+4]) != string(asBytes(want[off:off+1])) {
+					t.Fatalf("Blocks %v: block at %v element %d differs", sel, b.Origin, e)
+				}
+			}
+		}
+	}
+}
+
+// TestReadStringsLarge reads strings whose blocks exceed the by-reference
+// threshold.
+func TestReadStringsLarge(t *testing.T) {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.CreateArray(ctx, "long-names", client.ArraySpec{Shape: []int64{400}, DataType: "string", ChunkShape: []int64{150}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]string, 400)
+	for i := range want {
+		want[i] = fmt.Sprintf("%d:%s", i, strings.Repeat("ü", i*3))
+	}
+	if _, err := client.WriteStrings(ctx, s, nil, want); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := client.ReadStrings(ctx, s, nil)
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("ReadStrings differs (%v)", err)
+	}
+}
+
+func asBytes(v []float32) []byte {
+	b := make([]byte, 0, 4*len(v))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+	}
+	return b
+}
