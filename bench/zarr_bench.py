@@ -27,6 +27,7 @@ except ImportError:  # pragma: no cover
 
 LAYOUTS = ["uncompressed", "zstd", "sharded-zstd"]
 RANDOM_READS = 1000
+READS = 3  # full reads timed after a warm-up; the best is reported
 
 
 def emit(**kw):
@@ -42,9 +43,12 @@ def bench_zarr(root, name):
     a = zarr.open_array(store=LocalStore(root, read_only=True), path=name, mode="r")
     size = a.nbytes
     data = a[:]  # warm-up, as on the Go side
-    t0 = time.perf_counter()
-    data = a[:]
-    emit(library="zarr-python " + zarr.__version__, layout=name, op="read", mb_per_s=round(size / (time.perf_counter() - t0) / 1e6, 1))
+    best = float("inf")
+    for _ in range(READS):
+        t0 = time.perf_counter()
+        data = a[:]
+        best = min(best, time.perf_counter() - t0)
+    emit(library="zarr-python " + zarr.__version__, layout=name, op="read", mb_per_s=round(size / best / 1e6, 1))
     rng = random.Random(1)
     lat = []
     for _ in range(RANDOM_READS):
@@ -77,9 +81,12 @@ def bench_tensorstore(root, name, data):
     a = ts.open(spec, open=True, read=True).result()
     size = data.nbytes
     got = a.read().result()  # warm-up, as on the Go side
-    t0 = time.perf_counter()
-    got = a.read().result()
-    emit(library="tensorstore " + importlib.metadata.version("tensorstore"), layout=name, op="read", mb_per_s=round(size / (time.perf_counter() - t0) / 1e6, 1))
+    best = float("inf")
+    for _ in range(READS):
+        t0 = time.perf_counter()
+        got = a.read().result()
+        best = min(best, time.perf_counter() - t0)
+    emit(library="tensorstore " + importlib.metadata.version("tensorstore"), layout=name, op="read", mb_per_s=round(size / best / 1e6, 1))
     assert np.array_equal(got, data)
     rng = random.Random(1)
     lat = []

@@ -14,6 +14,7 @@ import (
 	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/wire"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -197,7 +198,9 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 			}
 			sendMu.Lock()
 			defer sendMu.Unlock()
-			if e := stream.Send(resp); e != nil && sendErr == nil {
+			// Results are fresh buffers or the request's own (received)
+			// bytes, never modified: sent without a copy.
+			if e := stream.SendMsg(wire.ByRef{Msg: resp}); e != nil && sendErr == nil {
 				sendErr = e
 			}
 		}()

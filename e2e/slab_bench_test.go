@@ -46,7 +46,7 @@ func benchValue(i, j int) float32 {
 // python with zarr and tensorstore), the same operations run in
 // zarr-python and tensorstore on the same directory, side by side.
 //
-//	go test -run '^$' -bench GatewaySlabs -benchtime 1x -timeout 30m ./e2e/
+//	go test -run '^$' -bench GatewaySlabs -benchtime 3x -timeout 30m ./e2e/
 func BenchmarkGatewaySlabs(b *testing.B) {
 	root := b.TempDir()
 	s := startServer(b, "--root", root)
@@ -85,11 +85,17 @@ func BenchmarkGatewaySlabs(b *testing.B) {
 			if err := client.ReadInto(ctx, a, nil, got); err != nil {
 				b.Fatal(err)
 			}
+			best := time.Duration(math.MaxInt64)
 			for b.Loop() {
+				t0 := time.Now()
 				if err := client.ReadInto(ctx, a, nil, got); err != nil {
 					b.Fatal(err)
 				}
+				best = min(best, time.Since(t0))
 			}
+			// This machine's timings vary by ±30% from run to run: the
+			// table reports the best of -benchtime reads on each side.
+			b.ReportMetric(size/best.Seconds()/1e6, "best-MB/s")
 			if !slices.Equal(got, data) {
 				b.Fatal("read back differs")
 			}

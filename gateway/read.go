@@ -285,14 +285,21 @@ func (g *Gateway) readShard(ctx context.Context, l *layout, t readTask, out func
 		if len(batch) == 0 {
 			continue
 		}
-		vals, err := retry(ctx, func() ([]storesvc.PartialValue, error) { return g.store.GetPartialValues(ctx, reqs) })
+		runs, parts := coalesce(reqs)
+		runVals, err := retry(ctx, func() ([]storesvc.PartialValue, error) { return g.store.GetPartialValues(ctx, runs) })
 		if err != nil && !errors.Is(err, errs.OutOfRange) {
 			return err
 		}
 		stale := err != nil
-		for _, v := range vals {
+		for _, v := range runVals {
 			if !v.Found || (v.Generation != "" && v.Generation != idx.generation) {
 				stale = true
+			}
+		}
+		var vals []storesvc.PartialValue
+		if !stale {
+			if vals, err = uncoalesce(key, runVals, parts); err != nil {
+				return err
 			}
 		}
 		if stale {
@@ -323,6 +330,46 @@ func (g *Gateway) readShard(ctx context.Context, l *layout, t readTask, out func
 		}
 	}
 	return nil
+}
+
+// coalesce merges bounded byte ranges of one key that follow each other
+// into single reads (inner chunks written in order lie back to back in
+// their shard): one store read per run instead of one per chunk, up to
+// maxBatchBytes a run. piece i says where range i lies in which run.
+func coalesce(reqs []storesvc.KeyRange) (runs []storesvc.KeyRange, pieces []piece) {
+	var start, end int64
+	for i, r := range reqs {
+		off, n := r.Range.Parts()
+		if i > 0 && r.Key == reqs[i-1].Key && off == end && n >= 0 && end-start+n <= maxBatchBytes {
+			end += n
+			runs[len(runs)-1].Range = storesvc.Bounded(start, end-start)
+		} else {
+			runs = append(runs, r)
+			start, end = off, off+n
+		}
+		pieces = append(pieces, piece{run: len(runs) - 1, off: off - start, n: n})
+	}
+	return runs, pieces
+}
+
+// piece locates a requested range in the value of a coalesced run.
+type piece struct {
+	run    int
+	off, n int64
+}
+
+// uncoalesce cuts the values of coalesced runs back into the requested
+// ranges.
+func uncoalesce(key string, runVals []storesvc.PartialValue, pieces []piece) ([]storesvc.PartialValue, error) {
+	out := make([]storesvc.PartialValue, len(pieces))
+	for i, p := range pieces {
+		v := runVals[p.run]
+		if p.off+p.n > int64(len(v.Data)) {
+			return nil, errs.New(errs.DataLoss, "shard %q: read %d bytes where %d were asked for", key, len(v.Data), p.off+p.n)
+		}
+		out[i] = storesvc.PartialValue{Data: v.Data[p.off : p.off+p.n : p.off+p.n], Found: v.Found, Generation: v.Generation}
+	}
+	return out, nil
 }
 
 // shardIdx is a shard's decoded index with the generation it was read at.

@@ -10,6 +10,7 @@ import (
 	storev1 "github.com/zarrgate/zarrgate/gen/zarrgate/store/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/wire"
 )
 
 // partialBatch is how many GetPartialValues requests the server hands the
@@ -141,7 +142,9 @@ func (p *partSender) flush() error {
 	if len(p.resp.Parts) == 0 {
 		return nil
 	}
-	err := p.stream.Send(&p.resp)
+	// The parts' data are values GetPartialValues returned, fresh buffers
+	// nobody modifies: they go out without a copy.
+	err := p.stream.SendMsg(wire.ByRef{Msg: &p.resp})
 	p.resp.Parts, p.bytes = p.resp.Parts[:0], 0
 	return err
 }

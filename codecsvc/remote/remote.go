@@ -22,6 +22,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/wire"
 )
 
 // maxBatchBytes bounds the decoded bytes one request or response carries;
@@ -167,7 +168,10 @@ func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest) (*codecv1.
 	ps.waiting[req.Id] = ch
 	ps.mu.Unlock()
 	ps.sendMu.Lock()
-	err = ps.s.Send(req)
+	// Batch data is sent without a copy: callers hand over chunks they do
+	// not modify while the batch is out (the answer arrives only after
+	// every byte was read).
+	err = ps.s.SendMsg(wire.ByRef{Msg: req})
 	ps.sendMu.Unlock()
 	if err != nil {
 		ps.fail(errs.New(errs.Unavailable, "codec stream: %v", err))
