@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/zarrgate/zarrgate/client"
 )
 
@@ -144,4 +146,63 @@ func asBytes(v []float32) []byte {
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
 	}
 	return b
+}
+
+// TestConcurrentReadsRecycleBuffers reads random slabs from many
+// goroutines at once: the gateway recycles chunk and block buffers as soon
+// as gRPC has written them, and a buffer recycled too early would show up
+// here as another read's values.
+func TestConcurrentReadsRecycleBuffers(t *testing.T) {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 1000
+	a, err := c.CreateArray(ctx, "recycle", client.ArraySpec{Shape: []int64{n, n}, DataType: "int32", ChunkShape: []int64{128, 128}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := make([]int32, n*n)
+	for i := range all {
+		all[i] = int32(i)
+	}
+	if _, err := client.Write(ctx, a, nil, all); err != nil {
+		t.Fatal(err)
+	}
+	var g errgroup.Group
+	for w := range 8 {
+		g.Go(func() error {
+			r := rand.New(rand.NewPCG(uint64(w), 9))
+			for range 25 {
+				var sel client.Selection
+				for range 2 {
+					lo := r.Int64N(n)
+					hi := lo + 1 + r.Int64N(n-lo)
+					if r.IntN(2) == 0 { // whole chunks
+						lo, hi = lo/128*128, min(n, (hi+127)/128*128)
+					}
+					sel = append(sel, client.Slice{Start: lo, Stop: hi, Step: 1 + r.Int64N(2)})
+				}
+				got, shape, err := client.Read[int32](ctx, a, sel)
+				if err != nil {
+					return err
+				}
+				k := 0
+				for i := sel[0].Start; i < sel[0].Stop; i += sel[0].Step {
+					for j := sel[1].Start; j < sel[1].Stop; j += sel[1].Step {
+						if got[k] != int32(i*n+j) {
+							return fmt.Errorf("read %v (shape %v): element (%d, %d) is %d", sel, shape, i, j, got[k])
+						}
+						k++
+					}
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
 }

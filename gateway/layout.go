@@ -15,6 +15,9 @@ import (
 type chunk struct {
 	data    []byte
 	offsets []int64
+	// release, if set, hands data's buffer back to bufpool: called by
+	// whoever holds the chunk's data last (see gather).
+	release func()
 }
 
 // unitCodec encodes and decodes the units of one array: its chunks, or the

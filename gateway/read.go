@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/zarr"
 )
@@ -28,6 +31,10 @@ type Block struct {
 	Origin, Shape []int64
 	Data          []byte
 	Offsets       []int64
+
+	// release, if set, recycles Data's buffer: the ArrayService handler
+	// calls it once gRPC has written the block out. Other callers drop it.
+	release func()
 }
 
 // maxBatchBytes bounds the encoded bytes one store request fetches.
@@ -195,12 +202,51 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 		if vals[i].Found {
 			u = decoded[k]
 			k++
+			recycle(vals[i], []*chunk{&u})
 		}
-		if err := out(gather(l, u, t.dims, nil)); err != nil {
+		if err := out(gather(l, u, t.dims)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// recycle hands the pooled buffer of a value read from the store back once
+// decoding is done with it: at once, or, where decoded chunks alias it (a
+// codec chain that decodes in place), when the last of them is released.
+func recycle(v storesvc.PartialValue, decoded []*chunk) {
+	if !v.Pooled {
+		return
+	}
+	var users []*chunk
+	for _, c := range decoded {
+		if overlaps(c.data, v.Data) {
+			users = append(users, c)
+		}
+	}
+	if len(users) == 0 {
+		bufpool.Put(v.Data)
+		return
+	}
+	var left atomic.Int32
+	left.Store(int32(len(users)))
+	buf := v.Data
+	for _, c := range users {
+		c.release = func() {
+			if left.Add(-1) == 0 {
+				bufpool.Put(buf)
+			}
+		}
+	}
+}
+
+// overlaps reports whether a and b share memory.
+func overlaps(a, b []byte) bool {
+	if cap(a) == 0 || cap(b) == 0 {
+		return false
+	}
+	a0, b0 := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return a0 < b0+uintptr(cap(b)) && b0 < a0+uintptr(cap(a))
 }
 
 // blameChunk names the chunk a batch decode failed on, when the codec
@@ -265,7 +311,7 @@ func (g *Gateway) readShard(ctx context.Context, l *layout, t readTask, out func
 				e = idx.entries[w.entry]
 			}
 			if !idx.found || e.empty() {
-				if err := out(gather(l, l.fill, w.dims, nil)); err != nil {
+				if err := out(gather(l, l.fill, w.dims)); err != nil {
 					return err
 				}
 				wants = wants[1:]
@@ -323,8 +369,15 @@ func (g *Gateway) readShard(ctx context.Context, l *layout, t readTask, out func
 			}
 			return fmt.Errorf("shard %q: %w", key, err)
 		}
+		users := make([]*chunk, len(decoded))
+		for i := range decoded {
+			users[i] = &decoded[i]
+		}
+		for _, v := range runVals {
+			recycle(v, users)
+		}
 		for i, w := range batch {
-			if err := out(gather(l, decoded[i], w.dims, nil)); err != nil {
+			if err := out(gather(l, decoded[i], w.dims)); err != nil {
 				return err
 			}
 		}
@@ -426,9 +479,10 @@ func (g *Gateway) readShardIndex(ctx context.Context, l *layout, key string) (*s
 }
 
 // gather returns the block of the slab that the projection dims of one
-// unit covers: a copy of the selected elements, or the unit itself when it
-// is selected whole. buf, if large enough, is used for the copy.
-func gather(l *layout, u chunk, dims []zarr.DimProjection, buf []byte) Block {
+// unit covers: the unit itself when it is selected whole (the block takes
+// over its buffer), otherwise a copy of the selected elements in a pooled
+// buffer (and the unit's buffer is released).
+func gather(l *layout, u chunk, dims []zarr.DimProjection) Block {
 	nd := len(dims)
 	b := Block{Origin: make([]int64, nd), Shape: make([]int64, nd)}
 	whole := true
@@ -439,7 +493,7 @@ func gather(l *layout, u chunk, dims []zarr.DimProjection, buf []byte) Block {
 		}
 	}
 	if whole {
-		b.Data, b.Offsets = u.data, u.offsets
+		b.Data, b.Offsets, b.release = u.data, u.offsets, u.release
 		return b
 	}
 	src := view{shape: l.unit, start: make([]int64, nd), step: make([]int64, nd)}
@@ -448,15 +502,16 @@ func gather(l *layout, u chunk, dims []zarr.DimProjection, buf []byte) Block {
 	}
 	if l.elem == 0 {
 		b.Data, b.Offsets = gatherVar(u, src, b.Shape)
-		return b
-	}
-	size := int(product(b.Shape)) * l.elem
-	if cap(buf) >= size {
-		b.Data = buf[:size]
 	} else {
-		b.Data = make([]byte, size)
+		// copyBox writes every element of the dense box: the pooled
+		// buffer's old contents never show.
+		buf := bufpool.Get(int(product(b.Shape)) * l.elem)
+		copyBox(buf, dense(b.Shape, make([]int64, nd)), u.data, src, b.Shape, l.elem)
+		b.Data, b.release = buf, func() { bufpool.Put(buf) }
 	}
-	copyBox(b.Data, dense(b.Shape, make([]int64, nd)), u.data, src, b.Shape, l.elem)
+	if u.release != nil {
+		u.release()
+	}
 	return b
 }
 

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"io"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 
@@ -49,15 +50,28 @@ func (s *Server) ReadSlab(req *gatewayv1.ReadSlabRequest, stream grpc.ServerStre
 			Shape: u64s(info.Shape), DataType: info.DataType.Name, ByteOrder: gatewayv1.ByteOrder_BYTE_ORDER_LITTLE_ENDIAN, ElementSize: uint32(info.DataType.Size),
 		}}})
 	}, func(b Block) error {
-		return splitBlock(b, elem, maxBlockBytes, func(b Block) error {
-			pb := &gatewayv1.Block{Origin: u64s(b.Origin), Shape: u64s(b.Shape), Data: b.Data}
-			if b.Offsets != nil {
-				pb.Offsets = u64s(b.Offsets)
+		// Block data is never modified once emitted (its own buffer or the
+		// cached fill value), so it is sent without a copy; a pooled buffer
+		// is recycled once gRPC has written every piece of it.
+		var refs atomic.Int32
+		refs.Store(1)
+		done := func() {
+			if refs.Add(-1) == 0 && b.release != nil {
+				b.release()
 			}
-			// Block data is never modified once emitted (fresh buffers or
-			// the cached fill value), so it is sent without a copy.
-			return stream.SendMsg(wire.ByRef{Msg: &gatewayv1.ReadSlabResponse{Message: &gatewayv1.ReadSlabResponse_Block{Block: pb}}})
+		}
+		err := splitBlock(b, elem, maxBlockBytes, func(p Block) error {
+			pb := &gatewayv1.Block{Origin: u64s(p.Origin), Shape: u64s(p.Shape), Data: p.Data}
+			if p.Offsets != nil {
+				pb.Offsets = u64s(p.Offsets)
+			}
+			refs.Add(1)
+			return stream.SendMsg(wire.ByRef{Msg: &gatewayv1.ReadSlabResponse{Message: &gatewayv1.ReadSlabResponse_Block{Block: pb}}, Done: done})
 		})
+		if err == nil {
+			done()
+		}
+		return err
 	})
 	return errs.ToStatus(err)
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 )
 
 // Portable is the layer in front of every backend: it validates input,
@@ -168,7 +169,7 @@ func (p *Portable) GetPartialValues(ctx context.Context, reqs []KeyRange) ([]Par
 			case err != nil:
 				return err
 			}
-			out[i] = PartialValue{Data: data, Found: true, Generation: gen}
+			out[i] = PartialValue{Data: data, Found: true, Generation: gen, Pooled: true}
 			return nil
 		})
 	}
@@ -184,8 +185,9 @@ func readRange(ctx context.Context, s Store, r KeyRange) ([]byte, string, error)
 		return nil, "", err
 	}
 	defer obj.Close()
-	buf := make([]byte, obj.Length)
+	buf := bufpool.Get(int(obj.Length))
 	if _, err := io.ReadFull(obj, buf); err != nil {
+		bufpool.Put(buf)
 		return nil, "", err
 	}
 	return buf, obj.Generation, nil

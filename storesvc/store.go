@@ -90,6 +90,10 @@ type PartialValue struct {
 	// combining several ranges (a shard index and its chunks) can tell
 	// whether they come from one version of the value.
 	Generation string
+	// Pooled reports that Data is a whole buffer from internal/bufpool that
+	// belongs to the caller alone: once done with it, the caller may hand
+	// it back with bufpool.Put (or just drop it).
+	Pooled bool
 }
 
 // PartialWrite writes Data into the value of Key at Offset.

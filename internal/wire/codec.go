@@ -18,6 +18,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/proto"
@@ -53,6 +54,11 @@ var stock = encoding.GetCodecV2(proto.Name)
 // values only. Other messages are marshalled by copying, as usual.
 type ByRef struct {
 	Msg protobuf.Message
+	// Done, if set, is called once gRPC no longer needs the values sent by
+	// reference (at once if there were none), so that their buffers can be
+	// recycled. It is not called if the message is never written out (a
+	// failed stream): the buffers are then left to the garbage collector.
+	Done func()
 }
 
 func (codec) Marshal(v any) (mem.BufferSlice, error) {
@@ -62,13 +68,56 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 	}
 	r := br.Msg.ProtoReflect()
 	if !hasLarge(r, 0) {
-		return stock.Marshal(br.Msg)
+		out, err := stock.Marshal(br.Msg)
+		if err == nil && br.Done != nil {
+			br.Done()
+		}
+		return out, err
 	}
 	var e encoder
 	if err := e.message(r, 0); err != nil {
 		return nil, err
 	}
+	if br.Done != nil {
+		// Each referenced value becomes a counted gRPC buffer whose last
+		// Free calls back; Done runs when all have.
+		var refs []int
+		for i, b := range e.out {
+			if _, ok := b.(byRef); ok {
+				refs = append(refs, i)
+			}
+		}
+		left := &countdown{done: br.Done}
+		left.n.Store(int32(len(refs)))
+		for _, i := range refs {
+			data := []byte(e.out[i].(byRef).SliceBuffer)
+			e.out[i] = mem.NewBuffer(&data, left)
+		}
+	}
+	for i, b := range e.out {
+		if r, ok := b.(byRef); ok {
+			e.out[i] = r.SliceBuffer
+		}
+	}
 	return e.out, nil
+}
+
+// byRef marks the encoder's referenced values until Marshal wraps them.
+type byRef struct{ mem.SliceBuffer }
+
+// countdown is the mem.BufferPool of referenced values: gRPC "returns"
+// each when done with it, and the last return calls done.
+type countdown struct {
+	n    atomic.Int32
+	done func()
+}
+
+func (c *countdown) Get(int) *[]byte { panic("wire: countdown is not a pool") }
+
+func (c *countdown) Put(*[]byte) {
+	if c.n.Add(-1) == 0 {
+		c.done()
+	}
 }
 
 // Reuse receives Msg into Buf's memory: RecvMsg(&Reuse{Msg: m, Buf: buf})
@@ -197,7 +246,7 @@ func (e *encoder) message(m protoreflect.Message, depth int) error {
 				data := v.Bytes()
 				e.add(protowire.AppendVarint(tag, uint64(len(data))))
 				if len(data) >= Large {
-					e.out = append(e.out, mem.SliceBuffer(data))
+					e.out = append(e.out, byRef{mem.SliceBuffer(data)})
 				} else {
 					e.add(append([]byte(nil), data...))
 				}

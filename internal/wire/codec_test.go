@@ -51,7 +51,7 @@ func messages(r *rand.Rand) []protobuf.Message {
 func TestRoundTrips(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i, m := range messages(r) {
-		ours, err := Codec.Marshal(ByRef{m})
+		ours, err := Codec.Marshal(ByRef{Msg: m})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +129,7 @@ func TestReferences(t *testing.T) {
 			t.Fatal("a message not marked ByRef was sent by reference")
 		}
 	}
-	out, err := Codec.Marshal(ByRef{m})
+	out, err := Codec.Marshal(ByRef{Msg: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +150,36 @@ func TestReferences(t *testing.T) {
 	d := got.GetBlock().GetData()
 	if len(d) != len(data) || &d[0] != &buf[len(buf)-len(data)] {
 		t.Fatal("the large value was copied out of the received buffer")
+	}
+}
+
+// TestDone checks that ByRef.Done runs once gRPC has freed every
+// referenced value, and at once when nothing was referenced.
+func TestDone(t *testing.T) {
+	big := bytes.Repeat([]byte{1}, 2*Large)
+	m := &codecv1.EncodeResponse{Encoded: [][]byte{big, big[:10], big[Large:]}}
+	calls := 0
+	out, err := Codec.Marshal(ByRef{Msg: m, Done: func() { calls++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rest mem.BufferSlice
+	for _, b := range out {
+		// gRPC's writer takes pieces of buffers (each a reference) and
+		// frees each.
+		rest = append(rest, b.Slice(0, b.Len()/2))
+	}
+	out.Free()
+	if calls != 0 {
+		t.Fatalf("Done ran while pieces were still held")
+	}
+	rest.Free()
+	if calls != 1 {
+		t.Fatalf("Done ran %d times, want 1", calls)
+	}
+	small := &codecv1.EncodeResponse{Encoded: [][]byte{big[:10]}}
+	if _, err := Codec.Marshal(ByRef{Msg: small, Done: func() { calls++ }}); err != nil || calls != 2 {
+		t.Fatalf("Done for a message without large values: %d calls, %v", calls, err)
 	}
 }
 
@@ -218,7 +248,7 @@ func BenchmarkMarshal1MiB(b *testing.B) {
 			for b.Loop() {
 				var v any = m
 				if c.name == "wire" {
-					v = ByRef{m}
+					v = ByRef{Msg: m}
 				}
 				out, err := c.codec.Marshal(v)
 				if err != nil {

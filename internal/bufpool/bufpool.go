@@ -1,0 +1,55 @@
+// Package bufpool recycles the large byte buffers of the read path (chunks
+// read from a store, blocks gathered for the wire), so that a long read
+// does not allocate, zero and garbage-collect its whole size.
+//
+// Buffers from Get are not zeroed: the caller overwrites them whole. A
+// buffer goes back with Put only from the one owner who holds the last
+// reference to it; when in doubt, drop it instead (the garbage collector
+// takes it, as with any slice).
+package bufpool
+
+import (
+	"math/bits"
+	"sync"
+)
+
+// Sizes outside [minSize, maxSize] are allocated and collected normally.
+const (
+	minShift = 16 // 64 KiB
+	maxShift = 26 // 64 MiB
+)
+
+var pools [maxShift + 1]sync.Pool
+
+// Get returns a buffer of n bytes with arbitrary contents.
+func Get(n int) []byte {
+	c := class(n)
+	if c < 0 {
+		return make([]byte, n)
+	}
+	if p, ok := pools[c].Get().(*[]byte); ok {
+		return (*p)[:n]
+	}
+	return make([]byte, n, 1<<c)
+}
+
+// Put hands b back for reuse. b must be a whole buffer from Get (or a
+// prefix of one), and nothing may use it afterwards. Slices whose capacity
+// is not a pool size are ignored.
+func Put(b []byte) {
+	c := cap(b)
+	if c < 1<<minShift || c > 1<<maxShift || c&(c-1) != 0 {
+		return
+	}
+	b = b[:c]
+	pools[bits.Len(uint(c))-1].Put(&b)
+}
+
+// class is the pool index for n bytes, or -1.
+func class(n int) int {
+	if n < 1<<(minShift-1) || n > 1<<maxShift {
+		return -1
+	}
+	c := bits.Len(uint(n - 1))
+	return max(c, minShift)
+}
