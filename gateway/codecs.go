@@ -119,8 +119,13 @@ func indexEncodedSize(n int, chain []zarr.CodecSpec) (int64, error) {
 	return size, nil
 }
 
-// layout builds the layout of an array node.
+// layout returns the layout of an array node, built on first use.
 func (g *Gateway) layout(n *node) (*layout, error) {
+	n.layoutOnce.Do(func() { n.lay, n.layErr = g.newLayout(n) })
+	return n.lay, n.layErr
+}
+
+func (g *Gateway) newLayout(n *node) (*layout, error) {
 	a := n.array
 	if g.codecs == nil {
 		return nil, errs.New(errs.Unimplemented, "this gateway has no codec engine")

@@ -25,6 +25,12 @@ type node struct {
 	path  string
 	array *zarr.Array
 	group *zarr.Group
+
+	// The array's chunk layout, built once per loaded node (cached nodes
+	// are never modified): see Gateway.layout.
+	layoutOnce sync.Once
+	lay        *layout
+	layErr     error
 }
 
 // prefix is the store prefix of the node's keys ("" for the root).
