@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"testing"
 
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
@@ -11,35 +12,43 @@ import (
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
-// BenchmarkEngineReadSlab reads a whole 64 MiB float32 array (256×256
-// chunks) through the engine on a file store, without gRPC: the cost of the
-// gateway itself.
+const (
+	benchN     = 4096 // a benchN × benchN float32 array: 64 MiB
+	plainBytes = `[{"name":"bytes","configuration":{"endian":"little"}}]`
+	zstdBytes  = `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":3}}]`
+)
+
+// benchGateway returns an engine on a file store holding array "a": 64 MiB
+// of float32 in 256×256 chunks with the given codecs, written in full.
+func benchGateway(b *testing.B, codecs string) *Gateway {
+	fs, err := file.New(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := New(fs, codecsvc.NewLocal(), Config{})
+	if _, err := g.CreateArray(ctx, "a", ArraySpec{Shape: []int64{benchN, benchN}, DataType: "float32", ChunkShape: []int64{256, 256}, Codecs: json.RawMessage(codecs)}); err != nil {
+		b.Fatal(err)
+	}
+	data := make([]byte, benchN*benchN*4)
+	for i := range data {
+		data[i] = byte(i*7/5) | 1 // no chunk is all fill value
+	}
+	blk := Block{Origin: []int64{0, 0}, Shape: []int64{benchN, benchN}, Data: data}
+	if _, err := g.WriteSlab(ctx, "a", nil, nextFrom([]Block{blk})); err != nil {
+		b.Fatal(err)
+	}
+	return g
+}
+
+// BenchmarkEngineReadSlab reads the whole array through the engine on a
+// file store, without gRPC: the cost of the gateway itself.
 func BenchmarkEngineReadSlab(b *testing.B) {
-	for _, codecs := range []string{
-		`[{"name":"bytes","configuration":{"endian":"little"}}]`,
-		`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":3}}]`,
-	} {
-		fs, err := file.New(b.TempDir())
-		if err != nil {
-			b.Fatal(err)
-		}
-		g := New(fs, codecsvc.NewLocal(), Config{})
-		const n = 4096
-		if _, err := g.CreateArray(ctx, "a", ArraySpec{Shape: []int64{n, n}, DataType: "float32", ChunkShape: []int64{256, 256}, Codecs: json.RawMessage(codecs)}); err != nil {
-			b.Fatal(err)
-		}
-		data := make([]byte, n*n*4)
-		for i := range data {
-			data[i] = byte(i * 7 / 5)
-		}
-		blk := Block{Origin: []int64{0, 0}, Shape: []int64{n, n}, Data: data}
-		if _, err := g.WriteSlab(ctx, "a", nil, nextFrom([]Block{blk})); err != nil {
-			b.Fatal(err)
-		}
-		b.Run(codecs[:40], func(b *testing.B) {
-			b.SetBytes(n * n * 4)
+	for name, codecs := range map[string]string{"uncompressed": plainBytes, "zstd": zstdBytes} {
+		g := benchGateway(b, codecs)
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(benchN * benchN * 4)
 			for b.Loop() {
-				err := g.ReadSlab(ctx, "a", []zarr.Range{{Start: 0, Stop: n, Step: 1}, {Start: 0, Stop: n, Step: 1}}, func(SlabInfo) error { return nil }, func(Block) error { return nil })
+				err := g.ReadSlab(ctx, "a", nil, func(SlabInfo) error { return nil }, func(Block) error { return nil })
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -48,37 +57,50 @@ func BenchmarkEngineReadSlab(b *testing.B) {
 	}
 }
 
-// BenchmarkRPCReadSlab is BenchmarkEngineReadSlab through ArrayService on
-// loopback.
-func BenchmarkRPCReadSlab(b *testing.B) {
-	fs, err := file.New(b.TempDir())
+// drain reads a ReadSlab stream to its end.
+func drain(b *testing.B, c gatewayv1.ArrayServiceClient, req *gatewayv1.ReadSlabRequest) {
+	rs, err := c.ReadSlab(ctx, req)
 	if err != nil {
 		b.Fatal(err)
 	}
-	g := New(fs, codecsvc.NewLocal(), Config{})
-	const n = 4096
-	if _, err := g.CreateArray(ctx, "a", ArraySpec{Shape: []int64{n, n}, DataType: "float32", ChunkShape: []int64{256, 256}, Codecs: json.RawMessage(`[{"name":"bytes","configuration":{"endian":"little"}}]`)}); err != nil {
-		b.Fatal(err)
-	}
-	data := make([]byte, n*n*4)
-	for i := range data {
-		data[i] = byte(i * 7 / 5)
-	}
-	blk := Block{Origin: []int64{0, 0}, Shape: []int64{n, n}, Data: data}
-	if _, err := g.WriteSlab(ctx, "a", nil, nextFrom([]Block{blk})); err != nil {
-		b.Fatal(err)
-	}
-	c := serveGatewayB(b, g)
-	b.SetBytes(n * n * 4)
-	for b.Loop() {
-		rs, err := c.ReadSlab(ctx, &gatewayv1.ReadSlabRequest{Path: "a"})
-		if err != nil {
-			b.Fatal(err)
+	for {
+		if _, err := rs.Recv(); err != nil {
+			return
 		}
-		for {
-			if _, err := rs.Recv(); err != nil {
-				break
+	}
+}
+
+// BenchmarkRPCReadSlab is BenchmarkEngineReadSlab (uncompressed) through
+// ArrayService on loopback.
+func BenchmarkRPCReadSlab(b *testing.B) {
+	c := serveGatewayB(b, benchGateway(b, plainBytes))
+	b.SetBytes(benchN * benchN * 4)
+	for b.Loop() {
+		drain(b, c, &gatewayv1.ReadSlabRequest{Path: "a"})
+	}
+}
+
+// BenchmarkSmallRead reads random 64×64 boxes (up to four chunks each):
+// the latency of small reads, in the engine alone and through ArrayService
+// on loopback.
+func BenchmarkSmallRead(b *testing.B) {
+	g := benchGateway(b, plainBytes)
+	r := rand.New(rand.NewPCG(1, 2))
+	box := func() (int64, int64) { return r.Int64N(benchN - 64), r.Int64N(benchN - 64) }
+	b.Run("engine", func(b *testing.B) {
+		for b.Loop() {
+			y, x := box()
+			err := g.ReadSlab(ctx, "a", []zarr.Range{{Start: y, Stop: y + 64, Step: 1}, {Start: x, Stop: x + 64, Step: 1}}, func(SlabInfo) error { return nil }, func(Block) error { return nil })
+			if err != nil {
+				b.Fatal(err)
 			}
 		}
-	}
+	})
+	c := serveGatewayB(b, g)
+	b.Run("rpc", func(b *testing.B) {
+		for b.Loop() {
+			y, x := box()
+			drain(b, c, &gatewayv1.ReadSlabRequest{Path: "a", Selection: []*gatewayv1.Slice{{Start: uint64(y), Stop: uint64(y + 64)}, {Start: uint64(x), Stop: uint64(x + 64)}}})
+		}
+	})
 }

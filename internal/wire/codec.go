@@ -266,84 +266,12 @@ func (e *encoder) message(m protoreflect.Message, depth int) error {
 	return nil
 }
 
-// decode parses b into m. Large bytes fields alias b; large
-// length-delimited message fields are parsed recursively; everything else
-// goes through the protobuf library, in wire order, so repeated fields
+// decode parses b into m: large bytes fields alias b, large
+// length-delimited message fields are parsed recursively, everything else
+// goes through the protobuf library, in wire order, so that repeated fields
 // keep their order and unknown fields are kept.
 func decode(b []byte, m protoreflect.Message, depth int) error {
-	if depth > maxDepth {
-		return errors.New("wire: message nested too deeply")
-	}
-	fields := m.Descriptor().Fields()
-	var pending []byte // consecutive small fields, in wire form
-	flush := func() error {
-		if len(pending) == 0 {
-			return nil
-		}
-		err := protobuf.UnmarshalOptions{Merge: true}.Unmarshal(pending, m.Interface())
-		pending = pending[:0]
-		return err
-	}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return fmt.Errorf("wire: %w", protowire.ParseError(n))
-		}
-		fd := fields.ByNumber(num)
-		if typ == protowire.BytesType && fd != nil && !fd.IsMap() &&
-			(fd.Kind() == protoreflect.BytesKind || fd.Kind() == protoreflect.MessageKind) {
-			v, vn := protowire.ConsumeBytes(b[n:])
-			if vn < 0 {
-				return fmt.Errorf("wire: field %d: %w", num, protowire.ParseError(vn))
-			}
-			if len(v) >= Large {
-				if err := flush(); err != nil {
-					return err
-				}
-				if err := setLarge(m, fd, v, depth); err != nil {
-					return err
-				}
-				b = b[n+vn:]
-				continue
-			}
-		}
-		vn := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if vn < 0 {
-			return fmt.Errorf("wire: field %d: %w", num, protowire.ParseError(vn))
-		}
-		pending = append(pending, b[:n+vn]...)
-		b = b[n+vn:]
-	}
-	return flush()
-}
-
-// setLarge stores the large length-delimited value v of field fd in m.
-func setLarge(m protoreflect.Message, fd protoreflect.FieldDescriptor, v []byte, depth int) error {
-	if fd.Kind() == protoreflect.BytesKind {
-		if fd.IsList() {
-			m.Mutable(fd).List().Append(protoreflect.ValueOfBytes(v))
-		} else {
-			m.Set(fd, protoreflect.ValueOfBytes(v))
-		}
-		return nil
-	}
-	if fd.IsList() {
-		l := m.Mutable(fd).List()
-		e := l.NewElement()
-		if err := decode(v, e.Message(), depth+1); err != nil {
-			return err
-		}
-		l.Append(e)
-		return nil
-	}
-	// A singular message field merges with what came before, as protobuf
-	// requires (a oneof member of another type is replaced).
-	if od := fd.ContainingOneof(); od != nil {
-		if w := m.WhichOneof(od); w != nil && w.Number() != fd.Number() {
-			m.Clear(w)
-		}
-	}
-	return decode(v, m.Mutable(fd).Message(), depth+1)
+	return decodePieces(&cursor{p: [][]byte{b}, n: len(b)}, m, nil, depth)
 }
 
 // Frame receives a message as it arrived, without gathering it:
@@ -361,10 +289,11 @@ func (f *Frame) Free() {
 	f.data = nil
 }
 
-// Decode parses the frame into m, except that each large bytes field (at
-// any depth) is handed to large with the message holding it instead of
-// being set: its value as the pieces of received buffers it spans, in
-// order, valid until Free.
+// Decode parses the frame into m, except that each large singular bytes
+// field (at any depth) is handed to large with the message holding it
+// instead of being set: its value as the pieces of received buffers it
+// spans, in order, valid until Free. Large repeated bytes values are set,
+// aliasing the frame when they lie in one buffer.
 func (f *Frame) Decode(m protobuf.Message, large func(in protoreflect.Message, fd protoreflect.FieldDescriptor, pieces [][]byte)) error {
 	c := &cursor{}
 	for _, b := range f.data {
@@ -375,6 +304,57 @@ func (f *Frame) Decode(m protobuf.Message, large func(in protoreflect.Message, f
 	}
 	protobuf.Reset(m)
 	return decodePieces(c, m.ProtoReflect(), large, 0)
+}
+
+// setLarge stores the large length-delimited value of field fd, given as
+// the pieces of received buffers it spans: a singular bytes field goes to
+// large if set; other bytes values alias their buffer (when in one piece);
+// messages are parsed recursively, a singular one merging with what came
+// before, as protobuf requires.
+func setLarge(m protoreflect.Message, fd protoreflect.FieldDescriptor, pieces [][]byte, large func(protoreflect.Message, protoreflect.FieldDescriptor, [][]byte), depth int) error {
+	n := 0
+	for _, p := range pieces {
+		n += len(p)
+	}
+	switch {
+	case fd.Kind() == protoreflect.BytesKind && !fd.IsList() && large != nil:
+		large(m, fd, pieces)
+	case fd.Kind() == protoreflect.BytesKind:
+		v := protoreflect.ValueOfBytes(joined(pieces))
+		if fd.IsList() {
+			m.Mutable(fd).List().Append(v)
+		} else {
+			m.Set(fd, v)
+		}
+	case fd.IsList():
+		l := m.Mutable(fd).List()
+		e := l.NewElement()
+		if err := decodePieces(&cursor{p: pieces, n: n}, e.Message(), large, depth+1); err != nil {
+			return err
+		}
+		l.Append(e)
+	default:
+		// A oneof member of another type is replaced.
+		if od := fd.ContainingOneof(); od != nil {
+			if w := m.WhichOneof(od); w != nil && w.Number() != fd.Number() {
+				m.Clear(w)
+			}
+		}
+		return decodePieces(&cursor{p: pieces, n: n}, m.Mutable(fd).Message(), large, depth+1)
+	}
+	return nil
+}
+
+// joined is pieces as one slice: the piece itself if there is one.
+func joined(pieces [][]byte) []byte {
+	if len(pieces) == 1 {
+		return pieces[0]
+	}
+	var out []byte
+	for _, p := range pieces {
+		out = append(out, p...)
+	}
+	return out
 }
 
 // cursor reads a message spread over several buffers.
@@ -494,23 +474,14 @@ func decodePieces(c *cursor, m protoreflect.Message, large func(protoreflect.Mes
 			}
 			n := int(v)
 			fd := fields.ByNumber(num)
-			if n >= Large && fd != nil && !fd.IsMap() && !fd.IsList() &&
+			if n >= Large && fd != nil && !fd.IsMap() &&
 				(fd.Kind() == protoreflect.BytesKind || fd.Kind() == protoreflect.MessageKind) {
 				pending = pending[:start]
 				if err := flush(); err != nil {
 					return err
 				}
 				pieces, _ := c.take(n)
-				if fd.Kind() == protoreflect.BytesKind {
-					large(m, fd, pieces)
-					continue
-				}
-				if od := fd.ContainingOneof(); od != nil {
-					if w := m.WhichOneof(od); w != nil && w.Number() != fd.Number() {
-						m.Clear(w)
-					}
-				}
-				if err := decodePieces(&cursor{p: pieces, n: n}, m.Mutable(fd).Message(), large, depth+1); err != nil {
+				if err := setLarge(m, fd, pieces, large, depth); err != nil {
 					return err
 				}
 				continue
