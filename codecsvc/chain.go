@@ -24,8 +24,10 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"unsafe"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -64,6 +66,10 @@ func (s ChunkSpec) fill() []byte {
 type Chunk struct {
 	Data    []byte
 	Offsets []int64
+	// Pooled reports that Data lies in a buffer from zarrgate's buffer pool
+	// (internal/bufpool) that belongs to this chunk alone, so that the
+	// gateway can recycle it once the chunk is sent. Others ignore it.
+	Pooled bool
 }
 
 // FillChunk returns a chunk holding the fill value everywhere.
@@ -280,15 +286,30 @@ func (c *Chain) Decode(encoded []byte) (ch Chunk, err error) {
 			}
 		}()
 	}
+	// pooled is the pool buffer (from a pooledDecoder) the data being
+	// decoded lies in, if any: handed back as soon as a stage moves the
+	// data elsewhere, or marked on the chunk if the data ends up in it.
+	var pooled []byte
+	moved := func(now []byte) {
+		if pooled != nil && !overlaps(now, pooled) {
+			bufpool.Put(pooled)
+			pooled = nil
+		}
+	}
 	b := encoded
 	for i := len(c.bb) - 1; i >= 0; i-- {
 		if b, err = c.bb[i].Decode(b, c.bounds[i]); err != nil {
 			return Chunk{}, err
 		}
+		moved(b)
+		if _, ok := c.bb[i].(pooledDecoder); ok && pooled == nil {
+			pooled = b
+		}
 	}
 	if ch, err = c.ab.Decode(b, c.abIn); err != nil {
 		return Chunk{}, err
 	}
+	moved(ch.Data)
 	if err := checkChunk(ch, c.abIn); err != nil {
 		return Chunk{}, errs.New(errs.DataLoss, "decoded chunk: %v", err)
 	}
@@ -296,8 +317,23 @@ func (c *Chain) Decode(encoded []byte) (ch Chunk, err error) {
 		if ch, err = c.aa[i].Decode(ch, c.aaIn[i]); err != nil {
 			return Chunk{}, err
 		}
+		moved(ch.Data)
 	}
+	ch.Pooled = pooled != nil
 	return ch, nil
+}
+
+// pooledDecoder marks byte codecs whose Decode returns a whole buffer from
+// internal/bufpool that the caller owns.
+type pooledDecoder interface{ decodesIntoPool() }
+
+// overlaps reports whether a and b share memory.
+func overlaps(a, b []byte) bool {
+	if cap(a) == 0 || cap(b) == 0 {
+		return false
+	}
+	a0, b0 := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return a0 < b0+uintptr(cap(b)) && b0 < a0+uintptr(cap(a))
 }
 
 // Encode encodes one chunk of the chain's representation.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -117,6 +118,55 @@ func TestNumcodecsRoundTrips(t *testing.T) {
 		}
 		if out, err := c.Decode(enc); err != nil || !bytes.Equal(out.Data, in.Data) {
 			t.Errorf("%s %s: round trip: %v", tc.dtype, tc.codecs, err)
+		}
+	}
+}
+
+// TestPooledDecode checks which decoded chunks come in a pool buffer of
+// their own, and that recycled buffers never leak old contents or get
+// shared.
+func TestPooledDecode(t *testing.T) {
+	spec := ChunkSpec{Shape: []int{128, 128}, DataType: zarr.MustDataType("float32")} // 64 KiB
+	for _, c := range []struct {
+		codecs string
+		pooled bool
+	}{
+		{`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":1}}]`, true},
+		{`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":1}},{"name":"crc32c"}]`, true},
+		// The decoded data moves out of the zstd buffer: swapped, transposed.
+		{`[{"name":"bytes","configuration":{"endian":"big"}},{"name":"zstd","configuration":{"level":1}}]`, false},
+		{`[{"name":"transpose","configuration":{"order":[1,0]}},{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":1}}]`, false},
+		{`[{"name":"bytes","configuration":{"endian":"little"}}]`, false},
+		{`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"gzip","configuration":{"level":1}}]`, false},
+	} {
+		ch := chain(t, c.codecs, spec)
+		r := rand.New(rand.NewPCG(1, 1))
+		var kept []Chunk
+		var want [][]byte
+		for round := range 6 {
+			in := sample(r, spec)
+			enc, err := ch.Encode(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := ch.Decode(enc)
+			if err != nil || !bytes.Equal(out.Data, in.Data) {
+				t.Fatalf("%s round %d: decoded data differs (%v)", c.codecs, round, err)
+			}
+			if out.Pooled != c.pooled {
+				t.Fatalf("%s: Pooled = %v, want %v", c.codecs, out.Pooled, c.pooled)
+			}
+			// Keep some chunks, recycle the others as the gateway does.
+			if round%2 == 0 {
+				kept, want = append(kept, out), append(want, in.Data)
+			} else if out.Pooled {
+				bufpool.Put(out.Data)
+			}
+		}
+		for i, k := range kept {
+			if !bytes.Equal(k.Data, want[i]) {
+				t.Fatalf("%s: a kept chunk was overwritten by a later decode", c.codecs)
+			}
 		}
 	}
 }

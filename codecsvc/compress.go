@@ -16,6 +16,7 @@ import (
 	"github.com/pierrec/lz4/v4"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 )
 
 func init() {
@@ -215,7 +216,13 @@ func (zstdCodec) Decode(b []byte, max int64) ([]byte, error) {
 		capacity = int64(h.FrameContentSize)
 	}
 	for {
-		out, err := zstdDecoder().DecodeAll(b, make([]byte, 0, capacity))
+		// A pooled buffer, not zeroed: DecodeAll writes what it returns
+		// and, capped by the capacity, never reallocates.
+		buf := bufpool.Get(int(capacity))[:0]
+		out, err := zstdDecoder().DecodeAll(b, buf)
+		if err != nil {
+			bufpool.Put(buf)
+		}
 		switch {
 		case err == nil:
 			return out, nil
@@ -228,6 +235,9 @@ func (zstdCodec) Decode(b []byte, max int64) ([]byte, error) {
 		capacity = min(max, 4*capacity+64<<10)
 	}
 }
+
+// decodesIntoPool: Decode's result is a whole bufpool buffer.
+func (zstdCodec) decodesIntoPool() {}
 
 func (zstdCodec) MaxEncodedSize(n int64) int64 { return bound(n, n/128+64) }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -43,6 +44,10 @@ func (e engineCodec) decode(ctx context.Context, encoded [][]byte) ([]chunk, err
 	chunks := make([]chunk, len(out))
 	for i, c := range out {
 		chunks[i] = chunk{data: c.Data, offsets: c.Offsets}
+		if c.Pooled {
+			data := c.Data
+			chunks[i].release = func() { bufpool.Put(data) }
+		}
 	}
 	return chunks, nil
 }
