@@ -72,10 +72,15 @@ test-go: deps
 serve:
 	$(GO) run ./cmd/zarrgate serve --root ./data --listen 127.0.0.1:50051
 
-## bench: the benchmarks recorded in docs/benchmarks.md
+## bench: the benchmarks recorded in docs/benchmarks.md (tensorstore, pinned
+## in bench/requirements.txt, is added to the test venv for the comparison)
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchtime 5x ./storesvc/remote/ ./codecsvc/... ./gateway/
-	ZARRGATE_PYTHON=$(PYTHON) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./e2e/
+	$(PYTHON) -m pip install -q -r bench/requirements.txt
+	$(GO) test -run '^$$' -bench . -benchtime 5x ./storesvc/remote/ ./codecsvc/... ./gateway/ ./internal/...
+	ZARRGATE_PYTHON=$(PYTHON) $(GO) test -run '^$$' -bench 'GatewaySlabs' -benchtime 3x -timeout 60m ./e2e/
+	$(GO) test -run '^$$' -bench 'ServeStream' -benchtime 5x ./e2e/
+	$(GO) test -run '^$$' -bench 'CodecWorkers' -benchtime 2x ./e2e/
+	$(GO) test -run '^$$' -bench 'GatewayMemory' -benchtime 1x -timeout 30m ./e2e/
 
 clean:
 	rm -rf data bin
