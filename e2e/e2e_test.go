@@ -211,7 +211,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{}, {"nonsense"}, {"serve", "--bogus"}, {"serve", "--log-level", "loud"}} {
+	for _, args := range [][]string{{}, {"nonsense"}, {"serve", "--bogus"}, {"serve", "--log-level", "loud"}, {"serve", "--listen", "unix:"}} {
 		cmd := exec.Command(bin, args...)
 		out, err := cmd.CombinedOutput()
 		ee, ok := err.(*exec.ExitError)
