@@ -71,7 +71,7 @@ type serverFlags struct{ listen, logLevel *string }
 
 func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
 	return serverFlags{
-		listen:   fs.String("listen", defListen, "address to listen on: host:port (port 0 picks a free one), or unix:///path/to.sock for clients on this host (faster than TCP)"),
+		listen:   fs.String("listen", defListen, "address to listen on: host:port (port 0 picks a free one), or unix:///path/to.sock for clients on this host (access by file permissions, no port)"),
 		logLevel: fs.String("log-level", "info", "log level: debug, info, warn, error"),
 	}
 }
