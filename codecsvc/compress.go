@@ -218,13 +218,17 @@ func (zstdCodec) Decode(b []byte, max int64) ([]byte, error) {
 	for {
 		// A pooled buffer, not zeroed: DecodeAll writes what it returns
 		// and, capped by the capacity, never reallocates.
-		buf := bufpool.Get(int(capacity))[:0]
-		out, err := zstdDecoder().DecodeAll(b, buf)
+		// The pool rounds capacities up; the decoder's limit stays exact.
+		buf := bufpool.Get(int(capacity))
+		out, err := zstdDecoder().DecodeAll(b, buf[:0:capacity])
 		if err != nil {
 			bufpool.Put(buf)
 		}
 		switch {
 		case err == nil:
+			if len(out) > 0 && &out[0] == &buf[0] {
+				out = buf[:len(out)] // the whole pool buffer, for Put
+			}
 			return out, nil
 		case !errors.Is(err, zstd.ErrDecoderSizeExceeded):
 			return nil, errs.New(errs.DataLoss, "zstd: %v", err)
