@@ -2,14 +2,12 @@ package gateway
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
-	"github.com/zarrgate/zarrgate/zarr"
 )
 
 // ChunkSpec is what the codec engine needs for a batch of one array's
@@ -60,70 +58,6 @@ func (e engineCodec) encode(ctx context.Context, chunks []chunk) ([][]byte, erro
 	return retry(ctx, func() ([][]byte, error) { return e.c.Encode(ctx, e.spec, in) })
 }
 
-// shardingConfig is the configuration of the sharding_indexed codec.
-type shardingConfig struct {
-	ChunkShape    []int64          `json:"chunk_shape"`
-	Codecs        []zarr.CodecSpec `json:"codecs"`
-	IndexCodecs   []zarr.CodecSpec `json:"index_codecs"`
-	IndexLocation string           `json:"index_location"`
-}
-
-// v3Index is the sharding_indexed codec's index: an array of shape
-// (per..., 2) of uint64 encoded with the index codecs.
-type v3Index struct {
-	n     int
-	start bool
-	enc   int64
-	codec engineCodec
-}
-
-func (v v3Index) size() int64   { return v.enc }
-func (v v3Index) atStart() bool { return v.start }
-
-func (v v3Index) decode(b []byte) ([]indexEntry, error) {
-	out, err := v.codec.decode(context.Background(), [][]byte{b})
-	if err != nil {
-		return nil, err
-	}
-	raw := out[0].data
-	if len(raw) != 16*v.n {
-		return nil, errs.New(errs.DataLoss, "shard index decodes to %d bytes, want %d", len(raw), 16*v.n)
-	}
-	entries := make([]indexEntry, v.n)
-	for i := range entries {
-		entries[i] = indexEntry{binary.LittleEndian.Uint64(raw[16*i:]), binary.LittleEndian.Uint64(raw[16*i+8:])}
-	}
-	return entries, nil
-}
-
-func (v v3Index) encode(entries []indexEntry) ([]byte, error) {
-	raw, _ := legacyIndex{n: len(entries)}.encode(entries)
-	out, err := v.codec.encode(context.Background(), []chunk{{data: raw}})
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(out[0])) != v.enc {
-		return nil, errs.New(errs.Internal, "shard index encodes to %d bytes, expected %d", len(out[0]), v.enc)
-	}
-	return out[0], nil
-}
-
-// indexEncodedSize is the encoded size of an index of n entries under the
-// index codecs, which must have a fixed size: bytes and crc32c.
-func indexEncodedSize(n int, chain []zarr.CodecSpec) (int64, error) {
-	size := int64(16 * n)
-	for _, c := range chain {
-		switch c.Name {
-		case "bytes":
-		case "crc32c":
-			size += 4
-		default:
-			return 0, errs.New(errs.Unimplemented, "sharding index codec %q: only bytes and crc32c give the fixed-size index a partial read needs", c.Name)
-		}
-	}
-	return size, nil
-}
-
 // layout returns the layout of an array node, built on first use.
 func (g *Gateway) layout(n *node) (*layout, error) {
 	n.layoutOnce.Do(func() { n.lay, n.layErr = g.newLayout(n) })
@@ -144,9 +78,13 @@ func (g *Gateway) newLayout(n *node) (*layout, error) {
 		for i := range per {
 			l.shard.shape[i] = a.ChunkShape[i] * per[i]
 		}
-		l.shard.index = legacyIndex{n: l.shard.n}
+		idx, err := codecsvc.NewLegacyShard(chain, codecsvc.ChunkSpec{Shape: ints(a.ChunkShape), DataType: a.DataType, FillValue: a.FillValue}, ints(per))
+		if err != nil {
+			return nil, fmt.Errorf("array %q: sharding storage transformer: %w", n.path, err)
+		}
+		l.shard.index = idx
 	case len(chain) == 1 && chain[0].Name == "sharding_indexed":
-		var cfg shardingConfig
+		var cfg codecsvc.ShardingConfig
 		if err := json.Unmarshal(chain[0].Configuration, &cfg); err != nil {
 			return nil, errs.New(errs.InvalidArgument, "array %q: sharding_indexed configuration: %v", n.path, err)
 		}
@@ -155,25 +93,17 @@ func (g *Gateway) newLayout(n *node) (*layout, error) {
 		}
 		per := make([]int64, len(a.Shape))
 		for i := range per {
-			if cfg.ChunkShape[i] <= 0 || a.ChunkShape[i]%cfg.ChunkShape[i] != 0 {
+			if cfg.ChunkShape[i] <= 0 || a.ChunkShape[i]%int64(cfg.ChunkShape[i]) != 0 {
 				return nil, errs.New(errs.InvalidArgument, "array %q: shard shape %v is not a multiple of the inner chunk shape %v", n.path, a.ChunkShape, cfg.ChunkShape)
 			}
-			per[i] = a.ChunkShape[i] / cfg.ChunkShape[i]
+			per[i] = a.ChunkShape[i] / int64(cfg.ChunkShape[i])
 		}
-		nEntries := int(product(per))
-		if cfg.IndexCodecs == nil {
-			cfg.IndexCodecs = []zarr.CodecSpec{{Name: "bytes", Configuration: json.RawMessage(`{"endian":"little"}`)}, {Name: "crc32c"}}
-		}
-		enc, err := indexEncodedSize(nEntries, cfg.IndexCodecs)
+		idx, err := codecsvc.NewShard(chain[0].Configuration, codecsvc.ChunkSpec{Shape: ints(a.ChunkShape), DataType: a.DataType, FillValue: a.FillValue})
 		if err != nil {
 			return nil, fmt.Errorf("array %q: %w", n.path, err)
 		}
-		idxShape := append(clone(per), 2)
-		l.unit, chain = cfg.ChunkShape, cfg.Codecs
-		l.shard = &shardLayout{shape: a.ChunkShape, per: per, n: nEntries, index: v3Index{
-			n: nEntries, start: cfg.IndexLocation == "start", enc: enc,
-			codec: engineCodec{g.codecs, &ChunkSpec{Codecs: cfg.IndexCodecs, Shape: idxShape, DataType: zarr.MustDataType("uint64"), FillValue: make([]byte, 8)}},
-		}}
+		l.unit, chain = int64s(cfg.ChunkShape), cfg.Codecs
+		l.shard = &shardLayout{shape: a.ChunkShape, per: per, n: int(product(per)), index: idx}
 	}
 	l.codec = engineCodec{g.codecs, &ChunkSpec{Codecs: chain, Shape: l.unit, DataType: a.DataType, FillValue: a.FillValue}}
 	l.fill = fillUnit(a, l.unit)

@@ -218,10 +218,16 @@ func (g *Gateway) CreateArray(ctx context.Context, path string, spec ArraySpec) 
 	if err != nil {
 		return nil, err
 	}
+	n := &node{path: path, array: a}
+	// An array this gateway could not read or write is refused up front
+	// (a shard index without a fixed size, for one). A gateway without a
+	// codec engine only manages metadata.
+	if _, err := g.layout(n); err != nil && g.codecs != nil {
+		return nil, fmt.Errorf("create array %q: %w", path, err)
+	}
 	if err := g.checkFree(ctx, path); err != nil {
 		return nil, err
 	}
-	n := &node{path: path, array: a}
 	if err := g.writeNew(ctx, n); err != nil {
 		return nil, err
 	}

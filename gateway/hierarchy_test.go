@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/file"
@@ -137,6 +138,28 @@ func TestCreateArrayErrors(t *testing.T) {
 		if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.word) {
 			t.Errorf("CreateArray(%+v) = %v, want %v naming %q", c.spec, err, c.kind, c.word)
 		}
+	}
+}
+
+// TestShardIndexMustHaveFixedSize: a compressed shard index has no fixed
+// size, so partial reads cannot find it. Creating such an array fails, and
+// reading one another tool wrote fails with the same clear error.
+func TestShardIndexMustHaveFixedSize(t *testing.T) {
+	st := memory.New()
+	g := New(st, codecsvc.NewLocal(), Config{})
+	codecs := `[{"name":"sharding_indexed","configuration":{"chunk_shape":[2],"codecs":[{"name":"bytes"}],"index_codecs":[{"name":"bytes","configuration":{"endian":"little"}},{"name":"gzip","configuration":{"level":1}}]}}]`
+	_, err := g.CreateArray(ctx, "a", ArraySpec{Shape: []int64{10}, DataType: "int8", ChunkShape: []int64{10}, Codecs: json.RawMessage(codecs)})
+	if !errors.Is(err, errs.InvalidArgument) || !strings.Contains(err.Error(), "index_codecs") {
+		t.Fatalf("CreateArray = %v, want InvalidArgument naming index_codecs", err)
+	}
+	meta := `{"zarr_format":3,"node_type":"array","shape":[10],"data_type":"int8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[10]}},` +
+		`"chunk_key_encoding":{"name":"default"},"fill_value":0,"codecs":` + codecs + `}`
+	if _, err := st.Set(ctx, "b/zarr.json", strings.NewReader(meta), storesvc.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	err = g.ReadSlab(ctx, "b", nil, func(SlabInfo) error { return nil }, func(Block) error { return nil })
+	if !errors.Is(err, errs.InvalidArgument) || !strings.Contains(err.Error(), "index_codecs") {
+		t.Fatalf("ReadSlab = %v, want InvalidArgument naming index_codecs", err)
 	}
 }
 

@@ -2,10 +2,9 @@ package gateway
 
 import (
 	"context"
-	"encoding/binary"
 	"slices"
 
-	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -27,48 +26,6 @@ type unitCodec interface {
 	encode(ctx context.Context, chunks []chunk) ([][]byte, error)
 }
 
-// indexEntry locates one unit in a shard; both fields all ones: absent.
-type indexEntry struct{ offset, nbytes uint64 }
-
-const emptyEntry = ^uint64(0)
-
-func (e indexEntry) empty() bool { return e.offset == emptyEntry && e.nbytes == emptyEntry }
-
-// indexCodec encodes and decodes a shard index.
-type indexCodec interface {
-	// size is the encoded index size in bytes.
-	size() int64
-	// atStart reports whether the index precedes the chunks.
-	atStart() bool
-	decode(b []byte) ([]indexEntry, error)
-	encode(entries []indexEntry) ([]byte, error)
-}
-
-// legacyIndex is the sharding storage transformer's index: 16-byte
-// little-endian (offset, nbytes) entries at the end, no checksum.
-type legacyIndex struct{ n int }
-
-func (l legacyIndex) size() int64   { return int64(l.n) * zarr.IndexEntrySize }
-func (l legacyIndex) atStart() bool { return false }
-func (l legacyIndex) decode(b []byte) ([]indexEntry, error) {
-	if len(b) != int(l.size()) {
-		return nil, errs.New(errs.DataLoss, "shard index has %d bytes, want %d", len(b), l.size())
-	}
-	out := make([]indexEntry, l.n)
-	for i := range out {
-		out[i] = indexEntry{binary.LittleEndian.Uint64(b[16*i:]), binary.LittleEndian.Uint64(b[16*i+8:])}
-	}
-	return out, nil
-}
-func (l legacyIndex) encode(entries []indexEntry) ([]byte, error) {
-	b := make([]byte, 16*len(entries))
-	for i, e := range entries {
-		binary.LittleEndian.PutUint64(b[16*i:], e.offset)
-		binary.LittleEndian.PutUint64(b[16*i+8:], e.nbytes)
-	}
-	return b, nil
-}
-
 // layout is how an array's elements map to stored objects.
 type layout struct {
 	a      *zarr.Array
@@ -88,9 +45,11 @@ type shardLayout struct {
 	// shape of a shard in elements: the grid's chunk shape.
 	shape []int64
 	// per is the number of units per shard along each dimension.
-	per   []int64
-	n     int
-	index indexCodec
+	per []int64
+	n   int
+	// index encodes and decodes the shard index (codecsvc's shard layout:
+	// location, size, index codecs).
+	index *codecsvc.Shard
 }
 
 // objectShape is the shape of the grid's stored objects: shards or chunks.
@@ -134,4 +93,20 @@ func fillUnit(a *zarr.Array, unit []int64) chunk {
 		}
 	}
 	return chunk{data: data}
+}
+
+func ints(s []int64) []int {
+	out := make([]int, len(s))
+	for i, x := range s {
+		out[i] = int(x)
+	}
+	return out
+}
+
+func int64s(s []int) []int64 {
+	out := make([]int64, len(s))
+	for i, x := range s {
+		out[i] = int64(x)
+	}
+	return out
 }

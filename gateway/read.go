@@ -306,26 +306,26 @@ func (g *Gateway) readShard(ctx context.Context, l *layout, t readTask, out func
 		var bytes int64
 		for len(wants) > 0 {
 			w := wants[0]
-			var e indexEntry
+			e := codecsvc.EmptyEntry
 			if idx.found {
 				e = idx.entries[w.entry]
 			}
-			if !idx.found || e.empty() {
+			if e.Empty() {
 				if err := out(gather(l, l.fill, w.dims)); err != nil {
 					return err
 				}
 				wants = wants[1:]
 				continue
 			}
-			if len(batch) > 0 && bytes+int64(e.nbytes) > maxBatchBytes {
+			if len(batch) > 0 && bytes+int64(e.NBytes) > maxBatchBytes {
 				break
 			}
-			if e.offset > 1<<62 || e.nbytes > 1<<40 {
-				return errs.New(errs.DataLoss, "shard %q: index entry %d (offset %d, %d bytes) is corrupt", key, w.entry, e.offset, e.nbytes)
+			if e.Offset > 1<<62 || e.NBytes > 1<<40 {
+				return errs.New(errs.DataLoss, "shard %q: index entry %d (offset %d, %d bytes) is corrupt", key, w.entry, e.Offset, e.NBytes)
 			}
-			reqs = append(reqs, storesvc.KeyRange{Key: key, Range: storesvc.Bounded(int64(e.offset), int64(e.nbytes))})
+			reqs = append(reqs, storesvc.KeyRange{Key: key, Range: storesvc.Bounded(int64(e.Offset), int64(e.NBytes))})
 			batch = append(batch, w)
-			bytes += int64(e.nbytes)
+			bytes += int64(e.NBytes)
 			wants = wants[1:]
 		}
 		if len(batch) == 0 {
@@ -429,7 +429,7 @@ func uncoalesce(key string, runVals []storesvc.PartialValue, pieces []piece) ([]
 type shardIdx struct {
 	found      bool
 	generation string
-	entries    []indexEntry
+	entries    codecsvc.ShardIndex
 }
 
 // shardIndex returns the index of the shard at key, from the cache unless
@@ -444,9 +444,9 @@ func (g *Gateway) shardIndex(ctx context.Context, l *layout, key string, refresh
 }
 
 func (g *Gateway) readShardIndex(ctx context.Context, l *layout, key string) (*shardIdx, error) {
-	size := l.shard.index.size()
+	size := l.shard.index.IndexSize()
 	r := storesvc.Suffix(size)
-	if l.shard.index.atStart() {
+	if l.shard.index.IndexAtStart() {
 		r = storesvc.Bounded(0, size)
 	}
 	obj, err := g.store.Get(ctx, key, r)
@@ -466,7 +466,7 @@ func (g *Gateway) readShardIndex(ctx context.Context, l *layout, key string) (*s
 	if _, err := io.ReadFull(obj, raw); err != nil {
 		return nil, fmt.Errorf("shard %q index: %w", key, err)
 	}
-	entries, err := l.shard.index.decode(raw)
+	entries, err := l.shard.index.DecodeIndex(raw)
 	if err != nil {
 		return nil, fmt.Errorf("shard %q index: %w", key, err)
 	}

@@ -583,49 +583,14 @@ func (w *slabWriter) storeShard(o *pendingObject, units map[int]*pendingUnit, en
 	return nil
 }
 
-// buildShard lays out encoded units (nil: empty) and the index.
-func (w *slabWriter) buildShard(encoded [][]byte) ([]byte, bool, error) {
-	idx := w.l.shard.index
-	entries := make([]indexEntry, len(encoded))
-	var body int64
-	empty := true
-	for i, e := range encoded {
-		if e == nil {
-			entries[i] = indexEntry{emptyEntry, emptyEntry}
-			continue
-		}
-		empty = false
-		body += int64(len(e))
-	}
-	if empty {
+// buildShard lays out encoded units (nil: empty) and the index; a shard
+// with no units is not built (empty reports it).
+func (w *slabWriter) buildShard(encoded [][]byte) (shard []byte, empty bool, err error) {
+	if !slices.ContainsFunc(encoded, func(e []byte) bool { return e != nil }) {
 		return nil, true, nil
 	}
-	off := int64(0)
-	if idx.atStart() {
-		off = idx.size()
-	}
-	out := make([]byte, 0, body+idx.size())
-	if idx.atStart() {
-		out = append(out, make([]byte, idx.size())...)
-	}
-	for i, e := range encoded {
-		if e == nil {
-			continue
-		}
-		entries[i] = indexEntry{uint64(off), uint64(len(e))}
-		out = append(out, e...)
-		off += int64(len(e))
-	}
-	raw, err := idx.encode(entries)
-	if err != nil {
-		return nil, false, err
-	}
-	if idx.atStart() {
-		copy(out, raw)
-	} else {
-		out = append(out, raw...)
-	}
-	return out, false, nil
+	shard, err = w.l.shard.index.Assemble(encoded)
+	return shard, false, err
 }
 
 // mergeInto read-modify-writes an object: it reads the stored chunk or
@@ -691,26 +656,9 @@ func (w *slabWriter) mergeChunk(o *pendingObject, u *pendingUnit, stored []byte,
 func (w *slabWriter) mergeShard(o *pendingObject, units map[int]*pendingUnit, stored []byte, cond storesvc.Condition) error {
 	encoded := make([][]byte, w.l.shard.n)
 	if stored != nil {
-		idx := w.l.shard.index
-		if int64(len(stored)) < idx.size() {
-			return errs.New(errs.DataLoss, "shard %q is shorter than its %d-byte index", o.key, idx.size())
-		}
-		raw := stored[int64(len(stored))-idx.size():]
-		if idx.atStart() {
-			raw = stored[:idx.size()]
-		}
-		entries, err := idx.decode(raw)
-		if err != nil {
-			return fmt.Errorf("shard %q index: %w", o.key, err)
-		}
-		for i, e := range entries {
-			if e.empty() {
-				continue
-			}
-			if e.offset+e.nbytes > uint64(len(stored)) || e.offset+e.nbytes < e.offset {
-				return errs.New(errs.DataLoss, "shard %q: index entry %d points past the end", o.key, i)
-			}
-			encoded[i] = stored[e.offset : e.offset+e.nbytes]
+		var err error
+		if encoded, err = w.l.shard.index.Split(stored); err != nil {
+			return fmt.Errorf("shard %q: %w", o.key, err)
 		}
 	}
 	return w.storeShard(o, units, encoded, cond)
