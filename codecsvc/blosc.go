@@ -77,8 +77,9 @@ func (bloscCodec) Decode(in []byte, limit int64) ([]byte, error) {
 		if cbytes != len(in) {
 			return nil, errs.New(errs.DataLoss, "blosc: the frame says %d bytes, the chunk has %d", cbytes, len(in))
 		}
-		// c-blosc never makes a block larger than the content; a header
-		// that does would make the decoder allocate scratch space for it.
+		// c-blosc never makes a block larger than the content: a header
+		// that does is corrupt (the decoder itself would only size its
+		// scratch space by the content).
 		if blocksize > max(nbytes, 64<<10) {
 			return nil, errs.New(errs.DataLoss, "blosc: block size %d exceeds the %d-byte content", blocksize, nbytes)
 		}

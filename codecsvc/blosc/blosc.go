@@ -307,8 +307,11 @@ func (l *layout) decodeInto(dst []byte) error {
 		return nil
 	}
 	n := workers(l.nblocks, l.nbytes)
+	// Scratch space for the largest block actually present: a header may
+	// claim blocks far larger than the content (at most 2 GiB).
+	scratchSize := min(l.blocksize, l.nbytes)
 	if n == 1 {
-		s := getScratch(l.blocksize)
+		s := getScratch(scratchSize)
 		defer putScratch(s)
 		for j := 0; j < l.nblocks; j++ {
 			if err := l.decodeBlock(j, dst, s); err != nil {
@@ -326,7 +329,7 @@ func (l *layout) decodeInto(dst []byte) error {
 	)
 	for range n {
 		wg.Go(func() {
-			s := getScratch(l.blocksize)
+			s := getScratch(scratchSize)
 			defer putScratch(s)
 			for !failed.Load() {
 				j := int(next.Add(1) - 1)

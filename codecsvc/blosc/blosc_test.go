@@ -262,6 +262,30 @@ func TestDecompressionBomb(t *testing.T) {
 	}
 }
 
+// A header claiming blocks far larger than the content makes the decoder
+// size its scratch space by the content, not by the claim.
+func TestBlocksizeClaim(t *testing.T) {
+	in := make([]byte, 4000)
+	for i := range in {
+		in[i] = byte(i % 7)
+	}
+	frame, err := Compress(in, Options{Cname: "lz4", Clevel: 5, Shuffle: ByteShuffle, Typesize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := bytes.Clone(frame)
+	binary.LittleEndian.PutUint32(bad[8:], 1<<29) // blocksize: 512 MiB (the format allows ~700 MB)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 4 {
+		Decompress(bad, len(in)) // decodes or fails; either way cheaply
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 4<<20 {
+		t.Errorf("a 512 MiB block size claim made decoding allocate %d bytes", n)
+	}
+}
+
 func TestDecompressIntoShort(t *testing.T) {
 	in := smoothFloat32(10_000)
 	frame, _ := Compress(in, Options{Cname: "lz4", Clevel: 5, Typesize: 4, Shuffle: ByteShuffle})
