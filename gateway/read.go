@@ -82,6 +82,28 @@ func (g *Gateway) ReadSlab(ctx context.Context, path string, sel []zarr.Range, s
 		return err
 	}
 
+	if small := proj.NumChunks() <= maxPlainBatch && l.shard == nil || proj.NumChunks() == 1; small {
+		// One batch: no workers, no channels, no goroutine handoffs, which
+		// are most of a small read's cost.
+		var batch []readTask
+		proj.Each(func(coords []int64, dims []zarr.DimProjection) bool {
+			batch = append(batch, readTask{coords: clone(coords), dims: clone(dims)})
+			return true
+		})
+		if len(batch) == 0 {
+			return nil
+		}
+		if l.shard != nil {
+			err = g.readShard(ctx, l, batch[0], emit)
+		} else {
+			err = g.readChunks(ctx, l, batch, emit)
+		}
+		if err != nil {
+			return fmt.Errorf("read %q: %w", path, err)
+		}
+		return nil
+	}
+
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	tasks := make(chan []readTask)
