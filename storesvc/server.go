@@ -4,12 +4,14 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 
 	storev1 "github.com/zarrgate/zarrgate/gen/zarrgate/store/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/internal/wire"
 )
 
@@ -102,11 +104,28 @@ func (srv *Server) GetPartialValues(req *storev1.GetPartialValuesRequest, stream
 	return out.flush()
 }
 
-// partSender packs results into responses of about FrameSize bytes.
+// partSender packs results into responses of about FrameSize bytes. The
+// values' data go out without a copy (they are fresh buffers from
+// GetPartialValues that nobody modifies); pooled ones are recycled once
+// gRPC has written every response holding a piece of them.
 type partSender struct {
 	stream grpc.ServerStreamingServer[storev1.GetPartialValuesResponse]
 	resp   storev1.GetPartialValuesResponse
 	bytes  int
+	held   []*heldValue // pooled values with parts in resp
+}
+
+// heldValue counts the holders of a pooled value's buffer: the sender
+// while it adds the value, and each response with a part of it.
+type heldValue struct {
+	data []byte
+	refs atomic.Int32
+}
+
+func (h *heldValue) release() {
+	if h.refs.Add(-1) == 0 {
+		bufpool.Put(h.data)
+	}
 }
 
 func (p *partSender) add(index uint32, v PartialValue) error {
@@ -115,10 +134,20 @@ func (p *partSender) add(index uint32, v PartialValue) error {
 		p.bytes += 16
 		return p.maybeFlush()
 	}
+	var h *heldValue
+	if v.Pooled {
+		h = &heldValue{data: v.Data}
+		h.refs.Store(1)
+		defer h.release()
+	}
 	data, gen := v.Data, v.Generation
 	for {
 		n := min(len(data), FrameSize-p.bytes)
 		p.resp.Parts = append(p.resp.Parts, &storev1.PartialValuePart{Index: index, Data: data[:n], Last: n == len(data), Generation: gen})
+		if h != nil {
+			h.refs.Add(1)
+			p.held = append(p.held, h)
+		}
 		gen = ""
 		p.bytes += n + 16
 		data = data[n:]
@@ -142,10 +171,13 @@ func (p *partSender) flush() error {
 	if len(p.resp.Parts) == 0 {
 		return nil
 	}
-	// The parts' data are values GetPartialValues returned, fresh buffers
-	// nobody modifies: they go out without a copy.
-	err := p.stream.SendMsg(wire.ByRef{Msg: &p.resp})
-	p.resp.Parts, p.bytes = p.resp.Parts[:0], 0
+	held := p.held
+	err := p.stream.SendMsg(wire.ByRef{Msg: &p.resp, Done: func() {
+		for _, h := range held {
+			h.release()
+		}
+	}})
+	p.resp.Parts, p.bytes, p.held = p.resp.Parts[:0], 0, nil
 	return err
 }
 
