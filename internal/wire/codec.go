@@ -1,14 +1,15 @@
 // Package wire is zarrgate's gRPC codec: standard protobuf on the wire,
 // byte for byte readable by any protobuf implementation, but without the
-// two copies the stock codec makes of every large bytes field.
+// copies the stock codec makes of every large bytes field.
 //
 // Sending a message wrapped in [ByRef], a bytes field of at least [Large]
 // bytes is not copied into the marshalled message: the message is sent as
 // a list of buffers, its small fields marshalled as usual and each large
-// field's value referenced where it lies. Receiving, the message is gathered once into a buffer of its
-// own and large bytes fields alias that buffer instead of being copied out
-// of it again. Values a handler sends must therefore not be modified after
-// Send (gRPC's own rule), and received values are owned by the receiver.
+// field's value referenced where it lies. Receiving, the message is
+// gathered once into a buffer of its own and large bytes fields alias that
+// buffer instead of being copied out of it again; received values are
+// owned by the receiver. [Reuse] saves the allocation, and [Frame] the
+// gathering copy too, for receivers that copy the values out at once.
 //
 // Large fields are put after the small fields of their message. Protobuf
 // allows fields in any order and every parser accepts it; a message sent
