@@ -21,11 +21,7 @@ import (
 // written.
 func TestReadPathsAgree(t *testing.T) {
 	ctx := context.Background()
-	c, err := client.Dial(ctx, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t)
 	shape := []int64{30, 200, 300}
 	a, err := c.CreateArray(ctx, "paths", client.ArraySpec{Shape: shape, DataType: "float32", ChunkShape: []int64{7, 64, 100}})
 	if err != nil {
@@ -118,11 +114,7 @@ func TestReadPathsAgree(t *testing.T) {
 // threshold.
 func TestReadStringsLarge(t *testing.T) {
 	ctx := context.Background()
-	c, err := client.Dial(ctx, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t)
 	s, err := c.CreateArray(ctx, "long-names", client.ArraySpec{Shape: []int64{400}, DataType: "string", ChunkShape: []int64{150}})
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +132,17 @@ func TestReadStringsLarge(t *testing.T) {
 	}
 }
 
+// dial connects to the examples' gateway for the length of the test.
+func dial(t *testing.T) *client.Client {
+	t.Helper()
+	c, err := client.Dial(context.Background(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func asBytes(v []float32) []byte {
 	b := make([]byte, 0, 4*len(v))
 	for _, x := range v {
@@ -154,11 +157,7 @@ func asBytes(v []float32) []byte {
 // here as another read's values.
 func TestConcurrentReadsRecycleBuffers(t *testing.T) {
 	ctx := context.Background()
-	c, err := client.Dial(ctx, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t)
 	const n = 1000
 	a, err := c.CreateArray(ctx, "recycle", client.ArraySpec{Shape: []int64{n, n}, DataType: "int32", ChunkShape: []int64{128, 128}})
 	if err != nil {

@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"unsafe"
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
@@ -291,7 +290,7 @@ func (c *Chain) Decode(encoded []byte) (ch Chunk, err error) {
 	// data elsewhere, or marked on the chunk if the data ends up in it.
 	var pooled []byte
 	moved := func(now []byte) {
-		if pooled != nil && !overlaps(now, pooled) {
+		if pooled != nil && !bufpool.Overlaps(now, pooled) {
 			bufpool.Put(pooled)
 			pooled = nil
 		}
@@ -326,15 +325,6 @@ func (c *Chain) Decode(encoded []byte) (ch Chunk, err error) {
 // pooledDecoder marks byte codecs whose Decode returns a whole buffer from
 // internal/bufpool that the caller owns.
 type pooledDecoder interface{ decodesIntoPool() }
-
-// overlaps reports whether a and b share memory.
-func overlaps(a, b []byte) bool {
-	if cap(a) == 0 || cap(b) == 0 {
-		return false
-	}
-	a0, b0 := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	return a0 < b0+uintptr(cap(b)) && b0 < a0+uintptr(cap(a))
-}
 
 // Encode encodes one chunk of the chain's representation.
 func (c *Chain) Encode(ch Chunk) ([]byte, error) {

@@ -217,8 +217,8 @@ func (zstdCodec) Decode(b []byte, max int64) ([]byte, error) {
 	}
 	for {
 		// A pooled buffer, not zeroed: DecodeAll writes what it returns
-		// and, capped by the capacity, never reallocates.
-		// The pool rounds capacities up; the decoder's limit stays exact.
+		// and, capped by the capacity (exact, although the pool rounds the
+		// buffer up), never reallocates.
 		buf := bufpool.Get(int(capacity))
 		out, err := zstdDecoder().DecodeAll(b, buf[:0:capacity])
 		if err != nil {

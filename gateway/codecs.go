@@ -78,7 +78,7 @@ func (g *Gateway) newLayout(n *node) (*layout, error) {
 		for i := range per {
 			l.shard.shape[i] = a.ChunkShape[i] * per[i]
 		}
-		idx, err := codecsvc.NewLegacyShard(chain, codecsvc.ChunkSpec{Shape: ints(a.ChunkShape), DataType: a.DataType, FillValue: a.FillValue}, ints(per))
+		idx, err := codecsvc.NewLegacyShard(chain, codecsvc.ChunkSpec{Shape: convert[int](a.ChunkShape), DataType: a.DataType, FillValue: a.FillValue}, convert[int](per))
 		if err != nil {
 			return nil, fmt.Errorf("array %q: sharding storage transformer: %w", n.path, err)
 		}
@@ -98,11 +98,11 @@ func (g *Gateway) newLayout(n *node) (*layout, error) {
 			}
 			per[i] = a.ChunkShape[i] / int64(cfg.ChunkShape[i])
 		}
-		idx, err := codecsvc.NewShard(chain[0].Configuration, codecsvc.ChunkSpec{Shape: ints(a.ChunkShape), DataType: a.DataType, FillValue: a.FillValue})
+		idx, err := codecsvc.NewShard(chain[0].Configuration, codecsvc.ChunkSpec{Shape: convert[int](a.ChunkShape), DataType: a.DataType, FillValue: a.FillValue})
 		if err != nil {
 			return nil, fmt.Errorf("array %q: %w", n.path, err)
 		}
-		l.unit, chain = int64s(cfg.ChunkShape), cfg.Codecs
+		l.unit, chain = convert[int64](cfg.ChunkShape), cfg.Codecs
 		l.shard = &shardLayout{shape: a.ChunkShape, per: per, n: int(product(per)), index: idx}
 	}
 	l.codec = engineCodec{g.codecs, &ChunkSpec{Codecs: chain, Shape: l.unit, DataType: a.DataType, FillValue: a.FillValue}}

@@ -95,18 +95,12 @@ func fillUnit(a *zarr.Array, unit []int64) chunk {
 	return chunk{data: data}
 }
 
-func ints(s []int64) []int {
-	out := make([]int, len(s))
+// convert converts between integer slices (shapes are int in codecsvc,
+// int64 here).
+func convert[T, F ~int | ~int64](s []F) []T {
+	out := make([]T, len(s))
 	for i, x := range s {
-		out[i] = int(x)
-	}
-	return out
-}
-
-func int64s(s []int) []int64 {
-	out := make([]int64, len(s))
-	for i, x := range s {
-		out[i] = int64(x)
+		out[i] = T(x)
 	}
 	return out
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync/atomic"
-	"unsafe"
 
 	"golang.org/x/sync/errgroup"
 
@@ -93,12 +91,7 @@ func (g *Gateway) ReadSlab(ctx context.Context, path string, sel []zarr.Range, s
 		if len(batch) == 0 {
 			return nil
 		}
-		if l.shard != nil {
-			err = g.readShard(ctx, l, batch[0], emit)
-		} else {
-			err = g.readChunks(ctx, l, batch, emit)
-		}
-		if err != nil {
+		if err := g.readBatch(ctx, l, batch, emit); err != nil {
 			return fmt.Errorf("read %q: %w", path, err)
 		}
 		return nil
@@ -146,13 +139,7 @@ func (g *Gateway) ReadSlab(ctx context.Context, path string, sel []zarr.Range, s
 	for range g.cfg.Parallelism {
 		eg.Go(func() error {
 			for batch := range tasks {
-				var err error
-				if l.shard != nil {
-					err = g.readShard(ectx, l, batch[0], out)
-				} else {
-					err = g.readChunks(ectx, l, batch, out)
-				}
-				if err != nil {
+				if err := g.readBatch(ectx, l, batch, out); err != nil {
 					return err
 				}
 			}
@@ -196,6 +183,15 @@ func (g *Gateway) checkSlabSize(path string, a *zarr.Array, shape []int64) error
 }
 
 func clone[T any](s []T) []T { return append([]T(nil), s...) }
+
+// readBatch reads one task batch: a shard (batches of sharded arrays hold
+// one), or up to maxPlainBatch chunks.
+func (g *Gateway) readBatch(ctx context.Context, l *layout, batch []readTask, out func(Block) error) error {
+	if l.shard != nil {
+		return g.readShard(ctx, l, batch[0], out)
+	}
+	return g.readChunks(ctx, l, batch, out)
+}
 
 // readChunks reads a batch of unsharded chunks with one store request and
 // one codec batch.
@@ -242,7 +238,7 @@ func recycle(v storesvc.PartialValue, decoded []*chunk) {
 	}
 	var users []*chunk
 	for _, c := range decoded {
-		if overlaps(c.data, v.Data) {
+		if bufpool.Overlaps(c.data, v.Data) {
 			users = append(users, c)
 		}
 	}
@@ -250,25 +246,11 @@ func recycle(v storesvc.PartialValue, decoded []*chunk) {
 		bufpool.Put(v.Data)
 		return
 	}
-	var left atomic.Int32
-	left.Store(int32(len(users)))
 	buf := v.Data
+	refs := bufpool.NewRefs(len(users), func() { bufpool.Put(buf) })
 	for _, c := range users {
-		c.release = func() {
-			if left.Add(-1) == 0 {
-				bufpool.Put(buf)
-			}
-		}
+		c.release = refs.Release
 	}
-}
-
-// overlaps reports whether a and b share memory.
-func overlaps(a, b []byte) bool {
-	if cap(a) == 0 || cap(b) == 0 {
-		return false
-	}
-	a0, b0 := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	return a0 < b0+uintptr(cap(b)) && b0 < a0+uintptr(cap(a))
 }
 
 // blameChunk names the chunk a batch decode failed on, when the codec

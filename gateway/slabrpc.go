@@ -2,13 +2,13 @@ package gateway
 
 import (
 	"io"
-	"sync/atomic"
 
 	"google.golang.org/grpc"
 
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/internal/wire"
 	"github.com/zarrgate/zarrgate/zarr"
 )
@@ -53,23 +53,17 @@ func (s *Server) ReadSlab(req *gatewayv1.ReadSlabRequest, stream grpc.ServerStre
 		// Block data is never modified once emitted (its own buffer or the
 		// cached fill value), so it is sent without a copy; a pooled buffer
 		// is recycled once gRPC has written every piece of it.
-		var refs atomic.Int32
-		refs.Store(1)
-		done := func() {
-			if refs.Add(-1) == 0 && b.release != nil {
-				b.release()
-			}
-		}
+		refs := bufpool.NewRefs(1, b.release)
 		err := splitBlock(b, elem, maxBlockBytes, func(p Block) error {
 			pb := &gatewayv1.Block{Origin: u64s(p.Origin), Shape: u64s(p.Shape), Data: p.Data}
 			if p.Offsets != nil {
 				pb.Offsets = u64s(p.Offsets)
 			}
-			refs.Add(1)
-			return stream.SendMsg(wire.ByRef{Msg: &gatewayv1.ReadSlabResponse{Message: &gatewayv1.ReadSlabResponse_Block{Block: pb}}, Done: done})
+			refs.Hold()
+			return stream.SendMsg(wire.ByRef{Msg: &gatewayv1.ReadSlabResponse{Message: &gatewayv1.ReadSlabResponse_Block{Block: pb}}, Done: refs.Release})
 		})
 		if err == nil {
-			done()
+			refs.Release()
 		}
 		return err
 	})

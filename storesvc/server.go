@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"sync"
-	"sync/atomic"
 
 	"google.golang.org/grpc"
 
@@ -112,20 +111,10 @@ type partSender struct {
 	stream grpc.ServerStreamingServer[storev1.GetPartialValuesResponse]
 	resp   storev1.GetPartialValuesResponse
 	bytes  int
-	held   []*heldValue // pooled values with parts in resp
-}
-
-// heldValue counts the holders of a pooled value's buffer: the sender
-// while it adds the value, and each response with a part of it.
-type heldValue struct {
-	data []byte
-	refs atomic.Int32
-}
-
-func (h *heldValue) release() {
-	if h.refs.Add(-1) == 0 {
-		bufpool.Put(h.data)
-	}
+	// held: the pooled values with parts in resp, each counting its
+	// holders (the sender while it adds the value, and each response with
+	// a part of it).
+	held []*bufpool.Refs
 }
 
 func (p *partSender) add(index uint32, v PartialValue) error {
@@ -134,18 +123,18 @@ func (p *partSender) add(index uint32, v PartialValue) error {
 		p.bytes += 16
 		return p.maybeFlush()
 	}
-	var h *heldValue
+	var h *bufpool.Refs
 	if v.Pooled {
-		h = &heldValue{data: v.Data}
-		h.refs.Store(1)
-		defer h.release()
+		buf := v.Data
+		h = bufpool.NewRefs(1, func() { bufpool.Put(buf) })
+		defer h.Release()
 	}
 	data, gen := v.Data, v.Generation
 	for {
 		n := min(len(data), FrameSize-p.bytes)
 		p.resp.Parts = append(p.resp.Parts, &storev1.PartialValuePart{Index: index, Data: data[:n], Last: n == len(data), Generation: gen})
 		if h != nil {
-			h.refs.Add(1)
+			h.Hold()
 			p.held = append(p.held, h)
 		}
 		gen = ""
@@ -174,7 +163,7 @@ func (p *partSender) flush() error {
 	held := p.held
 	err := p.stream.SendMsg(wire.ByRef{Msg: &p.resp, Done: func() {
 		for _, h := range held {
-			h.release()
+			h.Release()
 		}
 	}})
 	p.resp.Parts, p.bytes, p.held = p.resp.Parts[:0], 0, nil

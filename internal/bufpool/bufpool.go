@@ -11,6 +11,8 @@ package bufpool
 import (
 	"math/bits"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 )
 
 // Sizes outside [minSize, maxSize] are allocated and collected normally.
@@ -52,4 +54,39 @@ func class(n int) int {
 	}
 	c := bits.Len(uint(n - 1))
 	return max(c, minShift)
+}
+
+// Refs counts the holders of a buffer (or anything else to free once) and
+// calls free when the last of them lets go.
+type Refs struct {
+	n    atomic.Int32
+	free func()
+}
+
+// NewRefs returns a count of n holders; free (may be nil) runs when it
+// drops to zero.
+func NewRefs(n int, free func()) *Refs {
+	r := &Refs{free: free}
+	r.n.Store(int32(n))
+	return r
+}
+
+// Hold adds a holder.
+func (r *Refs) Hold() { r.n.Add(1) }
+
+// Release drops a holder, freeing after the last.
+func (r *Refs) Release() {
+	if r.n.Add(-1) == 0 && r.free != nil {
+		r.free()
+	}
+}
+
+// Overlaps reports whether a and b share memory: whether a buffer is still
+// in use by a slice derived from it.
+func Overlaps(a, b []byte) bool {
+	if cap(a) == 0 || cap(b) == 0 {
+		return false
+	}
+	a0, b0 := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return a0 < b0+uintptr(cap(b)) && b0 < a0+uintptr(cap(a))
 }

@@ -24,3 +24,37 @@ func TestPutIgnoresOthers(t *testing.T) {
 		t.Fatal(cap(b))
 	}
 }
+
+func TestRefs(t *testing.T) {
+	freed := 0
+	r := NewRefs(2, func() { freed++ })
+	r.Hold()
+	r.Release()
+	r.Release()
+	if freed != 0 {
+		t.Fatal("freed while a holder remained")
+	}
+	r.Release()
+	if freed != 1 {
+		t.Fatalf("freed %d times after the last release, want 1", freed)
+	}
+	NewRefs(1, nil).Release() // no free func: nothing to call
+}
+
+func TestOverlaps(t *testing.T) {
+	b := make([]byte, 100)
+	for _, c := range []struct {
+		a, b []byte
+		want bool
+	}{
+		{b[:10], b[5:20], true},
+		{b[:10:10], b[10:], false}, // adjacent, capacity cut
+		{b[:10], b[10:], true},     // b[:10] reaches into b[10:] through its capacity
+		{b, make([]byte, 10), false},
+		{nil, b, false},
+	} {
+		if got := Overlaps(c.a, c.b); got != c.want {
+			t.Errorf("Overlaps(%p+%d, %p+%d) = %v, want %v", c.a, cap(c.a), c.b, cap(c.b), got, c.want)
+		}
+	}
+}

@@ -19,7 +19,6 @@ package wire
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/proto"
@@ -27,6 +26,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	protobuf "google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 )
 
 // Large is the size from which a bytes field travels by reference.
@@ -88,8 +89,7 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 				refs = append(refs, i)
 			}
 		}
-		left := &countdown{done: br.Done}
-		left.n.Store(int32(len(refs)))
+		left := countdown{bufpool.NewRefs(len(refs), br.Done)}
 		for _, i := range refs {
 			data := []byte(e.out[i].(byRef).SliceBuffer)
 			e.out[i] = mem.NewBuffer(&data, left)
@@ -107,19 +107,12 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 type byRef struct{ mem.SliceBuffer }
 
 // countdown is the mem.BufferPool of referenced values: gRPC "returns"
-// each when done with it, and the last return calls done.
-type countdown struct {
-	n    atomic.Int32
-	done func()
-}
+// each when done with it, and the last return calls Done.
+type countdown struct{ *bufpool.Refs }
 
-func (c *countdown) Get(int) *[]byte { panic("wire: countdown is not a pool") }
+func (countdown) Get(int) *[]byte { panic("wire: countdown is not a pool") }
 
-func (c *countdown) Put(*[]byte) {
-	if c.n.Add(-1) == 0 {
-		c.done()
-	}
-}
+func (c countdown) Put(*[]byte) { c.Release() }
 
 // Reuse receives Msg into Buf's memory: RecvMsg(&Reuse{Msg: m, Buf: buf})
 // gathers the message into Buf (grown if too small) and leaves m's large
