@@ -8,14 +8,21 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/internal/wire"
 )
 
@@ -329,16 +336,45 @@ const (
 	recvPieces
 )
 
+// slabMsg is what ReadSlab and ReadSlabShared stream.
+type slabMsg interface {
+	proto.Message
+	GetHeader() *gatewayv1.SlabHeader
+	GetBlock() *gatewayv1.Block
+}
+
+// sharedMinElements is the smallest slab read through shared memory: for
+// smaller ones, setting up a segment costs more than it saves.
+const sharedMinElements = 1 << 18
+
 func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeader, iter.Seq2[Block, error], error) {
+	shared := mode == recvPieces && a.c.shared.Load() && product(sel.Shape(a.Shape)) >= sharedMinElements
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
-	stream, err := a.c.arrays.ReadSlab(ctx, &gatewayv1.ReadSlabRequest{Path: a.Path, Selection: sel.proto()})
+	var stream grpc.ClientStream
+	var newMsg func() slabMsg
+	var err error
+	if shared {
+		var s grpc.BidiStreamingClient[gatewayv1.ReadSlabSharedRequest, gatewayv1.ReadSlabSharedResponse]
+		if s, err = a.c.arrays.ReadSlabShared(ctx); err == nil {
+			err = s.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Read{Read: &gatewayv1.ReadSlabRequest{Path: a.Path, Selection: sel.proto()}}})
+		}
+		stream, newMsg = s, func() slabMsg { return &gatewayv1.ReadSlabSharedResponse{} }
+	} else {
+		stream, err = a.c.arrays.ReadSlab(ctx, &gatewayv1.ReadSlabRequest{Path: a.Path, Selection: sel.proto()})
+		newMsg = func() slabMsg { return &gatewayv1.ReadSlabResponse{} }
+	}
 	if err != nil {
 		cancel()
 		return nil, nil, errs.FromStatus(err)
 	}
-	first, err := stream.Recv()
-	if err != nil {
+	first := newMsg()
+	if err := stream.RecvMsg(first); err != nil {
 		cancel()
+		if shared && status.Code(err) == codes.Unimplemented && strings.Contains(status.Convert(err).Message(), "unknown method") {
+			a.c.shared.Store(false) // a gateway from before ReadSlabShared
+			return a.blocks(parent, sel, mode)
+		}
 		if err == io.EOF {
 			err = errs.New(errs.DataLoss, "read %q: stream ended before the header", a.Path)
 		}
@@ -350,19 +386,38 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 		return nil, nil, errs.New(errs.DataLoss, "read %q: first message is not a header", a.Path)
 	}
 	hdr := &SlabHeader{Shape: i64s(h.GetShape()), DataType: h.GetDataType(), ElementSize: int(h.GetElementSize())}
+	var sh *sharedIn
+	if seg := h.GetSharedSegment(); shared && seg != nil {
+		m, err := a.c.maps.attach(seg.GetPath(), int64(seg.GetSize()), seg.GetToken())
+		if err != nil {
+			m = nil // not on the gateway's host, or not its user: blocks come inline
+		}
+		s := stream.(grpc.BidiStreamingClient[gatewayv1.ReadSlabSharedRequest, gatewayv1.ReadSlabSharedResponse])
+		if err := s.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Attach{Attach: &gatewayv1.SharedAttach{Attached: m != nil}}}); err != nil && err != io.EOF {
+			cancel()
+			a.c.maps.detach(m, false)
+			return nil, nil, errs.FromStatus(err)
+		}
+		if m != nil {
+			sh = &sharedIn{m: m, stream: s, batch: (int64(len(m.Data)) - shm.DataOffset) / 8}
+		}
+	}
 	seq := func(yield func(Block, error) bool) {
 		defer cancel()
-		reuse := &wire.Reuse{Msg: &gatewayv1.ReadSlabResponse{}}
+		if sh != nil {
+			defer func() { a.c.maps.detach(sh.m, sh.ended) }()
+		}
+		reuse := &wire.Reuse{Msg: newMsg()}
 		var frame wire.Frame
 		defer frame.Free()
 		for {
-			msg := &gatewayv1.ReadSlabResponse{}
+			msg := newMsg()
 			var pieces [][]byte
 			var err error
 			switch mode {
 			case recvReuse:
 				err = stream.RecvMsg(reuse)
-				msg = reuse.Msg.(*gatewayv1.ReadSlabResponse)
+				msg = reuse.Msg.(slabMsg)
 			case recvPieces:
 				if err = stream.RecvMsg(&frame); err == nil {
 					err = frame.Decode(msg, func(in protoreflect.Message, fd protoreflect.FieldDescriptor, p [][]byte) {
@@ -377,7 +432,7 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 					}
 				}
 			default:
-				msg, err = stream.Recv()
+				err = stream.RecvMsg(msg)
 			}
 			if err == io.EOF {
 				return
@@ -387,6 +442,10 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 				return
 			}
 			pb := msg.GetBlock()
+			if m, ok := msg.(*gatewayv1.ReadSlabSharedResponse); ok && m.GetEnd() != nil && sh != nil {
+				sh.end()
+				continue
+			}
 			if pb == nil {
 				yield(Block{}, errs.New(errs.DataLoss, "read %q: a message after the header is not a block", a.Path))
 				return
@@ -395,12 +454,139 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 			if len(pb.GetOffsets()) > 0 {
 				b.Offsets = i64s(pb.GetOffsets())
 			}
+			r := pb.GetShared()
+			if r != nil {
+				if b.pieces, err = sh.data(r); err != nil {
+					yield(Block{}, errs.Wrap(errs.DataLoss, err, "read %q", a.Path))
+					return
+				}
+			}
 			if !yield(b, nil) {
 				return
+			}
+			if r != nil {
+				sh.done(r.GetLength())
 			}
 		}
 	}
 	return hdr, seq, nil
+}
+
+// sharedIn is the client's side of a ReadSlabShared segment.
+type sharedIn struct {
+	m      *shm.Mapping
+	stream grpc.BidiStreamingClient[gatewayv1.ReadSlabSharedRequest, gatewayv1.ReadSlabSharedResponse]
+	batch  int64 // release once this many bytes are done with
+
+	blocks uint64 // done with, not released yet
+	bytes  int64
+	ended  bool // the gateway's end came and everything is released
+}
+
+// data is a shared block's data in the mapping.
+func (s *sharedIn) data(r *gatewayv1.SharedRange) ([][]byte, error) {
+	if s == nil {
+		return nil, errors.New("a block in shared memory, but no segment is attached")
+	}
+	off, n := r.GetOffset(), r.GetLength()
+	if off < shm.DataOffset || off > uint64(len(s.m.Data)) || n > uint64(len(s.m.Data))-off {
+		return nil, fmt.Errorf("shared block range [%d, +%d) outside the %d-byte segment", off, n, len(s.m.Data))
+	}
+	return [][]byte{s.m.Data[off : off+n]}, nil
+}
+
+// done counts a block whose data has been copied out, and releases the
+// blocks done with so far once they hold an eighth of the ring. A failed
+// send is left for the stream's status to report.
+func (s *sharedIn) done(n uint64) {
+	s.blocks++
+	s.bytes += int64(n)
+	if s.bytes < s.batch {
+		return
+	}
+	s.release()
+}
+
+func (s *sharedIn) release() {
+	s.stream.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Release{Release: &gatewayv1.SharedRelease{Blocks: s.blocks}}})
+	s.blocks, s.bytes = 0, 0
+}
+
+// end answers the gateway's end of blocks: everything is copied out, so
+// all of it is released, and the mapping can serve a later read if the
+// gateway lends this segment again.
+func (s *sharedIn) end() {
+	s.release()
+	s.ended = true
+}
+
+// mappings keeps up to two mappings of gateway segments whose reads have
+// ended: a gateway lends its idle segments to later reads, and a client
+// that still has one mapped skips opening and mapping it again.
+type mappings struct {
+	mu   sync.Mutex
+	idle []*shm.Mapping
+	keys map[*shm.Mapping]string
+}
+
+func mappingKey(path string, size int64, token []byte) string {
+	return fmt.Sprintf("%s\x00%d\x00%x", path, size, token)
+}
+
+// attach returns an idle mapping of the segment, or maps it.
+func (c *mappings) attach(path string, size int64, token []byte) (*shm.Mapping, error) {
+	key := mappingKey(path, size, token)
+	c.mu.Lock()
+	for i, m := range c.idle {
+		if c.keys[m] == key {
+			c.idle = slices.Delete(c.idle, i, i+1)
+			c.mu.Unlock()
+			return m, nil
+		}
+	}
+	c.mu.Unlock()
+	m, err := shm.Attach(path, size, token)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.keys == nil {
+		c.keys = map[*shm.Mapping]string{}
+	}
+	c.keys[m] = key
+	c.mu.Unlock()
+	return m, nil
+}
+
+// detach ends a read's use of m: kept idle if the read ended cleanly (the
+// oldest idle mapping makes room), unmapped otherwise.
+func (c *mappings) detach(m *shm.Mapping, keep bool) {
+	if m == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !keep {
+		delete(c.keys, m)
+		m.Close()
+		return
+	}
+	if len(c.idle) == 2 {
+		delete(c.keys, c.idle[0])
+		c.idle[0].Close()
+		c.idle = c.idle[1:]
+	}
+	c.idle = append(c.idle, m)
+}
+
+// close unmaps every idle mapping.
+func (c *mappings) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range c.idle {
+		m.Close()
+	}
+	c.idle, c.keys = nil, nil
 }
 
 // WriteStats reports what a write stored.

@@ -30,7 +30,10 @@ func TestMain(m *testing.M) {
 		log.Fatal(err)
 	}
 	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	gateway.NewServer(gateway.New(memory.New(), codecsvc.NewLocal(), gateway.Config{})).Register(srv)
+	// Small shared-memory segments, and few, so that large reads wrap the
+	// ring and concurrent ones also take the inline path.
+	gateway.NewServer(gateway.New(memory.New(), codecsvc.NewLocal(), gateway.Config{
+		SharedMemory: true, SharedMemoryBytes: 1 << 20, MaxSharedReads: 2})).Register(srv)
 	go srv.Serve(lis)
 	addr = lis.Addr().String()
 	code := m.Run()

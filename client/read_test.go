@@ -205,3 +205,65 @@ func TestConcurrentReadsRecycleBuffers(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSharedMemoryReads reads through the gateway's shared memory (the
+// default on loopback) and through the socket, and compares; the mapping
+// is kept for the next read, and reads of strings and small slabs take the
+// socket.
+func TestSharedMemoryReads(t *testing.T) {
+	ctx := context.Background()
+	c := dial(t)
+	sock, err := client.Dial(ctx, addr, client.WithSharedMemory(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	const n = 1024
+	a, err := c.CreateArray(ctx, "shared", client.ArraySpec{Shape: []int64{n, n}, DataType: "float64", ChunkShape: []int64{100, 300}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := make([]float64, n*n)
+	for i := range all {
+		all[i] = float64(i) / 3
+	}
+	if _, err := client.Write(ctx, a, nil, all); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := sock.OpenArray(ctx, "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sel := range []client.Selection{nil, client.MustParseSelection("3:1000,0:1024:2"), client.MustParseSelection("0:1024:3,1:1024")} {
+		viaShm, shape, err := client.Read[float64](ctx, a, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		viaSocket, _, err := client.Read[float64](ctx, sa, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(viaShm, viaSocket) {
+			t.Fatalf("selection %v (shape %v): shared-memory and socket reads differ", sel, shape)
+		}
+		full := client.Selection{{Start: 0, Stop: n, Step: 1}, {Start: 0, Stop: n, Step: 1}}
+		if sel != nil {
+			full = sel
+		}
+		k := 0
+		for i := full[0].Start; i < full[0].Stop; i += full[0].Step {
+			for j := full[1].Start; j < full[1].Stop; j += full[1].Step {
+				if viaShm[k] != all[i*n+j] {
+					t.Fatalf("selection %v: element (%d, %d) = %v, want %v", sel, i, j, viaShm[k], all[i*n+j])
+				}
+				k++
+			}
+		}
+		if got := client.IdleMappings(c); got != 1 {
+			t.Fatalf("after a shared-memory read, %d idle mappings, want 1 (the segment, kept for the next read)", got)
+		}
+		if got := client.IdleMappings(sock); got != 0 {
+			t.Fatalf("a client with shared memory off mapped %d segments", got)
+		}
+	}
+}

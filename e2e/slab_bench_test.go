@@ -56,6 +56,12 @@ func BenchmarkGatewaySlabs(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close()
+	// The same reads with shared memory off: block data through the socket.
+	sc, err := client.Dial(ctx, s.addr, client.WithSharedMemory(false))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sc.Close()
 	data := make([]float32, benchRows*benchCols)
 	for i := range benchRows {
 		for j := range benchCols {
@@ -79,6 +85,13 @@ func BenchmarkGatewaySlabs(b *testing.B) {
 		})
 		got := make([]float32, len(data))
 		b.Run(l.name+"/read", func(b *testing.B) { timedReads(b, a, got, data) })
+		b.Run(l.name+"/read-socket", func(b *testing.B) {
+			sa, err := sc.OpenArray(ctx, l.name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			timedReads(b, sa, got, data)
+		})
 		b.Run(l.name+"/random64", func(b *testing.B) {
 			r := rand.New(rand.NewPCG(1, 2))
 			lat := make([]time.Duration, 0, 1000)

@@ -10,8 +10,10 @@ package gateway
 
 import (
 	"runtime"
+	"sync"
 	"time"
 
+	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/storesvc"
 )
 
@@ -35,6 +37,17 @@ type Config struct {
 	// WriteBufferBytes bounds the decoded data a WriteSlab holds for chunks
 	// whose blocks have not all arrived. Default 256 MiB.
 	WriteBufferBytes int64
+	// SharedMemory lets ReadSlabShared pass block data to clients on this
+	// host (same user) through shared-memory segments. Off, blocks travel
+	// inline.
+	SharedMemory bool
+	// SharedMemoryBytes is the size of one segment. Default 32 MiB.
+	SharedMemoryBytes int64
+	// MaxSharedReads bounds the segments in use at once (each holds
+	// SharedMemoryBytes of memory); further ReadSlabShared calls send their
+	// blocks inline. Up to two idle segments are kept for later calls.
+	// Default 4.
+	MaxSharedReads int
 }
 
 func (c Config) withDefaults() Config {
@@ -53,6 +66,13 @@ func (c Config) withDefaults() Config {
 	if c.WriteBufferBytes == 0 {
 		c.WriteBufferBytes = 256 << 20
 	}
+	if c.SharedMemoryBytes == 0 {
+		c.SharedMemoryBytes = 32 << 20
+	}
+	c.SharedMemoryBytes = max(c.SharedMemoryBytes, 1<<20)
+	if c.MaxSharedReads == 0 {
+		c.MaxSharedReads = 4
+	}
 	return c
 }
 
@@ -63,6 +83,9 @@ type Gateway struct {
 	cfg    Config
 	meta   *ttlCache[*node]
 	index  *ttlCache[*shardIdx]
+	shared chan struct{} // a slot per segment in use
+	idleMu sync.Mutex
+	idle   []*shm.Segment // segments kept for later calls, the latest last
 }
 
 // New returns a gateway over store, running codec work on codecs.
@@ -74,6 +97,7 @@ func New(store storesvc.Store, codecs Codecs, cfg Config) *Gateway {
 		cfg:    cfg,
 		meta:   newTTLCache[*node](cfg.MetadataTTL),
 		index:  newTTLCache[*shardIdx](cfg.MetadataTTL),
+		shared: make(chan struct{}, cfg.MaxSharedReads),
 	}
 }
 

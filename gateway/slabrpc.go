@@ -46,28 +46,45 @@ func (s *Server) ReadSlab(req *gatewayv1.ReadSlabRequest, stream grpc.ServerStre
 	var elem int
 	err = s.g.ReadSlab(stream.Context(), req.GetPath(), sel, func(info SlabInfo) error {
 		elem = info.DataType.Size
-		return stream.Send(&gatewayv1.ReadSlabResponse{Message: &gatewayv1.ReadSlabResponse_Header{Header: &gatewayv1.SlabHeader{
-			Shape: u64s(info.Shape), DataType: info.DataType.Name, ByteOrder: gatewayv1.ByteOrder_BYTE_ORDER_LITTLE_ENDIAN, ElementSize: uint32(info.DataType.Size),
-		}}})
+		return stream.Send(&gatewayv1.ReadSlabResponse{Message: &gatewayv1.ReadSlabResponse_Header{Header: slabHeader(info)}})
 	}, func(b Block) error {
-		// Block data is never modified once emitted (its own buffer or the
-		// cached fill value), so it is sent without a copy; a pooled buffer
-		// is recycled once gRPC has written every piece of it.
-		refs := bufpool.NewRefs(1, b.release)
-		err := splitBlock(b, elem, maxBlockBytes, func(p Block) error {
-			pb := &gatewayv1.Block{Origin: u64s(p.Origin), Shape: u64s(p.Shape), Data: p.Data}
-			if p.Offsets != nil {
-				pb.Offsets = u64s(p.Offsets)
-			}
-			refs.Hold()
-			return stream.SendMsg(wire.ByRef{Msg: &gatewayv1.ReadSlabResponse{Message: &gatewayv1.ReadSlabResponse_Block{Block: pb}}, Done: refs.Release})
+		return sendInline(b, elem, func(pb *gatewayv1.Block, done func()) error {
+			return stream.SendMsg(wire.ByRef{Msg: &gatewayv1.ReadSlabResponse{Message: &gatewayv1.ReadSlabResponse_Block{Block: pb}}, Done: done})
 		})
-		if err == nil {
-			refs.Release()
-		}
-		return err
 	})
 	return errs.ToStatus(err)
+}
+
+// slabHeader is info's wire form.
+func slabHeader(info SlabInfo) *gatewayv1.SlabHeader {
+	return &gatewayv1.SlabHeader{Shape: u64s(info.Shape), DataType: info.DataType.Name,
+		ByteOrder: gatewayv1.ByteOrder_BYTE_ORDER_LITTLE_ENDIAN, ElementSize: uint32(info.DataType.Size)}
+}
+
+// sendInline sends a block with its data in the message, split into
+// pieces of at most maxBlockBytes. Block data is never modified once
+// emitted (its own buffer or the cached fill value), so send may pass it to
+// gRPC by reference; send calls done once gRPC has written it, and a pooled
+// buffer is recycled when every piece is written.
+func sendInline(b Block, elem int, send func(pb *gatewayv1.Block, done func()) error) error {
+	refs := bufpool.NewRefs(1, b.release)
+	err := splitBlock(b, elem, maxBlockBytes, func(p Block) error {
+		refs.Hold()
+		return send(blockProto(p), refs.Release)
+	})
+	if err == nil {
+		refs.Release()
+	}
+	return err
+}
+
+// blockProto is b's wire form, data inline.
+func blockProto(b Block) *gatewayv1.Block {
+	pb := &gatewayv1.Block{Origin: u64s(b.Origin), Shape: u64s(b.Shape), Data: b.Data}
+	if b.Offsets != nil {
+		pb.Offsets = u64s(b.Offsets)
+	}
+	return pb
 }
 
 // splitBlock hands b to send in pieces of at most limit data bytes (or a

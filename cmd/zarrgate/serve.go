@@ -33,6 +33,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
 	root, readOnly := storeFlags(fs)
 	sf := addServerFlags(fs, DefaultListen)
+	gcfg := gatewayFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -42,8 +43,18 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	defer store.Close()
 	return sf.serve(ctx, stderr, "zarrgate serving", func(srv *rpc.Server) {
-		gateway.NewServer(gateway.New(store, codecsvc.NewLocal(), gateway.Config{})).Register(srv)
+		gateway.NewServer(gateway.New(store, codecsvc.NewLocal(), gcfg())).Register(srv)
 	}, "root", *root, "read_only", *readOnly)
+}
+
+// gatewayFlags adds the flags of commands that serve the gateway and
+// returns its configuration once they are parsed.
+func gatewayFlags(fs *flag.FlagSet) func() gateway.Config {
+	shared := fs.Bool("shared-memory", true, "pass block data of large reads to clients on this host, of this user, through shared memory instead of the socket")
+	size := fs.Int64("shared-memory-bytes", 32<<20, "size of one shared-memory segment; at most 4 are in use at once, 2 kept idle")
+	return func() gateway.Config {
+		return gateway.Config{SharedMemory: *shared, SharedMemoryBytes: *size}
+	}
 }
 
 // storeFlags adds --root and --read-only.

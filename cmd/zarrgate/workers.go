@@ -55,6 +55,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	storeTarget := fs.String("store", "", "store workers: host:port,host:port,... or a gRPC target such as dns:///store-workers:50052 (required)")
 	codecTarget := fs.String("codec", "", "codec workers, in the same forms; empty runs codecs in this process")
 	sf := addServerFlags(fs, DefaultListen)
+	gcfg := gatewayFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -82,6 +83,6 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 		codecs = rc
 	}
 	return sf.serve(ctx, stderr, "zarrgate gateway serving", func(srv *rpc.Server) {
-		gateway.NewServer(gateway.New(store, codecs, gateway.Config{})).Register(srv)
+		gateway.NewServer(gateway.New(store, codecs, gcfg())).Register(srv)
 	}, "store", *storeTarget, "codec", *codecTarget)
 }

@@ -1302,7 +1302,10 @@ type SlabHeader struct {
 	// byte_order of the block data.
 	ByteOrder ByteOrder `protobuf:"varint,3,opt,name=byte_order,json=byteOrder,proto3,enum=zarrgate.gateway.v1.ByteOrder" json:"byte_order,omitempty"`
 	// element_size in bytes; 0 for variable-length types.
-	ElementSize   uint32 `protobuf:"varint,4,opt,name=element_size,json=elementSize,proto3" json:"element_size,omitempty"`
+	ElementSize uint32 `protobuf:"varint,4,opt,name=element_size,json=elementSize,proto3" json:"element_size,omitempty"`
+	// shared_segment, set only in ReadSlabShared, is the segment block data
+	// will be in if the client attaches it.
+	SharedSegment *SharedSegment `protobuf:"bytes,5,opt,name=shared_segment,json=sharedSegment,proto3" json:"shared_segment,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1365,6 +1368,134 @@ func (x *SlabHeader) GetElementSize() uint32 {
 	return 0
 }
 
+func (x *SlabHeader) GetSharedSegment() *SharedSegment {
+	if x != nil {
+		return x.SharedSegment
+	}
+	return nil
+}
+
+// SharedSegment is shared memory of the gateway (a memory file), which a
+// client of the same user on the same host can open by its path.
+type SharedSegment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path of the file: /proc/<gateway pid>/fd/<descriptor>.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// size of the file in bytes.
+	Size uint64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// token: the file's first bytes, proof that the client opened the
+	// gateway's file and not a namesake on another host.
+	Token         []byte `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedSegment) Reset() {
+	*x = SharedSegment{}
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedSegment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedSegment) ProtoMessage() {}
+
+func (x *SharedSegment) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedSegment.ProtoReflect.Descriptor instead.
+func (*SharedSegment) Descriptor() ([]byte, []int) {
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SharedSegment) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SharedSegment) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *SharedSegment) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+// SharedRange is where a block's data is in the shared segment.
+type SharedRange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// offset from the start of the segment.
+	Offset uint64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	// length in bytes.
+	Length        uint64 `protobuf:"varint,2,opt,name=length,proto3" json:"length,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedRange) Reset() {
+	*x = SharedRange{}
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedRange) ProtoMessage() {}
+
+func (x *SharedRange) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedRange.ProtoReflect.Descriptor instead.
+func (*SharedRange) Descriptor() ([]byte, []int) {
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SharedRange) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *SharedRange) GetLength() uint64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
 // Block is a box of a slab.
 type Block struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1377,14 +1508,17 @@ type Block struct {
 	Data []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
 	// offsets: for string and bytes data types, n+1 offsets into data (the
 	// layout of the variable-length strings proposal).
-	Offsets       []uint64 `protobuf:"varint,4,rep,packed,name=offsets,proto3" json:"offsets,omitempty"`
+	Offsets []uint64 `protobuf:"varint,4,rep,packed,name=offsets,proto3" json:"offsets,omitempty"`
+	// shared, in ReadSlabShared only: data is empty and the block's bytes are
+	// at this range of the shared segment, until the client releases them.
+	Shared        *SharedRange `protobuf:"bytes,5,opt,name=shared,proto3" json:"shared,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1396,7 +1530,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1409,7 +1543,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Block) GetOrigin() []uint64 {
@@ -1440,6 +1574,13 @@ func (x *Block) GetOffsets() []uint64 {
 	return nil
 }
 
+func (x *Block) GetShared() *SharedRange {
+	if x != nil {
+		return x.Shared
+	}
+	return nil
+}
+
 // ReadSlabRequest selects a hyperslab.
 type ReadSlabRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1453,7 +1594,7 @@ type ReadSlabRequest struct {
 
 func (x *ReadSlabRequest) Reset() {
 	*x = ReadSlabRequest{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +1606,7 @@ func (x *ReadSlabRequest) String() string {
 func (*ReadSlabRequest) ProtoMessage() {}
 
 func (x *ReadSlabRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +1619,7 @@ func (x *ReadSlabRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSlabRequest.ProtoReflect.Descriptor instead.
 func (*ReadSlabRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReadSlabRequest) GetPath() string {
@@ -1493,6 +1634,206 @@ func (x *ReadSlabRequest) GetSelection() []*Slice {
 		return x.Selection
 	}
 	return nil
+}
+
+// ReadSlabSharedRequest is a message of a ReadSlabShared call: first the
+// read, then (if the header offered a segment) the attach answer, then
+// releases.
+type ReadSlabSharedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// message is one of the steps.
+	//
+	// Types that are valid to be assigned to Message:
+	//
+	//	*ReadSlabSharedRequest_Read
+	//	*ReadSlabSharedRequest_Attach
+	//	*ReadSlabSharedRequest_Release
+	Message       isReadSlabSharedRequest_Message `protobuf_oneof:"message"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadSlabSharedRequest) Reset() {
+	*x = ReadSlabSharedRequest{}
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadSlabSharedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadSlabSharedRequest) ProtoMessage() {}
+
+func (x *ReadSlabSharedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadSlabSharedRequest.ProtoReflect.Descriptor instead.
+func (*ReadSlabSharedRequest) Descriptor() ([]byte, []int) {
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ReadSlabSharedRequest) GetMessage() isReadSlabSharedRequest_Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *ReadSlabSharedRequest) GetRead() *ReadSlabRequest {
+	if x != nil {
+		if x, ok := x.Message.(*ReadSlabSharedRequest_Read); ok {
+			return x.Read
+		}
+	}
+	return nil
+}
+
+func (x *ReadSlabSharedRequest) GetAttach() *SharedAttach {
+	if x != nil {
+		if x, ok := x.Message.(*ReadSlabSharedRequest_Attach); ok {
+			return x.Attach
+		}
+	}
+	return nil
+}
+
+func (x *ReadSlabSharedRequest) GetRelease() *SharedRelease {
+	if x != nil {
+		if x, ok := x.Message.(*ReadSlabSharedRequest_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+type isReadSlabSharedRequest_Message interface {
+	isReadSlabSharedRequest_Message()
+}
+
+type ReadSlabSharedRequest_Read struct {
+	// read is the slab to read.
+	Read *ReadSlabRequest `protobuf:"bytes,1,opt,name=read,proto3,oneof"`
+}
+
+type ReadSlabSharedRequest_Attach struct {
+	// attach says whether the client mapped the offered segment.
+	Attach *SharedAttach `protobuf:"bytes,2,opt,name=attach,proto3,oneof"`
+}
+
+type ReadSlabSharedRequest_Release struct {
+	// release returns blocks' shared ranges to the gateway.
+	Release *SharedRelease `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
+}
+
+func (*ReadSlabSharedRequest_Read) isReadSlabSharedRequest_Message() {}
+
+func (*ReadSlabSharedRequest_Attach) isReadSlabSharedRequest_Message() {}
+
+func (*ReadSlabSharedRequest_Release) isReadSlabSharedRequest_Message() {}
+
+// SharedAttach answers the header's segment offer.
+type SharedAttach struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// attached: true if the client mapped the segment and found the token;
+	// false to receive blocks inline.
+	Attached      bool `protobuf:"varint,1,opt,name=attached,proto3" json:"attached,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedAttach) Reset() {
+	*x = SharedAttach{}
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedAttach) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedAttach) ProtoMessage() {}
+
+func (x *SharedAttach) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedAttach.ProtoReflect.Descriptor instead.
+func (*SharedAttach) Descriptor() ([]byte, []int) {
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SharedAttach) GetAttached() bool {
+	if x != nil {
+		return x.Attached
+	}
+	return false
+}
+
+// SharedRelease says the client is done with the shared data of the next
+// blocks, in the order they were received.
+type SharedRelease struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// blocks: how many more blocks are released.
+	Blocks        uint64 `protobuf:"varint,1,opt,name=blocks,proto3" json:"blocks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedRelease) Reset() {
+	*x = SharedRelease{}
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedRelease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedRelease) ProtoMessage() {}
+
+func (x *SharedRelease) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedRelease.ProtoReflect.Descriptor instead.
+func (*SharedRelease) Descriptor() ([]byte, []int) {
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SharedRelease) GetBlocks() uint64 {
+	if x != nil {
+		return x.Blocks
+	}
+	return 0
 }
 
 // ReadSlabResponse is the header (first message) or a block.
@@ -1511,7 +1852,7 @@ type ReadSlabResponse struct {
 
 func (x *ReadSlabResponse) Reset() {
 	*x = ReadSlabResponse{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1864,7 @@ func (x *ReadSlabResponse) String() string {
 func (*ReadSlabResponse) ProtoMessage() {}
 
 func (x *ReadSlabResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1877,7 @@ func (x *ReadSlabResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSlabResponse.ProtoReflect.Descriptor instead.
 func (*ReadSlabResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReadSlabResponse) GetMessage() isReadSlabResponse_Message {
@@ -1582,6 +1923,151 @@ func (*ReadSlabResponse_Header) isReadSlabResponse_Message() {}
 
 func (*ReadSlabResponse_Block) isReadSlabResponse_Message() {}
 
+// ReadSlabSharedResponse is the header (first message) or a block, as in
+// ReadSlabResponse.
+type ReadSlabSharedResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// message is the header or a block.
+	//
+	// Types that are valid to be assigned to Message:
+	//
+	//	*ReadSlabSharedResponse_Header
+	//	*ReadSlabSharedResponse_Block
+	//	*ReadSlabSharedResponse_End
+	Message       isReadSlabSharedResponse_Message `protobuf_oneof:"message"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadSlabSharedResponse) Reset() {
+	*x = ReadSlabSharedResponse{}
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadSlabSharedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadSlabSharedResponse) ProtoMessage() {}
+
+func (x *ReadSlabSharedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadSlabSharedResponse.ProtoReflect.Descriptor instead.
+func (*ReadSlabSharedResponse) Descriptor() ([]byte, []int) {
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ReadSlabSharedResponse) GetMessage() isReadSlabSharedResponse_Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *ReadSlabSharedResponse) GetHeader() *SlabHeader {
+	if x != nil {
+		if x, ok := x.Message.(*ReadSlabSharedResponse_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *ReadSlabSharedResponse) GetBlock() *Block {
+	if x != nil {
+		if x, ok := x.Message.(*ReadSlabSharedResponse_Block); ok {
+			return x.Block
+		}
+	}
+	return nil
+}
+
+func (x *ReadSlabSharedResponse) GetEnd() *SlabEnd {
+	if x != nil {
+		if x, ok := x.Message.(*ReadSlabSharedResponse_End); ok {
+			return x.End
+		}
+	}
+	return nil
+}
+
+type isReadSlabSharedResponse_Message interface {
+	isReadSlabSharedResponse_Message()
+}
+
+type ReadSlabSharedResponse_Header struct {
+	// header comes first.
+	Header *SlabHeader `protobuf:"bytes,1,opt,name=header,proto3,oneof"`
+}
+
+type ReadSlabSharedResponse_Block struct {
+	// block is a box of the slab, its data in the shared segment if the
+	// client attached it.
+	Block *Block `protobuf:"bytes,2,opt,name=block,proto3,oneof"`
+}
+
+type ReadSlabSharedResponse_End struct {
+	// end follows the last block when the client attached the segment:
+	// the client releases the blocks it has not released yet, and the
+	// gateway then ends the call (and may lend the segment to a later one).
+	End *SlabEnd `protobuf:"bytes,3,opt,name=end,proto3,oneof"`
+}
+
+func (*ReadSlabSharedResponse_Header) isReadSlabSharedResponse_Message() {}
+
+func (*ReadSlabSharedResponse_Block) isReadSlabSharedResponse_Message() {}
+
+func (*ReadSlabSharedResponse_End) isReadSlabSharedResponse_Message() {}
+
+// SlabEnd marks the end of a ReadSlabShared stream's blocks.
+type SlabEnd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlabEnd) Reset() {
+	*x = SlabEnd{}
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlabEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlabEnd) ProtoMessage() {}
+
+func (x *SlabEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlabEnd.ProtoReflect.Descriptor instead.
+func (*SlabEnd) Descriptor() ([]byte, []int) {
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
+}
+
 // WriteSlabHeader opens a WriteSlab stream.
 type WriteSlabHeader struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1595,7 +2081,7 @@ type WriteSlabHeader struct {
 
 func (x *WriteSlabHeader) Reset() {
 	*x = WriteSlabHeader{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +2093,7 @@ func (x *WriteSlabHeader) String() string {
 func (*WriteSlabHeader) ProtoMessage() {}
 
 func (x *WriteSlabHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +2106,7 @@ func (x *WriteSlabHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteSlabHeader.ProtoReflect.Descriptor instead.
 func (*WriteSlabHeader) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WriteSlabHeader) GetPath() string {
@@ -1653,7 +2139,7 @@ type WriteSlabRequest struct {
 
 func (x *WriteSlabRequest) Reset() {
 	*x = WriteSlabRequest{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +2151,7 @@ func (x *WriteSlabRequest) String() string {
 func (*WriteSlabRequest) ProtoMessage() {}
 
 func (x *WriteSlabRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +2164,7 @@ func (x *WriteSlabRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteSlabRequest.ProtoReflect.Descriptor instead.
 func (*WriteSlabRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WriteSlabRequest) GetMessage() isWriteSlabRequest_Message {
@@ -1737,7 +2223,7 @@ type WriteSlabResponse struct {
 
 func (x *WriteSlabResponse) Reset() {
 	*x = WriteSlabResponse{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +2235,7 @@ func (x *WriteSlabResponse) String() string {
 func (*WriteSlabResponse) ProtoMessage() {}
 
 func (x *WriteSlabResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +2248,7 @@ func (x *WriteSlabResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteSlabResponse.ProtoReflect.Descriptor instead.
 func (*WriteSlabResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WriteSlabResponse) GetChunksWritten() uint64 {
@@ -1861,26 +2347,50 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x05Slice\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x12\n" +
 	"\x04stop\x18\x02 \x01(\x04R\x04stop\x12\x12\n" +
-	"\x04step\x18\x03 \x01(\x04R\x04step\"\xa1\x01\n" +
+	"\x04step\x18\x03 \x01(\x04R\x04step\"\xec\x01\n" +
 	"\n" +
 	"SlabHeader\x12\x14\n" +
 	"\x05shape\x18\x01 \x03(\x04R\x05shape\x12\x1b\n" +
 	"\tdata_type\x18\x02 \x01(\tR\bdataType\x12=\n" +
 	"\n" +
 	"byte_order\x18\x03 \x01(\x0e2\x1e.zarrgate.gateway.v1.ByteOrderR\tbyteOrder\x12!\n" +
-	"\felement_size\x18\x04 \x01(\rR\velementSize\"c\n" +
+	"\felement_size\x18\x04 \x01(\rR\velementSize\x12I\n" +
+	"\x0eshared_segment\x18\x05 \x01(\v2\".zarrgate.gateway.v1.SharedSegmentR\rsharedSegment\"M\n" +
+	"\rSharedSegment\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\fR\x05token\"=\n" +
+	"\vSharedRange\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x16\n" +
+	"\x06length\x18\x02 \x01(\x04R\x06length\"\x9d\x01\n" +
 	"\x05Block\x12\x16\n" +
 	"\x06origin\x18\x01 \x03(\x04R\x06origin\x12\x14\n" +
 	"\x05shape\x18\x02 \x03(\x04R\x05shape\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x18\n" +
-	"\aoffsets\x18\x04 \x03(\x04R\aoffsets\"_\n" +
+	"\aoffsets\x18\x04 \x03(\x04R\aoffsets\x128\n" +
+	"\x06shared\x18\x05 \x01(\v2 .zarrgate.gateway.v1.SharedRangeR\x06shared\"_\n" +
 	"\x0fReadSlabRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x128\n" +
-	"\tselection\x18\x02 \x03(\v2\x1a.zarrgate.gateway.v1.SliceR\tselection\"\x8c\x01\n" +
+	"\tselection\x18\x02 \x03(\v2\x1a.zarrgate.gateway.v1.SliceR\tselection\"\xdb\x01\n" +
+	"\x15ReadSlabSharedRequest\x12:\n" +
+	"\x04read\x18\x01 \x01(\v2$.zarrgate.gateway.v1.ReadSlabRequestH\x00R\x04read\x12;\n" +
+	"\x06attach\x18\x02 \x01(\v2!.zarrgate.gateway.v1.SharedAttachH\x00R\x06attach\x12>\n" +
+	"\arelease\x18\x03 \x01(\v2\".zarrgate.gateway.v1.SharedReleaseH\x00R\areleaseB\t\n" +
+	"\amessage\"*\n" +
+	"\fSharedAttach\x12\x1a\n" +
+	"\battached\x18\x01 \x01(\bR\battached\"'\n" +
+	"\rSharedRelease\x12\x16\n" +
+	"\x06blocks\x18\x01 \x01(\x04R\x06blocks\"\x8c\x01\n" +
 	"\x10ReadSlabResponse\x129\n" +
 	"\x06header\x18\x01 \x01(\v2\x1f.zarrgate.gateway.v1.SlabHeaderH\x00R\x06header\x122\n" +
 	"\x05block\x18\x02 \x01(\v2\x1a.zarrgate.gateway.v1.BlockH\x00R\x05blockB\t\n" +
-	"\amessage\"_\n" +
+	"\amessage\"\xc4\x01\n" +
+	"\x16ReadSlabSharedResponse\x129\n" +
+	"\x06header\x18\x01 \x01(\v2\x1f.zarrgate.gateway.v1.SlabHeaderH\x00R\x06header\x122\n" +
+	"\x05block\x18\x02 \x01(\v2\x1a.zarrgate.gateway.v1.BlockH\x00R\x05block\x120\n" +
+	"\x03end\x18\x03 \x01(\v2\x1c.zarrgate.gateway.v1.SlabEndH\x00R\x03endB\t\n" +
+	"\amessage\"\t\n" +
+	"\aSlabEnd\"_\n" +
 	"\x0fWriteSlabHeader\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x128\n" +
 	"\tselection\x18\x02 \x03(\v2\x1a.zarrgate.gateway.v1.SliceR\tselection\"\x91\x01\n" +
@@ -1902,7 +2412,7 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x0fNODE_KIND_ARRAY\x10\x02*E\n" +
 	"\tByteOrder\x12\x1a\n" +
 	"\x16BYTE_ORDER_UNSPECIFIED\x10\x00\x12\x1c\n" +
-	"\x18BYTE_ORDER_LITTLE_ENDIAN\x10\x012\xfa\x06\n" +
+	"\x18BYTE_ORDER_LITTLE_ENDIAN\x10\x012\xe9\a\n" +
 	"\fArrayService\x12T\n" +
 	"\aGetNode\x12#.zarrgate.gateway.v1.GetNodeRequest\x1a$.zarrgate.gateway.v1.GetNodeResponse\x12e\n" +
 	"\fListChildren\x12(.zarrgate.gateway.v1.ListChildrenRequest\x1a).zarrgate.gateway.v1.ListChildrenResponse0\x01\x12`\n" +
@@ -1912,7 +2422,8 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"DeleteNode\x12&.zarrgate.gateway.v1.DeleteNodeRequest\x1a'.zarrgate.gateway.v1.DeleteNodeResponse\x12`\n" +
 	"\vResizeArray\x12'.zarrgate.gateway.v1.ResizeArrayRequest\x1a(.zarrgate.gateway.v1.ResizeArrayResponse\x12Y\n" +
-	"\bReadSlab\x12$.zarrgate.gateway.v1.ReadSlabRequest\x1a%.zarrgate.gateway.v1.ReadSlabResponse0\x01\x12\\\n" +
+	"\bReadSlab\x12$.zarrgate.gateway.v1.ReadSlabRequest\x1a%.zarrgate.gateway.v1.ReadSlabResponse0\x01\x12m\n" +
+	"\x0eReadSlabShared\x12*.zarrgate.gateway.v1.ReadSlabSharedRequest\x1a+.zarrgate.gateway.v1.ReadSlabSharedResponse(\x010\x01\x12\\\n" +
 	"\tWriteSlab\x12%.zarrgate.gateway.v1.WriteSlabRequest\x1a&.zarrgate.gateway.v1.WriteSlabResponse(\x01B@Z>github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1;gatewayv1b\x06proto3"
 
 var (
@@ -1928,7 +2439,7 @@ func file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_zarrgate_gateway_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_zarrgate_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_zarrgate_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_zarrgate_gateway_v1_gateway_proto_goTypes = []any{
 	(Format)(0),                      // 0: zarrgate.gateway.v1.Format
 	(NodeKind)(0),                    // 1: zarrgate.gateway.v1.NodeKind
@@ -1952,12 +2463,19 @@ var file_zarrgate_gateway_v1_gateway_proto_goTypes = []any{
 	(*ResizeArrayResponse)(nil),      // 19: zarrgate.gateway.v1.ResizeArrayResponse
 	(*Slice)(nil),                    // 20: zarrgate.gateway.v1.Slice
 	(*SlabHeader)(nil),               // 21: zarrgate.gateway.v1.SlabHeader
-	(*Block)(nil),                    // 22: zarrgate.gateway.v1.Block
-	(*ReadSlabRequest)(nil),          // 23: zarrgate.gateway.v1.ReadSlabRequest
-	(*ReadSlabResponse)(nil),         // 24: zarrgate.gateway.v1.ReadSlabResponse
-	(*WriteSlabHeader)(nil),          // 25: zarrgate.gateway.v1.WriteSlabHeader
-	(*WriteSlabRequest)(nil),         // 26: zarrgate.gateway.v1.WriteSlabRequest
-	(*WriteSlabResponse)(nil),        // 27: zarrgate.gateway.v1.WriteSlabResponse
+	(*SharedSegment)(nil),            // 22: zarrgate.gateway.v1.SharedSegment
+	(*SharedRange)(nil),              // 23: zarrgate.gateway.v1.SharedRange
+	(*Block)(nil),                    // 24: zarrgate.gateway.v1.Block
+	(*ReadSlabRequest)(nil),          // 25: zarrgate.gateway.v1.ReadSlabRequest
+	(*ReadSlabSharedRequest)(nil),    // 26: zarrgate.gateway.v1.ReadSlabSharedRequest
+	(*SharedAttach)(nil),             // 27: zarrgate.gateway.v1.SharedAttach
+	(*SharedRelease)(nil),            // 28: zarrgate.gateway.v1.SharedRelease
+	(*ReadSlabResponse)(nil),         // 29: zarrgate.gateway.v1.ReadSlabResponse
+	(*ReadSlabSharedResponse)(nil),   // 30: zarrgate.gateway.v1.ReadSlabSharedResponse
+	(*SlabEnd)(nil),                  // 31: zarrgate.gateway.v1.SlabEnd
+	(*WriteSlabHeader)(nil),          // 32: zarrgate.gateway.v1.WriteSlabHeader
+	(*WriteSlabRequest)(nil),         // 33: zarrgate.gateway.v1.WriteSlabRequest
+	(*WriteSlabResponse)(nil),        // 34: zarrgate.gateway.v1.WriteSlabResponse
 }
 var file_zarrgate_gateway_v1_gateway_proto_depIdxs = []int32{
 	1,  // 0: zarrgate.gateway.v1.Node.kind:type_name -> zarrgate.gateway.v1.NodeKind
@@ -1974,35 +2492,45 @@ var file_zarrgate_gateway_v1_gateway_proto_depIdxs = []int32{
 	5,  // 11: zarrgate.gateway.v1.UpdateAttributesResponse.node:type_name -> zarrgate.gateway.v1.Node
 	5,  // 12: zarrgate.gateway.v1.ResizeArrayResponse.node:type_name -> zarrgate.gateway.v1.Node
 	2,  // 13: zarrgate.gateway.v1.SlabHeader.byte_order:type_name -> zarrgate.gateway.v1.ByteOrder
-	20, // 14: zarrgate.gateway.v1.ReadSlabRequest.selection:type_name -> zarrgate.gateway.v1.Slice
-	21, // 15: zarrgate.gateway.v1.ReadSlabResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
-	22, // 16: zarrgate.gateway.v1.ReadSlabResponse.block:type_name -> zarrgate.gateway.v1.Block
-	20, // 17: zarrgate.gateway.v1.WriteSlabHeader.selection:type_name -> zarrgate.gateway.v1.Slice
-	25, // 18: zarrgate.gateway.v1.WriteSlabRequest.header:type_name -> zarrgate.gateway.v1.WriteSlabHeader
-	22, // 19: zarrgate.gateway.v1.WriteSlabRequest.block:type_name -> zarrgate.gateway.v1.Block
-	6,  // 20: zarrgate.gateway.v1.ArrayService.GetNode:input_type -> zarrgate.gateway.v1.GetNodeRequest
-	8,  // 21: zarrgate.gateway.v1.ArrayService.ListChildren:input_type -> zarrgate.gateway.v1.ListChildrenRequest
-	10, // 22: zarrgate.gateway.v1.ArrayService.CreateGroup:input_type -> zarrgate.gateway.v1.CreateGroupRequest
-	12, // 23: zarrgate.gateway.v1.ArrayService.CreateArray:input_type -> zarrgate.gateway.v1.CreateArrayRequest
-	14, // 24: zarrgate.gateway.v1.ArrayService.UpdateAttributes:input_type -> zarrgate.gateway.v1.UpdateAttributesRequest
-	16, // 25: zarrgate.gateway.v1.ArrayService.DeleteNode:input_type -> zarrgate.gateway.v1.DeleteNodeRequest
-	18, // 26: zarrgate.gateway.v1.ArrayService.ResizeArray:input_type -> zarrgate.gateway.v1.ResizeArrayRequest
-	23, // 27: zarrgate.gateway.v1.ArrayService.ReadSlab:input_type -> zarrgate.gateway.v1.ReadSlabRequest
-	26, // 28: zarrgate.gateway.v1.ArrayService.WriteSlab:input_type -> zarrgate.gateway.v1.WriteSlabRequest
-	7,  // 29: zarrgate.gateway.v1.ArrayService.GetNode:output_type -> zarrgate.gateway.v1.GetNodeResponse
-	9,  // 30: zarrgate.gateway.v1.ArrayService.ListChildren:output_type -> zarrgate.gateway.v1.ListChildrenResponse
-	11, // 31: zarrgate.gateway.v1.ArrayService.CreateGroup:output_type -> zarrgate.gateway.v1.CreateGroupResponse
-	13, // 32: zarrgate.gateway.v1.ArrayService.CreateArray:output_type -> zarrgate.gateway.v1.CreateArrayResponse
-	15, // 33: zarrgate.gateway.v1.ArrayService.UpdateAttributes:output_type -> zarrgate.gateway.v1.UpdateAttributesResponse
-	17, // 34: zarrgate.gateway.v1.ArrayService.DeleteNode:output_type -> zarrgate.gateway.v1.DeleteNodeResponse
-	19, // 35: zarrgate.gateway.v1.ArrayService.ResizeArray:output_type -> zarrgate.gateway.v1.ResizeArrayResponse
-	24, // 36: zarrgate.gateway.v1.ArrayService.ReadSlab:output_type -> zarrgate.gateway.v1.ReadSlabResponse
-	27, // 37: zarrgate.gateway.v1.ArrayService.WriteSlab:output_type -> zarrgate.gateway.v1.WriteSlabResponse
-	29, // [29:38] is the sub-list for method output_type
-	20, // [20:29] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	22, // 14: zarrgate.gateway.v1.SlabHeader.shared_segment:type_name -> zarrgate.gateway.v1.SharedSegment
+	23, // 15: zarrgate.gateway.v1.Block.shared:type_name -> zarrgate.gateway.v1.SharedRange
+	20, // 16: zarrgate.gateway.v1.ReadSlabRequest.selection:type_name -> zarrgate.gateway.v1.Slice
+	25, // 17: zarrgate.gateway.v1.ReadSlabSharedRequest.read:type_name -> zarrgate.gateway.v1.ReadSlabRequest
+	27, // 18: zarrgate.gateway.v1.ReadSlabSharedRequest.attach:type_name -> zarrgate.gateway.v1.SharedAttach
+	28, // 19: zarrgate.gateway.v1.ReadSlabSharedRequest.release:type_name -> zarrgate.gateway.v1.SharedRelease
+	21, // 20: zarrgate.gateway.v1.ReadSlabResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
+	24, // 21: zarrgate.gateway.v1.ReadSlabResponse.block:type_name -> zarrgate.gateway.v1.Block
+	21, // 22: zarrgate.gateway.v1.ReadSlabSharedResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
+	24, // 23: zarrgate.gateway.v1.ReadSlabSharedResponse.block:type_name -> zarrgate.gateway.v1.Block
+	31, // 24: zarrgate.gateway.v1.ReadSlabSharedResponse.end:type_name -> zarrgate.gateway.v1.SlabEnd
+	20, // 25: zarrgate.gateway.v1.WriteSlabHeader.selection:type_name -> zarrgate.gateway.v1.Slice
+	32, // 26: zarrgate.gateway.v1.WriteSlabRequest.header:type_name -> zarrgate.gateway.v1.WriteSlabHeader
+	24, // 27: zarrgate.gateway.v1.WriteSlabRequest.block:type_name -> zarrgate.gateway.v1.Block
+	6,  // 28: zarrgate.gateway.v1.ArrayService.GetNode:input_type -> zarrgate.gateway.v1.GetNodeRequest
+	8,  // 29: zarrgate.gateway.v1.ArrayService.ListChildren:input_type -> zarrgate.gateway.v1.ListChildrenRequest
+	10, // 30: zarrgate.gateway.v1.ArrayService.CreateGroup:input_type -> zarrgate.gateway.v1.CreateGroupRequest
+	12, // 31: zarrgate.gateway.v1.ArrayService.CreateArray:input_type -> zarrgate.gateway.v1.CreateArrayRequest
+	14, // 32: zarrgate.gateway.v1.ArrayService.UpdateAttributes:input_type -> zarrgate.gateway.v1.UpdateAttributesRequest
+	16, // 33: zarrgate.gateway.v1.ArrayService.DeleteNode:input_type -> zarrgate.gateway.v1.DeleteNodeRequest
+	18, // 34: zarrgate.gateway.v1.ArrayService.ResizeArray:input_type -> zarrgate.gateway.v1.ResizeArrayRequest
+	25, // 35: zarrgate.gateway.v1.ArrayService.ReadSlab:input_type -> zarrgate.gateway.v1.ReadSlabRequest
+	26, // 36: zarrgate.gateway.v1.ArrayService.ReadSlabShared:input_type -> zarrgate.gateway.v1.ReadSlabSharedRequest
+	33, // 37: zarrgate.gateway.v1.ArrayService.WriteSlab:input_type -> zarrgate.gateway.v1.WriteSlabRequest
+	7,  // 38: zarrgate.gateway.v1.ArrayService.GetNode:output_type -> zarrgate.gateway.v1.GetNodeResponse
+	9,  // 39: zarrgate.gateway.v1.ArrayService.ListChildren:output_type -> zarrgate.gateway.v1.ListChildrenResponse
+	11, // 40: zarrgate.gateway.v1.ArrayService.CreateGroup:output_type -> zarrgate.gateway.v1.CreateGroupResponse
+	13, // 41: zarrgate.gateway.v1.ArrayService.CreateArray:output_type -> zarrgate.gateway.v1.CreateArrayResponse
+	15, // 42: zarrgate.gateway.v1.ArrayService.UpdateAttributes:output_type -> zarrgate.gateway.v1.UpdateAttributesResponse
+	17, // 43: zarrgate.gateway.v1.ArrayService.DeleteNode:output_type -> zarrgate.gateway.v1.DeleteNodeResponse
+	19, // 44: zarrgate.gateway.v1.ArrayService.ResizeArray:output_type -> zarrgate.gateway.v1.ResizeArrayResponse
+	29, // 45: zarrgate.gateway.v1.ArrayService.ReadSlab:output_type -> zarrgate.gateway.v1.ReadSlabResponse
+	30, // 46: zarrgate.gateway.v1.ArrayService.ReadSlabShared:output_type -> zarrgate.gateway.v1.ReadSlabSharedResponse
+	34, // 47: zarrgate.gateway.v1.ArrayService.WriteSlab:output_type -> zarrgate.gateway.v1.WriteSlabResponse
+	38, // [38:48] is the sub-list for method output_type
+	28, // [28:38] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_zarrgate_gateway_v1_gateway_proto_init() }
@@ -2010,11 +2538,21 @@ func file_zarrgate_gateway_v1_gateway_proto_init() {
 	if File_zarrgate_gateway_v1_gateway_proto != nil {
 		return
 	}
-	file_zarrgate_gateway_v1_gateway_proto_msgTypes[21].OneofWrappers = []any{
+	file_zarrgate_gateway_v1_gateway_proto_msgTypes[23].OneofWrappers = []any{
+		(*ReadSlabSharedRequest_Read)(nil),
+		(*ReadSlabSharedRequest_Attach)(nil),
+		(*ReadSlabSharedRequest_Release)(nil),
+	}
+	file_zarrgate_gateway_v1_gateway_proto_msgTypes[26].OneofWrappers = []any{
 		(*ReadSlabResponse_Header)(nil),
 		(*ReadSlabResponse_Block)(nil),
 	}
-	file_zarrgate_gateway_v1_gateway_proto_msgTypes[23].OneofWrappers = []any{
+	file_zarrgate_gateway_v1_gateway_proto_msgTypes[27].OneofWrappers = []any{
+		(*ReadSlabSharedResponse_Header)(nil),
+		(*ReadSlabSharedResponse_Block)(nil),
+		(*ReadSlabSharedResponse_End)(nil),
+	}
+	file_zarrgate_gateway_v1_gateway_proto_msgTypes[30].OneofWrappers = []any{
 		(*WriteSlabRequest_Header)(nil),
 		(*WriteSlabRequest_Block)(nil),
 	}
@@ -2024,7 +2562,7 @@ func file_zarrgate_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_zarrgate_gateway_v1_gateway_proto_rawDesc), len(file_zarrgate_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   25,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	ArrayService_DeleteNode_FullMethodName       = "/zarrgate.gateway.v1.ArrayService/DeleteNode"
 	ArrayService_ResizeArray_FullMethodName      = "/zarrgate.gateway.v1.ArrayService/ResizeArray"
 	ArrayService_ReadSlab_FullMethodName         = "/zarrgate.gateway.v1.ArrayService/ReadSlab"
+	ArrayService_ReadSlabShared_FullMethodName   = "/zarrgate.gateway.v1.ArrayService/ReadSlabShared"
 	ArrayService_WriteSlab_FullMethodName        = "/zarrgate.gateway.v1.ArrayService/WriteSlab"
 )
 
@@ -64,6 +65,14 @@ type ArrayServiceClient interface {
 	// order, little-endian (strings and bytes as offsets + data). Missing
 	// chunks read as the fill value.
 	ReadSlab(ctx context.Context, in *ReadSlabRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadSlabResponse], error)
+	// ReadSlabShared is ReadSlab for clients on the gateway's host: block data
+	// travels through a shared-memory segment instead of through the stream,
+	// which saves the socket's copies. The client sends the request, then, if
+	// the header offers a segment, whether it could map it (if not, blocks
+	// come inline as in ReadSlab), then releases of the blocks it has copied
+	// out, so that the gateway can reuse their space. A gateway without
+	// shared memory answers with inline blocks.
+	ReadSlabShared(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReadSlabSharedRequest, ReadSlabSharedResponse], error)
 	// WriteSlab writes a hyperslab: the header first, then blocks of the same
 	// form ReadSlab returns, which together must tile the selection exactly.
 	// Partial chunks and shards are read-modify-write conditioned on the
@@ -177,9 +186,22 @@ func (c *arrayServiceClient) ReadSlab(ctx context.Context, in *ReadSlabRequest, 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ArrayService_ReadSlabClient = grpc.ServerStreamingClient[ReadSlabResponse]
 
+func (c *arrayServiceClient) ReadSlabShared(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReadSlabSharedRequest, ReadSlabSharedResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ArrayService_ServiceDesc.Streams[2], ArrayService_ReadSlabShared_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReadSlabSharedRequest, ReadSlabSharedResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ArrayService_ReadSlabSharedClient = grpc.BidiStreamingClient[ReadSlabSharedRequest, ReadSlabSharedResponse]
+
 func (c *arrayServiceClient) WriteSlab(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[WriteSlabRequest, WriteSlabResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &ArrayService_ServiceDesc.Streams[2], ArrayService_WriteSlab_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ArrayService_ServiceDesc.Streams[3], ArrayService_WriteSlab_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -224,6 +246,14 @@ type ArrayServiceServer interface {
 	// order, little-endian (strings and bytes as offsets + data). Missing
 	// chunks read as the fill value.
 	ReadSlab(*ReadSlabRequest, grpc.ServerStreamingServer[ReadSlabResponse]) error
+	// ReadSlabShared is ReadSlab for clients on the gateway's host: block data
+	// travels through a shared-memory segment instead of through the stream,
+	// which saves the socket's copies. The client sends the request, then, if
+	// the header offers a segment, whether it could map it (if not, blocks
+	// come inline as in ReadSlab), then releases of the blocks it has copied
+	// out, so that the gateway can reuse their space. A gateway without
+	// shared memory answers with inline blocks.
+	ReadSlabShared(grpc.BidiStreamingServer[ReadSlabSharedRequest, ReadSlabSharedResponse]) error
 	// WriteSlab writes a hyperslab: the header first, then blocks of the same
 	// form ReadSlab returns, which together must tile the selection exactly.
 	// Partial chunks and shards are read-modify-write conditioned on the
@@ -262,6 +292,9 @@ func (UnimplementedArrayServiceServer) ResizeArray(context.Context, *ResizeArray
 }
 func (UnimplementedArrayServiceServer) ReadSlab(*ReadSlabRequest, grpc.ServerStreamingServer[ReadSlabResponse]) error {
 	return status.Error(codes.Unimplemented, "method ReadSlab not implemented")
+}
+func (UnimplementedArrayServiceServer) ReadSlabShared(grpc.BidiStreamingServer[ReadSlabSharedRequest, ReadSlabSharedResponse]) error {
+	return status.Error(codes.Unimplemented, "method ReadSlabShared not implemented")
 }
 func (UnimplementedArrayServiceServer) WriteSlab(grpc.ClientStreamingServer[WriteSlabRequest, WriteSlabResponse]) error {
 	return status.Error(codes.Unimplemented, "method WriteSlab not implemented")
@@ -417,6 +450,13 @@ func _ArrayService_ReadSlab_Handler(srv interface{}, stream grpc.ServerStream) e
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ArrayService_ReadSlabServer = grpc.ServerStreamingServer[ReadSlabResponse]
 
+func _ArrayService_ReadSlabShared_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ArrayServiceServer).ReadSlabShared(&grpc.GenericServerStream[ReadSlabSharedRequest, ReadSlabSharedResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ArrayService_ReadSlabSharedServer = grpc.BidiStreamingServer[ReadSlabSharedRequest, ReadSlabSharedResponse]
+
 func _ArrayService_WriteSlab_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(ArrayServiceServer).WriteSlab(&grpc.GenericServerStream[WriteSlabRequest, WriteSlabResponse]{ServerStream: stream})
 }
@@ -466,6 +506,12 @@ var ArrayService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "ReadSlab",
 			Handler:       _ArrayService_ReadSlab_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "ReadSlabShared",
+			Handler:       _ArrayService_ReadSlabShared_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 		{
 			StreamName:    "WriteSlab",

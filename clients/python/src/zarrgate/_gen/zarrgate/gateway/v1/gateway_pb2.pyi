@@ -205,28 +205,50 @@ class Slice(_message.Message):
     def __init__(self, start: _Optional[int] = ..., stop: _Optional[int] = ..., step: _Optional[int] = ...) -> None: ...
 
 class SlabHeader(_message.Message):
-    __slots__ = ("shape", "data_type", "byte_order", "element_size")
+    __slots__ = ("shape", "data_type", "byte_order", "element_size", "shared_segment")
     SHAPE_FIELD_NUMBER: _ClassVar[int]
     DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
     BYTE_ORDER_FIELD_NUMBER: _ClassVar[int]
     ELEMENT_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SHARED_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     shape: _containers.RepeatedScalarFieldContainer[int]
     data_type: str
     byte_order: ByteOrder
     element_size: int
-    def __init__(self, shape: _Optional[_Iterable[int]] = ..., data_type: _Optional[str] = ..., byte_order: _Optional[_Union[ByteOrder, str]] = ..., element_size: _Optional[int] = ...) -> None: ...
+    shared_segment: SharedSegment
+    def __init__(self, shape: _Optional[_Iterable[int]] = ..., data_type: _Optional[str] = ..., byte_order: _Optional[_Union[ByteOrder, str]] = ..., element_size: _Optional[int] = ..., shared_segment: _Optional[_Union[SharedSegment, _Mapping]] = ...) -> None: ...
+
+class SharedSegment(_message.Message):
+    __slots__ = ("path", "size", "token")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    size: int
+    token: bytes
+    def __init__(self, path: _Optional[str] = ..., size: _Optional[int] = ..., token: _Optional[bytes] = ...) -> None: ...
+
+class SharedRange(_message.Message):
+    __slots__ = ("offset", "length")
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    offset: int
+    length: int
+    def __init__(self, offset: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
 
 class Block(_message.Message):
-    __slots__ = ("origin", "shape", "data", "offsets")
+    __slots__ = ("origin", "shape", "data", "offsets", "shared")
     ORIGIN_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_FIELD_NUMBER: _ClassVar[int]
     origin: _containers.RepeatedScalarFieldContainer[int]
     shape: _containers.RepeatedScalarFieldContainer[int]
     data: bytes
     offsets: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, origin: _Optional[_Iterable[int]] = ..., shape: _Optional[_Iterable[int]] = ..., data: _Optional[bytes] = ..., offsets: _Optional[_Iterable[int]] = ...) -> None: ...
+    shared: SharedRange
+    def __init__(self, origin: _Optional[_Iterable[int]] = ..., shape: _Optional[_Iterable[int]] = ..., data: _Optional[bytes] = ..., offsets: _Optional[_Iterable[int]] = ..., shared: _Optional[_Union[SharedRange, _Mapping]] = ...) -> None: ...
 
 class ReadSlabRequest(_message.Message):
     __slots__ = ("path", "selection")
@@ -236,6 +258,28 @@ class ReadSlabRequest(_message.Message):
     selection: _containers.RepeatedCompositeFieldContainer[Slice]
     def __init__(self, path: _Optional[str] = ..., selection: _Optional[_Iterable[_Union[Slice, _Mapping]]] = ...) -> None: ...
 
+class ReadSlabSharedRequest(_message.Message):
+    __slots__ = ("read", "attach", "release")
+    READ_FIELD_NUMBER: _ClassVar[int]
+    ATTACH_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    read: ReadSlabRequest
+    attach: SharedAttach
+    release: SharedRelease
+    def __init__(self, read: _Optional[_Union[ReadSlabRequest, _Mapping]] = ..., attach: _Optional[_Union[SharedAttach, _Mapping]] = ..., release: _Optional[_Union[SharedRelease, _Mapping]] = ...) -> None: ...
+
+class SharedAttach(_message.Message):
+    __slots__ = ("attached",)
+    ATTACHED_FIELD_NUMBER: _ClassVar[int]
+    attached: bool
+    def __init__(self, attached: _Optional[bool] = ...) -> None: ...
+
+class SharedRelease(_message.Message):
+    __slots__ = ("blocks",)
+    BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    blocks: int
+    def __init__(self, blocks: _Optional[int] = ...) -> None: ...
+
 class ReadSlabResponse(_message.Message):
     __slots__ = ("header", "block")
     HEADER_FIELD_NUMBER: _ClassVar[int]
@@ -243,6 +287,20 @@ class ReadSlabResponse(_message.Message):
     header: SlabHeader
     block: Block
     def __init__(self, header: _Optional[_Union[SlabHeader, _Mapping]] = ..., block: _Optional[_Union[Block, _Mapping]] = ...) -> None: ...
+
+class ReadSlabSharedResponse(_message.Message):
+    __slots__ = ("header", "block", "end")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    header: SlabHeader
+    block: Block
+    end: SlabEnd
+    def __init__(self, header: _Optional[_Union[SlabHeader, _Mapping]] = ..., block: _Optional[_Union[Block, _Mapping]] = ..., end: _Optional[_Union[SlabEnd, _Mapping]] = ...) -> None: ...
+
+class SlabEnd(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class WriteSlabHeader(_message.Message):
     __slots__ = ("path", "selection")

@@ -79,6 +79,11 @@ class ArrayServiceStub:
                 request_serializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabRequest.SerializeToString,
                 response_deserializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabResponse.FromString,
                 _registered_method=True)
+        self.ReadSlabShared = channel.stream_stream(
+                '/zarrgate.gateway.v1.ArrayService/ReadSlabShared',
+                request_serializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSharedRequest.SerializeToString,
+                response_deserializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSharedResponse.FromString,
+                _registered_method=True)
         self.WriteSlab = channel.stream_unary(
                 '/zarrgate.gateway.v1.ArrayService/WriteSlab',
                 request_serializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.WriteSlabRequest.SerializeToString,
@@ -158,6 +163,19 @@ class ArrayServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadSlabShared(self, request_iterator, context):
+        """ReadSlabShared is ReadSlab for clients on the gateway's host: block data
+        travels through a shared-memory segment instead of through the stream,
+        which saves the socket's copies. The client sends the request, then, if
+        the header offers a segment, whether it could map it (if not, blocks
+        come inline as in ReadSlab), then releases of the blocks it has copied
+        out, so that the gateway can reuse their space. A gateway without
+        shared memory answers with inline blocks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WriteSlab(self, request_iterator, context):
         """WriteSlab writes a hyperslab: the header first, then blocks of the same
         form ReadSlab returns, which together must tile the selection exactly.
@@ -210,6 +228,11 @@ def add_ArrayServiceServicer_to_server(servicer, server):
                     servicer.ReadSlab,
                     request_deserializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabRequest.FromString,
                     response_serializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabResponse.SerializeToString,
+            ),
+            'ReadSlabShared': grpc.stream_stream_rpc_method_handler(
+                    servicer.ReadSlabShared,
+                    request_deserializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSharedRequest.FromString,
+                    response_serializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSharedResponse.SerializeToString,
             ),
             'WriteSlab': grpc.stream_unary_rpc_method_handler(
                     servicer.WriteSlab,
@@ -438,6 +461,33 @@ class ArrayService:
             '/zarrgate.gateway.v1.ArrayService/ReadSlab',
             zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabRequest.SerializeToString,
             zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadSlabShared(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/zarrgate.gateway.v1.ArrayService/ReadSlabShared',
+            zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSharedRequest.SerializeToString,
+            zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSharedResponse.FromString,
             options,
             channel_credentials,
             insecure,

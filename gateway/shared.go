@@ -1,0 +1,214 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
+
+	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/shm"
+	"github.com/zarrgate/zarrgate/internal/wire"
+)
+
+// maxIdleSegments is how many segments a gateway keeps for later calls.
+const maxIdleSegments = 2
+
+// drainWait bounds how long a call waits, after its last block, for the
+// client to release the segment; a segment not released in time is
+// dropped rather than lent to a later call.
+const drainWait = 10 * time.Second
+
+// ReadSlabShared implements gatewayv1.ArrayServiceServer: ReadSlab with
+// block data in a shared-memory segment for clients on this host.
+func (s *Server) ReadSlabShared(stream grpc.BidiStreamingServer[gatewayv1.ReadSlabSharedRequest, gatewayv1.ReadSlabSharedResponse]) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	req := first.GetRead()
+	if req == nil {
+		return errs.ToStatus(errs.New(errs.InvalidArgument, "read_slab_shared: the first message must be the read (path and selection)"))
+	}
+	sel, err := SelectionFromProto(req.GetSelection())
+	if err != nil {
+		return errs.ToStatus(err)
+	}
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(nil)
+	var elem int
+	var out *sharedOut
+	reusable := false
+	defer func() {
+		if out != nil {
+			out.close(reusable)
+		}
+	}()
+	err = s.g.ReadSlab(ctx, req.GetPath(), sel, func(info SlabInfo) error {
+		elem = info.DataType.Size
+		h := slabHeader(info)
+		seg := s.g.sharedSegment()
+		if seg != nil {
+			h.SharedSegment = &gatewayv1.SharedSegment{Path: seg.seg.Path, Size: uint64(len(seg.seg.Data)), Token: seg.seg.Token}
+		}
+		if err := stream.Send(&gatewayv1.ReadSlabSharedResponse{Message: &gatewayv1.ReadSlabSharedResponse_Header{Header: h}}); err != nil || seg == nil {
+			if seg != nil {
+				seg.close(true)
+			}
+			return err
+		}
+		msg, err := stream.Recv()
+		switch {
+		case err != nil:
+			seg.close(false)
+			return err
+		case msg.GetAttach() == nil:
+			seg.close(false)
+			return errs.New(errs.InvalidArgument, "read_slab_shared %q: the second message must answer the segment offer (attach)", req.GetPath())
+		case !msg.GetAttach().GetAttached():
+			seg.close(true) // not used: blocks go inline
+			return nil
+		}
+		out = seg
+		go out.receive(stream, cancel)
+		return nil
+	}, func(b Block) error {
+		if out == nil {
+			return sendInline(b, elem, func(pb *gatewayv1.Block, done func()) error {
+				return stream.SendMsg(wire.ByRef{Msg: &gatewayv1.ReadSlabSharedResponse{Message: &gatewayv1.ReadSlabSharedResponse_Block{Block: pb}}, Done: done})
+			})
+		}
+		return out.send(ctx, b, elem, func(pb *gatewayv1.Block) error {
+			return stream.Send(&gatewayv1.ReadSlabSharedResponse{Message: &gatewayv1.ReadSlabSharedResponse_Block{Block: pb}})
+		})
+	})
+	if err == nil && out != nil {
+		// All blocks are sent: once the client has released them, the
+		// segment can serve a later call.
+		if err = stream.Send(&gatewayv1.ReadSlabSharedResponse{Message: &gatewayv1.ReadSlabSharedResponse_End{End: &gatewayv1.SlabEnd{}}}); err == nil {
+			dctx, dcancel := context.WithTimeout(ctx, drainWait)
+			reusable = out.ring.Drained(dctx) == nil
+			dcancel()
+		}
+	}
+	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause // the client broke the protocol: say how
+	}
+	return errs.ToStatus(err)
+}
+
+// sharedOut is the gateway's side of one ReadSlabShared call's segment.
+type sharedOut struct {
+	g     *Gateway
+	seg   *shm.Segment
+	ring  *shm.Ring
+	piece int64 // largest data one block puts in the ring
+}
+
+// sharedWarned limits the warning about segments that cannot be created to
+// one per process.
+var sharedWarned atomic.Bool
+
+// sharedSegment lends a segment to a call (an idle one, or a new one), or
+// returns nil (blocks go inline) if shared memory is off, all segments are
+// in use, or no segment can be made.
+func (g *Gateway) sharedSegment() *sharedOut {
+	if !g.cfg.SharedMemory || !shm.Supported {
+		return nil
+	}
+	select {
+	case g.shared <- struct{}{}:
+	default:
+		return nil
+	}
+	// The segment used last: its client is the likeliest to have it
+	// mapped still.
+	var seg *shm.Segment
+	g.idleMu.Lock()
+	if n := len(g.idle); n > 0 {
+		seg, g.idle = g.idle[n-1], g.idle[:n-1]
+	}
+	g.idleMu.Unlock()
+	if seg == nil {
+		var err error
+		if seg, err = shm.Create((g.cfg.SharedMemoryBytes + 4095) &^ 4095); err != nil {
+			<-g.shared
+			if !sharedWarned.Swap(true) {
+				slog.Warn("shared memory unavailable, sending blocks inline", "err", err)
+			}
+			return nil
+		}
+	}
+	size := int64(len(seg.Data))
+	return &sharedOut{g: g, seg: seg, ring: shm.NewRing(shm.DataOffset, size), piece: (size - shm.DataOffset) / 4}
+}
+
+// receive takes the client's releases until the call ends. A release of
+// more blocks than are outstanding, or another kind of message, ends the
+// call with InvalidArgument.
+func (o *sharedOut) receive(stream grpc.BidiStreamingServer[gatewayv1.ReadSlabSharedRequest, gatewayv1.ReadSlabSharedResponse], cancel context.CancelCauseFunc) {
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			if err == io.EOF {
+				err = errs.New(errs.FailedPrecondition, "read_slab_shared: the client closed its side before the read ended; shared blocks can no longer be released")
+			}
+			o.ring.Fail(err)
+			return
+		}
+		rel := msg.GetRelease()
+		if rel == nil {
+			err = errs.New(errs.InvalidArgument, "read_slab_shared: after the attach answer only releases may follow")
+		} else if e := o.ring.Release(rel.GetBlocks()); e != nil {
+			err = errs.Wrap(errs.InvalidArgument, e, "read_slab_shared")
+		}
+		if err != nil {
+			o.ring.Fail(err)
+			cancel(err)
+			return
+		}
+	}
+}
+
+// send copies b's data into the ring, in pieces of at most a quarter of
+// it, and sends each piece's position; b's buffer is recycled at once.
+func (o *sharedOut) send(ctx context.Context, b Block, elem int, send func(*gatewayv1.Block) error) error {
+	err := splitBlock(b, elem, o.piece, func(p Block) error {
+		pb := blockProto(p)
+		if len(p.Data) == 0 {
+			return send(pb) // nothing to place: an inline empty block
+		}
+		off, err := o.ring.Alloc(ctx, int64(len(p.Data)))
+		if err != nil {
+			return err
+		}
+		copy(o.seg.Data[off:], p.Data)
+		pb.Data = nil
+		pb.Shared = &gatewayv1.SharedRange{Offset: uint64(off), Length: uint64(len(p.Data))}
+		return send(pb)
+	})
+	if b.release != nil {
+		b.release()
+	}
+	return err
+}
+
+// close ends the call's use of the segment: kept for a later call if
+// reusable (no client reads it any more) and fewer than two are idle,
+// otherwise unmapped (a client's mapping stays valid).
+func (o *sharedOut) close(reusable bool) {
+	o.g.idleMu.Lock()
+	if reusable && len(o.g.idle) < maxIdleSegments {
+		o.g.idle = append(o.g.idle, o.seg)
+	} else {
+		o.seg.Close()
+	}
+	o.g.idleMu.Unlock()
+	<-o.g.shared
+}

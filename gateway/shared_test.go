@@ -1,0 +1,277 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
+
+	"github.com/zarrgate/zarrgate/internal/shm"
+	"github.com/zarrgate/zarrgate/storesvc/memory"
+)
+
+type sharedStream = grpc.BidiStreamingClient[gatewayv1.ReadSlabSharedRequest, gatewayv1.ReadSlabSharedResponse]
+
+// sharedFixture serves a gateway with 1 MiB segments and an array of
+// 512×640 int32 (1.25 MiB, so the ring wraps) holding i at element i.
+func sharedFixture(t *testing.T, cfg Config) gatewayv1.ArrayServiceClient {
+	t.Helper()
+	cfg.SharedMemoryBytes = 1 << 20
+	c := serveGateway(t, New(memory.New(), testCodecs{}, cfg))
+	if _, err := c.CreateArray(ctx, &gatewayv1.CreateArrayRequest{Path: "a", Shape: []uint64{512, 640}, DataType: "int32", ChunkShape: []uint64{64, 128},
+		CodecsJson: `[{"name":"bytes","configuration":{"endian":"little"}}]`}); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := c.WriteSlab(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws.Send(&gatewayv1.WriteSlabRequest{Message: &gatewayv1.WriteSlabRequest_Header{Header: &gatewayv1.WriteSlabHeader{Path: "a"}}})
+	data := make([]byte, 0, 512*640*4)
+	for i := range uint32(512 * 640) {
+		data = binary.LittleEndian.AppendUint32(data, i)
+	}
+	for row := uint64(0); row < 512; row += 128 {
+		ws.Send(&gatewayv1.WriteSlabRequest{Message: &gatewayv1.WriteSlabRequest_Block{Block: &gatewayv1.Block{Origin: []uint64{row, 0}, Shape: []uint64{128, 640}, Data: data[row*640*4 : (row+128)*640*4]}}})
+	}
+	if _, err := ws.CloseAndRecv(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// openShared starts a ReadSlabShared of rows [lo, hi) of the fixture and
+// returns the stream and the header.
+func openShared(t *testing.T, c gatewayv1.ArrayServiceClient, lo, hi uint64) (sharedStream, *gatewayv1.SlabHeader) {
+	t.Helper()
+	s, err := c.ReadSlabShared(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Read{Read: &gatewayv1.ReadSlabRequest{Path: "a",
+		Selection: []*gatewayv1.Slice{{Start: lo, Stop: hi}, {Start: 0, Stop: 640}}}}})
+	m, err := s.Recv()
+	if err != nil || m.GetHeader() == nil {
+		t.Fatalf("header: %v, %v", m, err)
+	}
+	return s, m.GetHeader()
+}
+
+func sendAttach(s sharedStream, ok bool) {
+	s.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Attach{Attach: &gatewayv1.SharedAttach{Attached: ok}}})
+}
+
+func sendRelease(s sharedStream, n uint64) {
+	s.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Release{Release: &gatewayv1.SharedRelease{Blocks: n}}})
+}
+
+// place copies a block's rows into got (rows of 640), from data.
+func place(t *testing.T, got []byte, b *gatewayv1.Block, data []byte) {
+	t.Helper()
+	if uint64(len(data)) != b.GetShape()[0]*b.GetShape()[1]*4 {
+		t.Fatalf("block %v has %d bytes", b.GetShape(), len(data))
+	}
+	w := b.GetShape()[1] * 4
+	for r := range b.GetShape()[0] {
+		copy(got[((b.GetOrigin()[0]+r)*640+b.GetOrigin()[1])*4:], data[r*w:(r+1)*w])
+	}
+}
+
+func checkRows(t *testing.T, got []byte, lo uint64) {
+	t.Helper()
+	for i := range len(got) / 4 {
+		if v := binary.LittleEndian.Uint32(got[4*i:]); v != uint32(lo*640)+uint32(i) {
+			t.Fatalf("element %d = %d, want %d", i, v, uint32(lo*640)+uint32(i))
+		}
+	}
+}
+
+// TestReadSlabSharedProtocol plays the client's side by hand: blocks come
+// as ranges of the mapped segment, the ring wraps as the client releases,
+// the end comes after the last block, and a drained segment is lent to the
+// next call (same token).
+func TestReadSlabSharedProtocol(t *testing.T) {
+	if !shm.Supported {
+		t.Skip("no shared memory on this platform")
+	}
+	c := sharedFixture(t, Config{SharedMemory: true})
+	var tokens [][]byte
+	for range 2 {
+		s, h := openShared(t, c, 0, 512)
+		seg := h.GetSharedSegment()
+		if seg == nil {
+			t.Fatal("no segment offered")
+		}
+		tokens = append(tokens, seg.GetToken())
+		m, err := shm.Attach(seg.GetPath(), int64(seg.GetSize()), seg.GetToken())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sendAttach(s, true)
+		got := make([]byte, 512*640*4)
+		var shared, ended int
+		for {
+			msg, err := s.Recv()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg.GetEnd() != nil {
+				ended++
+				sendRelease(s, 1) // the last block, not released yet
+				continue
+			}
+			b := msg.GetBlock()
+			r := b.GetShared()
+			if r == nil || len(b.GetData()) != 0 || ended > 0 {
+				t.Fatalf("block %v: shared %v, %d inline bytes, after the end: %v", b.GetOrigin(), r, len(b.GetData()), ended > 0)
+			}
+			if r.GetOffset() < shm.DataOffset || r.GetOffset()+r.GetLength() > uint64(len(m.Data)) {
+				t.Fatalf("range %v outside the segment", r)
+			}
+			place(t, got, b, m.Data[r.GetOffset():r.GetOffset()+r.GetLength()])
+			if shared > 0 {
+				sendRelease(s, 1) // keep one block unreleased until the end
+			}
+			shared++
+		}
+		m.Close()
+		if ended != 1 || shared < 10 {
+			t.Fatalf("%d shared blocks, %d ends", shared, ended)
+		}
+		checkRows(t, got, 0)
+	}
+	if !bytes.Equal(tokens[0], tokens[1]) {
+		t.Fatal("the second call got a new segment, not the drained one")
+	}
+}
+
+// TestReadSlabSharedInline: a client that cannot map the segment, and a
+// gateway with shared memory off, get the blocks inline.
+func TestReadSlabSharedInline(t *testing.T) {
+	for _, cfg := range []Config{{SharedMemory: shm.Supported}, {}} {
+		c := sharedFixture(t, cfg)
+		s, h := openShared(t, c, 100, 300)
+		if (h.GetSharedSegment() != nil) != cfg.SharedMemory {
+			t.Fatalf("shared memory %v: segment offered: %v", cfg.SharedMemory, h.GetSharedSegment())
+		}
+		if cfg.SharedMemory {
+			sendAttach(s, false)
+		}
+		got := make([]byte, 200*640*4)
+		for {
+			msg, err := s.Recv()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := msg.GetBlock()
+			if b == nil || b.GetShared() != nil {
+				t.Fatalf("message %v, want an inline block", msg)
+			}
+			place(t, got, b, b.GetData())
+		}
+		checkRows(t, got, 100)
+	}
+}
+
+// TestReadSlabSharedBadClients: protocol errors get InvalidArgument, a
+// client that stops releasing holds only its own call, and the gateway
+// keeps serving with its segment slots free again.
+func TestReadSlabSharedBadClients(t *testing.T) {
+	if !shm.Supported {
+		t.Skip("no shared memory on this platform")
+	}
+	c := sharedFixture(t, Config{SharedMemory: true, MaxSharedReads: 1})
+	expect := func(s sharedStream, code codes.Code, what string) {
+		t.Helper()
+		for {
+			_, err := s.Recv()
+			if err == nil {
+				continue
+			}
+			if status.Code(err) != code {
+				t.Fatalf("%s: %v, want %v", what, err, code)
+			}
+			return
+		}
+	}
+	// The first message must be the read.
+	s, err := c.ReadSlabShared(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendAttach(s, true)
+	expect(s, codes.InvalidArgument, "attach first")
+
+	// The second must answer the offer.
+	s, _ = openShared(t, c, 0, 512)
+	sendRelease(s, 1)
+	expect(s, codes.InvalidArgument, "release before attach")
+
+	// Releasing more blocks than were sent.
+	s, _ = openShared(t, c, 0, 512)
+	sendAttach(s, true)
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	sendRelease(s, 1000)
+	expect(s, codes.InvalidArgument, "release of unsent blocks")
+
+	// Another message after the attach answer.
+	s, _ = openShared(t, c, 0, 512)
+	sendAttach(s, true)
+	sendAttach(s, true)
+	expect(s, codes.InvalidArgument, "a second attach")
+
+	// A client that never releases: the gateway waits on the full ring
+	// until the client gives up.
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	s, err = c.ReadSlabShared(cctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Read{Read: &gatewayv1.ReadSlabRequest{Path: "a"}}})
+	s.Recv()
+	sendAttach(s, true)
+	n := 0
+	for {
+		if _, err := s.Recv(); err != nil {
+			if status.Code(err) != codes.DeadlineExceeded {
+				t.Fatalf("stalled client: %v", err)
+			}
+			break
+		}
+		n++
+	}
+	cancel()
+	if n*64*128*4 > 1<<20 {
+		t.Fatalf("the gateway sent %d blocks into a 1 MiB ring nobody released", n)
+	}
+
+	// With every slot free again, a well-behaved read gets a segment.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s, h := openShared(t, c, 0, 64)
+		if h.GetSharedSegment() != nil {
+			sendAttach(s, false)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stalled call's segment slot was never freed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,114 @@
+// Package shm is the shared memory behind ReadSlabShared: a segment is an
+// anonymous memory file (memfd) of the gateway, which a client of the same
+// user on the same host opens through /proc/<pid>/fd/<n> and maps
+// read-only; Ring hands out the segment's space to blocks in the order
+// they are sent.
+//
+// The segment's first bytes are a random token the gateway also sends over
+// the call: a client that finds it knows it mapped the gateway's segment
+// and not a namesake on another host or in another process namespace.
+package shm
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+)
+
+// DataOffset is where block data may start in a segment: the token comes
+// first, padded to a cache line.
+const DataOffset = 64
+
+// TokenBytes is the length of a segment's token.
+const TokenBytes = 16
+
+// ErrUnsupported is returned where shared memory is not implemented.
+var ErrUnsupported = errors.New("shared memory segments are not supported on this platform")
+
+// Segment is the gateway's side of a segment.
+type Segment struct {
+	Path  string // where a client on this host opens it
+	Data  []byte // the whole segment, mapped read-write
+	Token []byte
+
+	f *os.File
+}
+
+// Create makes a segment of size bytes: a memory file with its pages
+// reserved (so that a lack of memory is an error here, not a fault later),
+// mapped, with a fresh token.
+func Create(size int64) (*Segment, error) {
+	if size < DataOffset+1 {
+		return nil, fmt.Errorf("shared memory segment of %d bytes is too small", size)
+	}
+	f, err := memfd(size)
+	if err != nil {
+		return nil, err
+	}
+	data, err := mapFile(f, size, true)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	s := &Segment{Path: fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), f.Fd()), Data: data, Token: make([]byte, TokenBytes), f: f}
+	rand.Read(s.Token)
+	copy(s.Data, s.Token)
+	return s, nil
+}
+
+// Close unmaps the segment and closes its file; client mappings stay
+// valid.
+func (s *Segment) Close() error {
+	if s.Data == nil {
+		return nil
+	}
+	err := unmap(s.Data)
+	s.Data = nil
+	return errors.Join(err, s.f.Close())
+}
+
+// Mapping is a client's read-only view of a segment.
+type Mapping struct {
+	Data []byte
+}
+
+// Attach maps the segment at path read-only and checks that it is size
+// bytes long and starts with token.
+func Attach(path string, size int64, token []byte) (*Mapping, error) {
+	if len(token) != TokenBytes || size < DataOffset {
+		return nil, fmt.Errorf("shared memory segment %s: bad offer (%d bytes, %d-byte token)", path, size, len(token))
+	}
+	f, err := openSegment(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() || st.Size() != size {
+		return nil, fmt.Errorf("shared memory segment %s: not a regular file of %d bytes", path, size)
+	}
+	data, err := mapFile(f, size, false)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(data[:TokenBytes], token) {
+		unmap(data)
+		return nil, fmt.Errorf("shared memory segment %s: token differs (another host's file?)", path)
+	}
+	return &Mapping{Data: data}, nil
+}
+
+// Close unmaps the segment.
+func (m *Mapping) Close() error {
+	if m.Data == nil {
+		return nil
+	}
+	err := unmap(m.Data)
+	m.Data = nil
+	return err
+}

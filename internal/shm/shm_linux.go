@@ -1,0 +1,50 @@
+//go:build linux
+
+package shm
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// memfd makes an anonymous memory file of size bytes, its pages allocated.
+func memfd(size int64) (*os.File, error) {
+	fd, err := unix.MemfdCreate("zarrgate-slab", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("create shared memory: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "zarrgate-slab")
+	if err := unix.Fallocate(fd, 0, 0, size); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("reserve %d bytes of shared memory: %w", size, err)
+	}
+	return f, nil
+}
+
+// mapFile maps size bytes of f, its pages mapped at once.
+func mapFile(f *os.File, size int64, write bool) ([]byte, error) {
+	prot := syscall.PROT_READ
+	if write {
+		prot |= syscall.PROT_WRITE
+	}
+	data, err := syscall.Mmap(int(f.Fd()), 0, int(size), prot, syscall.MAP_SHARED|syscall.MAP_POPULATE)
+	if err != nil {
+		return nil, fmt.Errorf("map %s: %w", f.Name(), err)
+	}
+	return data, nil
+}
+
+func unmap(b []byte) error { return syscall.Munmap(b) }
+
+// openSegment opens without blocking on a FIFO: the path comes from the
+// other side of the call. (/proc/<pid>/fd/<n> is a symbolic link, so it is
+// followed; what it leads to is checked by the caller.)
+func openSegment(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}
+
+// Supported reports whether this platform has shared memory segments.
+const Supported = true

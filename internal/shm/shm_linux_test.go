@@ -1,0 +1,66 @@
+package shm
+
+import (
+	"syscall"
+	"testing"
+)
+
+func TestSegmentAttach(t *testing.T) {
+	if !Supported {
+		t.Skip("no shared memory segments on this platform")
+	}
+	seg, err := Create(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(seg.Data[DataOffset:], "hello")
+	m, err := Attach(seg.Path, 1<<16, seg.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Data[DataOffset:DataOffset+5]) != "hello" {
+		t.Fatalf("client sees %q", m.Data[DataOffset:DataOffset+5])
+	}
+	// What the gateway writes later is seen through the client's mapping,
+	// and the mapping outlives the gateway's.
+	copy(seg.Data[DataOffset:], "world")
+	if string(m.Data[DataOffset:DataOffset+5]) != "world" {
+		t.Fatalf("client sees %q after a write", m.Data[DataOffset:DataOffset+5])
+	}
+	if err := seg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Data[DataOffset:DataOffset+5]) != "world" {
+		t.Fatal("mapping lost after the segment closed")
+	}
+	m.Close()
+	if _, err := Attach(seg.Path, 1<<16, seg.Token); err == nil {
+		t.Fatal("attached a closed segment")
+	}
+
+	// A wrong token, a wrong size, a FIFO and a missing file are refused.
+	seg2, err := Create(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg2.Close()
+	bad := append([]byte(nil), seg2.Token...)
+	bad[0] ^= 1
+	if _, err := Attach(seg2.Path, 1<<16, bad); err == nil {
+		t.Fatal("attached with a wrong token")
+	}
+	if _, err := Attach(seg2.Path, 1<<17, seg2.Token); err == nil {
+		t.Fatal("attached with a wrong size")
+	}
+	dir := t.TempDir()
+	fifo := dir + "/fifo"
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Attach(fifo, 1<<16, seg2.Token); err == nil {
+		t.Fatal("attached a FIFO")
+	}
+	if _, err := Attach(dir+"/missing", 1<<16, seg2.Token); err == nil {
+		t.Fatal("attached a missing file")
+	}
+}

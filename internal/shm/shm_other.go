@@ -1,0 +1,16 @@
+//go:build !linux
+
+package shm
+
+import "os"
+
+func memfd(int64) (*os.File, error) { return nil, ErrUnsupported }
+
+func mapFile(*os.File, int64, bool) ([]byte, error) { return nil, ErrUnsupported }
+
+func unmap([]byte) error { return nil }
+
+func openSegment(string) (*os.File, error) { return nil, ErrUnsupported }
+
+// Supported reports whether this platform has shared memory segments.
+const Supported = false
