@@ -8,6 +8,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
+
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
@@ -33,6 +35,10 @@ type Block struct {
 	// release, if set, recycles Data's buffer: the ArrayService handler
 	// calls it once gRPC has written the block out. Other callers drop it.
 	release func()
+	// shared, set by ReadSlabShared's placement: Data is at this range of
+	// the call's segment, allocation number seq.
+	shared *gatewayv1.SharedRange
+	seq    uint64
 }
 
 // maxBatchBytes bounds the encoded bytes one store request fetches.
@@ -57,6 +63,18 @@ type readTask struct {
 // than letting blocks pile up: memory stays bounded whatever the slab's
 // size. Cancelling ctx, or an error from emit, stops all work.
 func (g *Gateway) ReadSlab(ctx context.Context, path string, sel []zarr.Range, start func(SlabInfo) error, emit func(Block) error) error {
+	return g.readSlab(ctx, path, sel, start, nil, emit)
+}
+
+// placeFunc, given to readSlab, runs on each block in the goroutine that
+// made it, before the block is queued for emit: it passes the block, or
+// pieces of it, on through push. ctx is the read's.
+type placeFunc func(ctx context.Context, b Block, push func(Block) error) error
+
+// readSlab is ReadSlab, with place (if set) run on every block by the
+// worker that made it, so that per-block work such as copying into shared
+// memory runs in parallel.
+func (g *Gateway) readSlab(ctx context.Context, path string, sel []zarr.Range, start func(SlabInfo) error, place placeFunc, emit func(Block) error) error {
 	n, err := g.array(ctx, path)
 	if err != nil {
 		return err
@@ -91,7 +109,11 @@ func (g *Gateway) ReadSlab(ctx context.Context, path string, sel []zarr.Range, s
 		if len(batch) == 0 {
 			return nil
 		}
-		if err := g.readBatch(ctx, l, batch, emit); err != nil {
+		out := emit
+		if place != nil {
+			out = func(b Block) error { return place(ctx, b, emit) }
+		}
+		if err := g.readBatch(ctx, l, batch, out); err != nil {
 			return fmt.Errorf("read %q: %w", path, err)
 		}
 		return nil
@@ -128,13 +150,17 @@ func (g *Gateway) ReadSlab(ctx context.Context, path string, sel []zarr.Range, s
 		}
 		return err
 	})
-	out := func(b Block) error {
+	queue := func(b Block) error {
 		select {
 		case blocks <- b:
 			return nil
 		case <-ectx.Done():
 			return ectx.Err()
 		}
+	}
+	out := queue
+	if place != nil {
+		out = func(b Block) error { return place(ectx, b, queue) }
 	}
 	for range g.cfg.Parallelism {
 		eg.Go(func() error {

@@ -50,7 +50,10 @@ func (s *Server) ReadSlabShared(stream grpc.BidiStreamingServer[gatewayv1.ReadSl
 			out.close(reusable)
 		}
 	}()
-	err = s.g.ReadSlab(ctx, req.GetPath(), sel, func(info SlabInfo) error {
+	send := func(pb *gatewayv1.Block) error {
+		return stream.Send(&gatewayv1.ReadSlabSharedResponse{Message: &gatewayv1.ReadSlabSharedResponse_Block{Block: pb}})
+	}
+	err = s.g.readSlab(ctx, req.GetPath(), sel, func(info SlabInfo) error {
 		elem = info.DataType.Size
 		h := slabHeader(info)
 		seg := s.g.sharedSegment()
@@ -76,18 +79,25 @@ func (s *Server) ReadSlabShared(stream grpc.BidiStreamingServer[gatewayv1.ReadSl
 			return nil
 		}
 		out = seg
+		out.pending = map[uint64]Block{}
 		go out.receive(stream, cancel)
 		return nil
+	}, func(ctx context.Context, b Block, push func(Block) error) error {
+		if out == nil {
+			return push(b)
+		}
+		return out.place(ctx, b, elem, push)
 	}, func(b Block) error {
 		if out == nil {
 			return sendInline(b, elem, func(pb *gatewayv1.Block, done func()) error {
 				return stream.SendMsg(wire.ByRef{Msg: &gatewayv1.ReadSlabSharedResponse{Message: &gatewayv1.ReadSlabSharedResponse_Block{Block: pb}}, Done: done})
 			})
 		}
-		return out.send(ctx, b, elem, func(pb *gatewayv1.Block) error {
-			return stream.Send(&gatewayv1.ReadSlabSharedResponse{Message: &gatewayv1.ReadSlabSharedResponse_Block{Block: pb}})
-		})
+		return out.send(b, send)
 	})
+	if err == nil && out != nil && len(out.pending) > 0 {
+		err = errs.New(errs.Internal, "read_slab_shared %q: %d placed blocks were never sent", req.GetPath(), len(out.pending))
+	}
 	if err == nil && out != nil {
 		// All blocks are sent: once the client has released them, the
 		// segment can serve a later call.
@@ -109,6 +119,9 @@ type sharedOut struct {
 	seg   *shm.Segment
 	ring  *shm.Ring
 	piece int64 // largest data one block puts in the ring
+
+	pending map[uint64]Block // placed, waiting for an earlier allocation
+	next    uint64           // the allocation to send next
 }
 
 // sharedWarned limits the warning about segments that cannot be created to
@@ -176,27 +189,50 @@ func (o *sharedOut) receive(stream grpc.BidiStreamingServer[gatewayv1.ReadSlabSh
 	}
 }
 
-// send copies b's data into the ring, in pieces of at most a quarter of
-// it, and sends each piece's position; b's buffer is recycled at once.
-func (o *sharedOut) send(ctx context.Context, b Block, elem int, send func(*gatewayv1.Block) error) error {
+// place copies b's data into the ring, in pieces of at most a quarter of
+// it, and pushes each piece on with its range; b's buffer is recycled at
+// once. Workers place their blocks in parallel.
+func (o *sharedOut) place(ctx context.Context, b Block, elem int, push func(Block) error) error {
 	err := splitBlock(b, elem, o.piece, func(p Block) error {
-		pb := blockProto(p)
 		if len(p.Data) == 0 {
-			return send(pb) // nothing to place: an inline empty block
+			return push(p) // nothing to place: an inline empty block
 		}
-		off, err := o.ring.Alloc(ctx, int64(len(p.Data)))
+		off, seq, err := o.ring.Alloc(ctx, int64(len(p.Data)))
 		if err != nil {
 			return err
 		}
 		copy(o.seg.Data[off:], p.Data)
-		pb.Data = nil
-		pb.Shared = &gatewayv1.SharedRange{Offset: uint64(off), Length: uint64(len(p.Data))}
-		return send(pb)
+		p.shared = &gatewayv1.SharedRange{Offset: uint64(off), Length: uint64(len(p.Data))}
+		p.Data, p.seq = nil, seq
+		return push(p)
 	})
 	if b.release != nil {
 		b.release()
 	}
 	return err
+}
+
+// send sends placed blocks in the order of their allocations (the order
+// the client releases them in), holding back those that overtook an
+// earlier one; empty blocks go at once.
+func (o *sharedOut) send(b Block, send func(*gatewayv1.Block) error) error {
+	if b.shared == nil {
+		return send(blockProto(b))
+	}
+	o.pending[b.seq] = b
+	for {
+		p, ok := o.pending[o.next]
+		if !ok {
+			return nil
+		}
+		delete(o.pending, o.next)
+		o.next++
+		pb := blockProto(p)
+		pb.Shared = p.shared
+		if err := send(pb); err != nil {
+			return err
+		}
+	}
 }
 
 // close ends the call's use of the segment: kept for a later call if

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -104,7 +105,15 @@ func TestReadSlabSharedProtocol(t *testing.T) {
 	}
 	c := sharedFixture(t, Config{SharedMemory: true})
 	var tokens [][]byte
-	for range 2 {
+	for call := range 3 {
+		// The first call releases every block but the latest at once; the
+		// others release in batches of 8 (a quarter of the ring), so that
+		// workers wait for room and wake together.
+		batch := 1
+		if call > 0 {
+			batch = 8
+		}
+		unreleased := 0
 		s, h := openShared(t, c, 0, 512)
 		seg := h.GetSharedSegment()
 		if seg == nil {
@@ -118,6 +127,7 @@ func TestReadSlabSharedProtocol(t *testing.T) {
 		sendAttach(s, true)
 		got := make([]byte, 512*640*4)
 		var shared, ended int
+		end := uint64(shm.DataOffset) // where the previous block ended
 		for {
 			msg, err := s.Recv()
 			if err == io.EOF {
@@ -128,7 +138,7 @@ func TestReadSlabSharedProtocol(t *testing.T) {
 			}
 			if msg.GetEnd() != nil {
 				ended++
-				sendRelease(s, 1) // the last block, not released yet
+				sendRelease(s, uint64(unreleased)) // the rest
 				continue
 			}
 			b := msg.GetBlock()
@@ -139,11 +149,19 @@ func TestReadSlabSharedProtocol(t *testing.T) {
 			if r.GetOffset() < shm.DataOffset || r.GetOffset()+r.GetLength() > uint64(len(m.Data)) {
 				t.Fatalf("range %v outside the segment", r)
 			}
-			place(t, got, b, m.Data[r.GetOffset():r.GetOffset()+r.GetLength()])
-			if shared > 0 {
-				sendRelease(s, 1) // keep one block unreleased until the end
+			// Blocks come in the order of their allocations, the order the
+			// releases free them in: each starts where the previous one
+			// ended, or back at the start of the ring.
+			if r.GetOffset() != end && r.GetOffset() != shm.DataOffset {
+				t.Fatalf("block %d at offset %d, the previous one ended at %d", shared, r.GetOffset(), end)
 			}
+			end = r.GetOffset() + r.GetLength()
+			place(t, got, b, m.Data[r.GetOffset():r.GetOffset()+r.GetLength()])
 			shared++
+			if unreleased++; unreleased > batch {
+				sendRelease(s, uint64(unreleased-1)) // all but the latest
+				unreleased = 1
+			}
 		}
 		m.Close()
 		if ended != 1 || shared < 10 {
@@ -151,7 +169,7 @@ func TestReadSlabSharedProtocol(t *testing.T) {
 		}
 		checkRows(t, got, 0)
 	}
-	if !bytes.Equal(tokens[0], tokens[1]) {
+	if !bytes.Equal(tokens[0], tokens[1]) || !bytes.Equal(tokens[1], tokens[2]) {
 		t.Fatal("the second call got a new segment, not the drained one")
 	}
 }
@@ -273,5 +291,34 @@ func TestReadSlabSharedBadClients(t *testing.T) {
 			t.Fatal("the stalled call's segment slot was never freed")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSharedSendOrder: placed blocks go out in allocation order whatever
+// order the workers finish in; empty blocks go at once.
+func TestSharedSendOrder(t *testing.T) {
+	o := &sharedOut{pending: map[uint64]Block{}}
+	var sent []uint64
+	send := func(pb *gatewayv1.Block) error {
+		if pb.GetShared() == nil {
+			sent = append(sent, 100)
+		} else {
+			sent = append(sent, pb.GetShared().GetOffset())
+		}
+		return nil
+	}
+	for _, seq := range []uint64{2, 0, 3, 1, 5, 4} {
+		if err := o.send(Block{shared: &gatewayv1.SharedRange{Offset: seq, Length: 1}, seq: seq}, send); err != nil {
+			t.Fatal(err)
+		}
+		if seq == 3 {
+			o.send(Block{}, send)
+		}
+	}
+	if fmt.Sprint(sent) != "[0 100 1 2 3 4 5]" {
+		t.Fatalf("sent in the order %v", sent)
+	}
+	if len(o.pending) != 0 {
+		t.Fatalf("%d blocks still pending", len(o.pending))
 	}
 }

@@ -6,17 +6,18 @@ import (
 	"sync"
 )
 
-// Ring hands out contiguous ranges of [lo, hi) to blocks in the order they
-// are sent and takes them back in the same order, as the client releases
-// them. Alloc waits while the space is in use. It is safe for one
-// allocating goroutine and one releasing goroutine.
+// Ring hands out contiguous ranges of [lo, hi) to blocks and takes them
+// back in allocation order, as the client releases them. Alloc waits while
+// the space is in use. Any number of goroutines may allocate, release and
+// wait at once.
 type Ring struct {
 	mu         sync.Mutex
 	lo, hi     int64
-	head, tail int64  // next allocation at head; the oldest in use at tail
-	spans      []span // in use, oldest first
-	err        error  // set by Fail: Alloc returns it
-	wake       chan struct{}
+	head, tail int64         // next allocation at head; the oldest in use at tail
+	spans      []span        // in use, oldest first
+	seq        uint64        // of the next allocation
+	err        error         // set by Fail: Alloc returns it
+	changed    chan struct{} // closed (and replaced) by every release and Fail
 }
 
 // span is one allocation; end is where the next free space starts (a span
@@ -25,31 +26,38 @@ type span struct{ end int64 }
 
 // NewRing returns a ring over [lo, hi).
 func NewRing(lo, hi int64) *Ring {
-	return &Ring{lo: lo, hi: hi, head: lo, tail: lo, wake: make(chan struct{}, 1)}
+	return &Ring{lo: lo, hi: hi, head: lo, tail: lo, changed: make(chan struct{})}
 }
 
 // Alloc returns the offset of n contiguous bytes, waiting for releases if
-// need be. n must be at most a quarter of the ring for releases in batches
-// of up to an eighth of it never to leave Alloc waiting for ever.
-func (r *Ring) Alloc(ctx context.Context, n int64) (int64, error) {
+// need be, and the allocation's sequence number (0, 1, ...): allocations
+// must be sent, and are released, in that order. n must be at most a
+// quarter of the ring for releases in batches of up to an eighth of it
+// never to leave Alloc waiting for ever.
+func (r *Ring) Alloc(ctx context.Context, n int64) (off int64, seq uint64, err error) {
 	if n <= 0 || n > r.hi-r.lo {
-		return 0, fmt.Errorf("shared memory: %d bytes do not fit a ring of %d", n, r.hi-r.lo)
+		return 0, 0, fmt.Errorf("shared memory: %d bytes do not fit a ring of %d", n, r.hi-r.lo)
 	}
 	for {
 		r.mu.Lock()
 		if r.err != nil {
 			r.mu.Unlock()
-			return 0, r.err
+			return 0, 0, r.err
 		}
 		off, ok := r.place(n)
+		seq = r.seq
+		if ok {
+			r.seq++
+		}
+		changed := r.changed
 		r.mu.Unlock()
 		if ok {
-			return off, nil
+			return off, seq, nil
 		}
 		select {
-		case <-r.wake:
+		case <-changed:
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return 0, 0, ctx.Err()
 		}
 	}
 }
@@ -95,18 +103,8 @@ func (r *Ring) Release(k uint64) error {
 	if len(r.spans) == 0 {
 		r.spans = r.spans[:0:0]
 	}
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
+	r.broadcast()
 	return nil
-}
-
-// Outstanding is the number of allocations not yet released.
-func (r *Ring) Outstanding() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.spans)
 }
 
 // Drained waits until every allocation is released, ctx is done, or Fail
@@ -114,7 +112,7 @@ func (r *Ring) Outstanding() int {
 func (r *Ring) Drained(ctx context.Context) error {
 	for {
 		r.mu.Lock()
-		n, err := len(r.spans), r.err
+		n, err, changed := len(r.spans), r.err, r.changed
 		r.mu.Unlock()
 		if n == 0 {
 			return nil
@@ -123,7 +121,7 @@ func (r *Ring) Drained(ctx context.Context) error {
 			return err
 		}
 		select {
-		case <-r.wake:
+		case <-changed:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -133,10 +131,13 @@ func (r *Ring) Drained(ctx context.Context) error {
 // Fail makes Alloc return err from now on.
 func (r *Ring) Fail(err error) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.err = err
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
+	r.broadcast()
+}
+
+// broadcast wakes every waiter; r.mu is held.
+func (r *Ring) broadcast() {
+	close(r.changed)
+	r.changed = make(chan struct{})
 }

@@ -79,12 +79,12 @@ func TestRingNoDeadlock(t *testing.T) {
 func TestRingAllocWaitsForRelease(t *testing.T) {
 	ring := NewRing(0, 100)
 	ctx := context.Background()
-	if _, err := ring.Alloc(ctx, 80); err != nil {
+	if _, _, err := ring.Alloc(ctx, 80); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan int64)
 	go func() {
-		off, err := ring.Alloc(ctx, 50)
+		off, _, err := ring.Alloc(ctx, 50)
 		if err != nil {
 			t.Error(err)
 		}
@@ -104,17 +104,17 @@ func TestRingAllocWaitsForRelease(t *testing.T) {
 	// Fail and cancellation end a waiting Alloc.
 	boom := errors.New("client gone")
 	go func() { time.Sleep(10 * time.Millisecond); ring.Fail(boom) }()
-	if _, err := ring.Alloc(ctx, 60); !errors.Is(err, boom) {
+	if _, _, err := ring.Alloc(ctx, 60); !errors.Is(err, boom) {
 		t.Fatalf("Alloc after Fail: %v", err)
 	}
-	if _, err := NewRing(0, 10).Alloc(ctx, 11); err == nil {
+	if _, _, err := NewRing(0, 10).Alloc(ctx, 11); err == nil {
 		t.Fatal("an allocation larger than the ring succeeded")
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	full := NewRing(0, 10)
 	full.Alloc(ctx, 10)
 	cancel()
-	if _, err := full.Alloc(cctx, 1); !errors.Is(err, context.Canceled) {
+	if _, _, err := full.Alloc(cctx, 1); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Alloc on a cancelled context: %v", err)
 	}
 }
@@ -147,3 +147,40 @@ func TestRingDrained(t *testing.T) {
 	}
 }
 
+
+// TestRingManyWaiters: one release that frees room for several waiting
+// allocations wakes them all, and sequence numbers follow allocation
+// order.
+func TestRingManyWaiters(t *testing.T) {
+	ring := NewRing(0, 100)
+	ctx := context.Background()
+	if _, seq, err := ring.Alloc(ctx, 100); err != nil || seq != 0 {
+		t.Fatalf("first allocation: seq %d, %v", seq, err)
+	}
+	done := make(chan uint64)
+	for range 4 {
+		go func() {
+			_, seq, err := ring.Alloc(ctx, 25)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- seq
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	if err := ring.Release(1); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint64]bool{}
+	for range 4 {
+		select {
+		case seq := <-done:
+			seen[seq] = true
+		case <-time.After(5 * time.Second):
+			t.Fatal("a waiting allocation was not woken")
+		}
+	}
+	if len(seen) != 4 || !seen[1] || !seen[4] {
+		t.Fatalf("sequence numbers %v, want 1..4", seen)
+	}
+}
