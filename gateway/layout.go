@@ -39,6 +39,10 @@ type layout struct {
 	fill chunk
 	// shard describes shards; nil when every unit is its own object.
 	shard *shardLayout
+	// raw: unsharded chunks of fixed-size elements stored as they are
+	// decoded (the bytes codec alone, little-endian): a whole chunk's stored
+	// bytes are its block.
+	raw bool
 }
 
 type shardLayout struct {

@@ -66,15 +66,21 @@ func (g *Gateway) ReadSlab(ctx context.Context, path string, sel []zarr.Range, s
 	return g.readSlab(ctx, path, sel, start, nil, emit)
 }
 
-// placeFunc, given to readSlab, runs on each block in the goroutine that
-// made it, before the block is queued for emit: it passes the block, or
-// pieces of it, on through push. ctx is the read's.
-type placeFunc func(ctx context.Context, b Block, push func(Block) error) error
+// blockSink is where a read's workers put block data when it does not go
+// to emit as is: ReadSlabShared's segment. Its methods run in the workers,
+// in parallel; ctx is the read's.
+type blockSink interface {
+	// place passes b on through push, or pieces of it, put in place.
+	place(ctx context.Context, b Block, push func(Block) error) error
+	// alloc returns n bytes of the destination for a whole chunk stored
+	// raw (its stored bytes are its elements) to be read into, and tag,
+	// which marks a block of those bytes as already in place; or nil if
+	// the sink takes no direct reads.
+	alloc(ctx context.Context, n int64) (buf []byte, tag func(*Block), err error)
+}
 
-// readSlab is ReadSlab, with place (if set) run on every block by the
-// worker that made it, so that per-block work such as copying into shared
-// memory runs in parallel.
-func (g *Gateway) readSlab(ctx context.Context, path string, sel []zarr.Range, start func(SlabInfo) error, place placeFunc, emit func(Block) error) error {
+// readSlab is ReadSlab with the workers putting blocks into sink, if set.
+func (g *Gateway) readSlab(ctx context.Context, path string, sel []zarr.Range, start func(SlabInfo) error, sink blockSink, emit func(Block) error) error {
 	n, err := g.array(ctx, path)
 	if err != nil {
 		return err
@@ -110,10 +116,10 @@ func (g *Gateway) readSlab(ctx context.Context, path string, sel []zarr.Range, s
 			return nil
 		}
 		out := emit
-		if place != nil {
-			out = func(b Block) error { return place(ctx, b, emit) }
+		if sink != nil {
+			out = func(b Block) error { return sink.place(ctx, b, emit) }
 		}
-		if err := g.readBatch(ctx, l, batch, out); err != nil {
+		if err := g.readBatch(ctx, l, batch, sink, out); err != nil {
 			return fmt.Errorf("read %q: %w", path, err)
 		}
 		return nil
@@ -159,13 +165,13 @@ func (g *Gateway) readSlab(ctx context.Context, path string, sel []zarr.Range, s
 		}
 	}
 	out := queue
-	if place != nil {
-		out = func(b Block) error { return place(ectx, b, queue) }
+	if sink != nil {
+		out = func(b Block) error { return sink.place(ectx, b, queue) }
 	}
 	for range g.cfg.Parallelism {
 		eg.Go(func() error {
 			for batch := range tasks {
-				if err := g.readBatch(ectx, l, batch, out); err != nil {
+				if err := g.readBatch(ectx, l, batch, sink, out); err != nil {
 					return err
 				}
 			}
@@ -212,11 +218,82 @@ func clone[T any](s []T) []T { return append([]T(nil), s...) }
 
 // readBatch reads one task batch: a shard (batches of sharded arrays hold
 // one), or up to maxPlainBatch chunks.
-func (g *Gateway) readBatch(ctx context.Context, l *layout, batch []readTask, out func(Block) error) error {
+func (g *Gateway) readBatch(ctx context.Context, l *layout, batch []readTask, sink blockSink, out func(Block) error) error {
 	if l.shard != nil {
 		return g.readShard(ctx, l, batch[0], out)
 	}
+	if sink != nil && l.raw {
+		var err error
+		if batch, err = g.readDirect(ctx, l, batch, sink, out); err != nil || len(batch) == 0 {
+			return err
+		}
+	}
 	return g.readChunks(ctx, l, batch, out)
+}
+
+// readDirect reads the chunks of a batch that the selection covers whole
+// straight into the sink's memory: chunks stored raw need no decoding, so
+// their stored bytes are the block. It returns the tasks left for
+// readChunks.
+func (g *Gateway) readDirect(ctx context.Context, l *layout, batch []readTask, sink blockSink, out func(Block) error) ([]readTask, error) {
+	n := l.unitElems() * int64(l.elem)
+	var rest []readTask
+	for _, t := range batch {
+		if !wholeUnit(l, t.dims) {
+			rest = append(rest, t)
+			continue
+		}
+		buf, tag, err := sink.alloc(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		if buf == nil { // the sink takes no direct reads
+			return batch, nil
+		}
+		key := l.key(t.coords)
+		_, err = retry(ctx, func() (struct{}, error) { return struct{}{}, g.readWhole(ctx, key, buf) })
+		switch {
+		case errors.Is(err, storesvc.ErrNotFound):
+			copy(buf, l.fill.data)
+		case err != nil:
+			return nil, fmt.Errorf("chunk %q: %w", key, err)
+		}
+		b := Block{Origin: make([]int64, len(t.dims)), Shape: make([]int64, len(t.dims)), Data: buf}
+		for d, dp := range t.dims {
+			b.Origin[d], b.Shape[d] = dp.OutStart, dp.Count
+		}
+		tag(&b)
+		if err := out(b); err != nil {
+			return nil, err
+		}
+	}
+	return rest, nil
+}
+
+// readWhole reads the value at key into buf, which it must fill exactly.
+func (g *Gateway) readWhole(ctx context.Context, key string, buf []byte) error {
+	obj, err := g.store.Get(ctx, key, storesvc.ByteRange{})
+	if err != nil {
+		return err
+	}
+	defer obj.Close()
+	if obj.Length != int64(len(buf)) {
+		return errs.New(errs.DataLoss, "bytes codec: chunk has %d bytes, want %d", obj.Length, len(buf))
+	}
+	if _, err := io.ReadFull(obj, buf); err != nil {
+		return errs.Wrap(errs.DataLoss, err, "read %d bytes", len(buf))
+	}
+	return nil
+}
+
+// wholeUnit reports whether a projection covers its unit whole, in order.
+func wholeUnit(l *layout, dims []zarr.DimProjection) bool {
+	for d, dp := range dims {
+		if dp.Start != 0 || dp.Step != 1 || dp.Count != l.unit[d] {
+			return false
+		}
+	}
+	return true
 }
 
 // readChunks reads a batch of unsharded chunks with one store request and
@@ -515,14 +592,10 @@ func (g *Gateway) readShardIndex(ctx context.Context, l *layout, key string) (*s
 func gather(l *layout, u chunk, dims []zarr.DimProjection) Block {
 	nd := len(dims)
 	b := Block{Origin: make([]int64, nd), Shape: make([]int64, nd)}
-	whole := true
 	for d, dp := range dims {
 		b.Origin[d], b.Shape[d] = dp.OutStart, dp.Count
-		if dp.Start != 0 || dp.Step != 1 || dp.Count != l.unit[d] {
-			whole = false
-		}
 	}
-	if whole {
+	if wholeUnit(l, dims) {
 		b.Data, b.Offsets, b.release = u.data, u.offsets, u.release
 		return b
 	}

@@ -44,6 +44,7 @@ func (s *Server) ReadSlabShared(stream grpc.BidiStreamingServer[gatewayv1.ReadSl
 	defer cancel(nil)
 	var elem int
 	var out *sharedOut
+	sink := &sharedSink{}
 	reusable := false
 	defer func() {
 		if out != nil {
@@ -80,14 +81,10 @@ func (s *Server) ReadSlabShared(stream grpc.BidiStreamingServer[gatewayv1.ReadSl
 		}
 		out = seg
 		out.pending = map[uint64]Block{}
+		sink.o, sink.elem = out, elem
 		go out.receive(stream, cancel)
 		return nil
-	}, func(ctx context.Context, b Block, push func(Block) error) error {
-		if out == nil {
-			return push(b)
-		}
-		return out.place(ctx, b, elem, push)
-	}, func(b Block) error {
+	}, sink, func(b Block) error {
 		if out == nil {
 			return sendInline(b, elem, func(pb *gatewayv1.Block, done func()) error {
 				return stream.SendMsg(wire.ByRef{Msg: &gatewayv1.ReadSlabSharedResponse{Message: &gatewayv1.ReadSlabSharedResponse_Block{Block: pb}}, Done: done})
@@ -107,7 +104,7 @@ func (s *Server) ReadSlabShared(stream grpc.BidiStreamingServer[gatewayv1.ReadSl
 			dcancel()
 		}
 	}
-	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		err = cause // the client broke the protocol: say how
 	}
 	return errs.ToStatus(err)
@@ -187,6 +184,34 @@ func (o *sharedOut) receive(stream grpc.BidiStreamingServer[gatewayv1.ReadSlabSh
 			return
 		}
 	}
+}
+
+// sharedSink is ReadSlabShared's blockSink: the segment once the client
+// has attached it (o set), a pass-through before or without.
+type sharedSink struct {
+	o    *sharedOut
+	elem int
+}
+
+func (s *sharedSink) place(ctx context.Context, b Block, push func(Block) error) error {
+	if s.o == nil || b.shared != nil { // inline, or read in place
+		return push(b)
+	}
+	return s.o.place(ctx, b, s.elem, push)
+}
+
+func (s *sharedSink) alloc(ctx context.Context, n int64) ([]byte, func(*Block), error) {
+	if s.o == nil || n > s.o.piece {
+		return nil, nil, nil
+	}
+	off, seq, err := s.o.ring.Alloc(ctx, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.o.seg.Data[off : off+n], func(b *Block) {
+		b.Data, b.seq = nil, seq
+		b.shared = &gatewayv1.SharedRange{Offset: uint64(off), Length: uint64(n)}
+	}, nil
 }
 
 // place copies b's data into the ring, in pieces of at most a quarter of

@@ -16,6 +16,7 @@ import (
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/internal/shm"
+	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
 )
 
@@ -322,3 +323,90 @@ func TestSharedSendOrder(t *testing.T) {
 		t.Fatalf("%d blocks still pending", len(o.pending))
 	}
 }
+
+// TestReadSlabSharedDirect: whole chunks of a raw array are read straight
+// into the segment; missing ones read as the fill value, and a stored
+// chunk of the wrong size is DataLoss naming it, with the gateway still
+// serving.
+func TestReadSlabSharedDirect(t *testing.T) {
+	if !shm.Supported {
+		t.Skip("no shared memory on this platform")
+	}
+	g := New(memory.New(), testCodecs{}, Config{SharedMemory: true, SharedMemoryBytes: 1 << 20})
+	c := serveGateway(t, g)
+	if _, err := c.CreateArray(ctx, &gatewayv1.CreateArrayRequest{Path: "a", Shape: []uint64{512, 640}, DataType: "int32", ChunkShape: []uint64{64, 128},
+		CodecsJson: `[{"name":"bytes","configuration":{"endian":"little"}}]`, FillValueJson: "-7"}); err != nil {
+		t.Fatal(err)
+	}
+	// Chunk (0, 0) holds its row-major index; (1, 0) stays missing.
+	chunk := make([]byte, 0, 64*128*4)
+	for i := range uint32(64 * 128) {
+		chunk = binary.LittleEndian.AppendUint32(chunk, i)
+	}
+	if _, err := g.Store().Set(ctx, "a/c/0/0", bytes.NewReader(chunk), storesvc.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(rows uint64) ([]byte, error) {
+		s, err := c.ReadSlabShared(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Read{Read: &gatewayv1.ReadSlabRequest{Path: "a",
+			Selection: []*gatewayv1.Slice{{Start: 0, Stop: rows}, {Start: 0, Stop: 128}}}}})
+		m, err := s.Recv()
+		if err != nil {
+			return nil, err
+		}
+		seg := m.GetHeader().GetSharedSegment()
+		mp, err := shm.Attach(seg.GetPath(), int64(seg.GetSize()), seg.GetToken())
+		if err != nil {
+			return nil, err
+		}
+		defer mp.Close()
+		sendAttach(s, true)
+		got := make([]byte, rows*128*4)
+		for {
+			msg, err := s.Recv()
+			if err == io.EOF {
+				return got, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			if msg.GetEnd() != nil {
+				continue
+			}
+			b, r := msg.GetBlock(), msg.GetBlock().GetShared()
+			if r == nil {
+				t.Fatalf("block %v not in shared memory", b.GetOrigin())
+			}
+			copy(got[b.GetOrigin()[0]*128*4:], m2b(mp.Data[r.GetOffset():r.GetOffset()+r.GetLength()]))
+			sendRelease(s, 1)
+		}
+	}
+	got, err := read(128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 128 * 128 {
+		want := int32(i)
+		if i >= 64*128 {
+			want = -7
+		}
+		if v := int32(binary.LittleEndian.Uint32(got[4*i:])); v != want {
+			t.Fatalf("element %d = %d, want %d", i, v, want)
+		}
+	}
+	if _, err := g.Store().Set(ctx, "a/c/1/0", bytes.NewReader(chunk[:100]), storesvc.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := read(128); status.Code(err) != codes.DataLoss || !bytes.Contains([]byte(err.Error()), []byte("a/c/1/0")) {
+		t.Fatalf("read of a short chunk: %v, want DataLoss naming a/c/1/0", err)
+	}
+	if _, err := read(64); err != nil {
+		t.Fatalf("the gateway stopped serving after a bad chunk: %v", err)
+	}
+}
+
+// m2b returns b: a shared block's bytes, copied out as a client would.
+func m2b(b []byte) []byte { return append([]byte(nil), b...) }

@@ -39,11 +39,12 @@ func mapFile(f *os.File, size int64, write bool) ([]byte, error) {
 
 func unmap(b []byte) error { return syscall.Munmap(b) }
 
-// openSegment opens without blocking on a FIFO: the path comes from the
-// other side of the call. (/proc/<pid>/fd/<n> is a symbolic link, so it is
-// followed; what it leads to is checked by the caller.)
+// openSegment opens without blocking on a FIFO or taking a terminal: the
+// path comes from the other side of the call. (/proc/<pid>/fd/<n> is a
+// symbolic link, so it is followed; what it leads to is checked by the
+// caller.)
 func openSegment(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 }
 
 // Supported reports whether this platform has shared memory segments.
