@@ -309,6 +309,10 @@ type Block struct {
 	Offsets       []int64
 
 	pieces [][]byte // Data, left in receive buffers (recvPieces)
+	// done, set on blocks in a shared-memory segment (recvPieces), keeps
+	// pieces valid after the next block is yielded, until it is called,
+	// once, by whoever copies them out.
+	done func()
 }
 
 // SlabHeader describes a slab being read.
@@ -329,7 +333,8 @@ func (a *Array) Blocks(ctx context.Context, sel Selection) (*SlabHeader, iter.Se
 // How blocks receives: each block's data owned by the caller; or valid
 // only until the next block is yielded, for callers that copy it out at
 // once: in one reused buffer, or (fixed-size types) left in gRPC's receive
-// buffers as Block.pieces, saving a copy.
+// buffers or a shared-memory segment as Block.pieces, saving a copy
+// (blocks in the segment stay valid until their done is called).
 const (
 	recvOwned = iota
 	recvReuse
@@ -405,7 +410,10 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 	seq := func(yield func(Block, error) bool) {
 		defer cancel()
 		if sh != nil {
-			defer func() { a.c.maps.detach(sh.m, sh.ended) }()
+			defer func() {
+				sh.wait() // blocks still being copied out read the mapping
+				a.c.maps.detach(sh.m, sh.ended)
+			}()
 		}
 		reuse := &wire.Reuse{Msg: newMsg()}
 		var frame wire.Frame
@@ -454,33 +462,38 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 			if len(pb.GetOffsets()) > 0 {
 				b.Offsets = i64s(pb.GetOffsets())
 			}
-			r := pb.GetShared()
-			if r != nil {
+			if r := pb.GetShared(); r != nil {
 				if b.pieces, err = sh.data(r); err != nil {
 					yield(Block{}, errs.Wrap(errs.DataLoss, err, "read %q", a.Path))
 					return
 				}
+				b.done = sh.hold(r.GetLength())
 			}
 			if !yield(b, nil) {
 				return
-			}
-			if r != nil {
-				sh.done(r.GetLength())
 			}
 		}
 	}
 	return hdr, seq, nil
 }
 
-// sharedIn is the client's side of a ReadSlabShared segment.
+// sharedIn is the client's side of a ReadSlabShared segment. Blocks are
+// released in the order they arrived, as soon as they and every block
+// before them are copied out and they add up to an eighth of the ring;
+// they may be copied out in any order, by several goroutines.
 type sharedIn struct {
 	m      *shm.Mapping
 	stream grpc.BidiStreamingClient[gatewayv1.ReadSlabSharedRequest, gatewayv1.ReadSlabSharedResponse]
 	batch  int64 // release once this many bytes are done with
 
-	blocks uint64 // done with, not released yet
-	bytes  int64
-	ended  bool // the gateway's end came and everything is released
+	mu       sync.Mutex
+	held     uint64           // blocks handed out so far
+	oldest   uint64           // the oldest block not done with
+	finished map[uint64]int64 // done with, after a block that is not: bytes
+	blocks   uint64           // done with in order, not released yet
+	bytes    int64
+	out      sync.WaitGroup // blocks not done with
+	ended    bool           // the gateway's end came and everything is released
 }
 
 // data is a shared block's data in the mapping.
@@ -495,27 +508,62 @@ func (s *sharedIn) data(r *gatewayv1.SharedRange) ([][]byte, error) {
 	return [][]byte{s.m.Data[off : off+n]}, nil
 }
 
-// done counts a block whose data has been copied out, and releases the
-// blocks done with so far once they hold an eighth of the ring. A failed
-// send is left for the stream's status to report.
-func (s *sharedIn) done(n uint64) {
-	s.blocks++
-	s.bytes += int64(n)
-	if s.bytes < s.batch {
-		return
-	}
-	s.release()
+// hold hands out the next block, of n bytes, and returns its done.
+func (s *sharedIn) hold(n uint64) func() {
+	s.mu.Lock()
+	i := s.held
+	s.held++
+	s.mu.Unlock()
+	s.out.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { s.finish(i, int64(n)) }) }
 }
 
+// finish records block i as done with, and releases what can be.
+func (s *sharedIn) finish(i uint64, n int64) {
+	defer s.out.Done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished == nil {
+		s.finished = map[uint64]int64{}
+	}
+	s.finished[i] = n
+	for {
+		n, ok := s.finished[s.oldest]
+		if !ok {
+			break
+		}
+		delete(s.finished, s.oldest)
+		s.oldest++
+		s.blocks++
+		s.bytes += n
+	}
+	if s.bytes >= s.batch {
+		s.release()
+	}
+}
+
+// release sends the release of the blocks done with; s.mu is held (the
+// stream takes one sender at a time). A failed send is left for the
+// stream's status to report.
 func (s *sharedIn) release() {
+	if s.blocks == 0 {
+		return
+	}
 	s.stream.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Release{Release: &gatewayv1.SharedRelease{Blocks: s.blocks}}})
 	s.blocks, s.bytes = 0, 0
 }
 
-// end answers the gateway's end of blocks: everything is copied out, so
-// all of it is released, and the mapping can serve a later read if the
-// gateway lends this segment again.
+// wait waits until every block handed out is done with.
+func (s *sharedIn) wait() { s.out.Wait() }
+
+// end answers the gateway's end of blocks: once every block is copied
+// out, all of them are released, and the mapping can serve a later read if
+// the gateway lends this segment again.
 func (s *sharedIn) end() {
+	s.wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.release()
 	s.ended = true
 }

@@ -1,10 +1,14 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"iter"
 	"reflect"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/zarrgate/zarrgate/errs"
@@ -55,52 +59,104 @@ func ReadInto[T Element](ctx context.Context, a *Array, sel Selection, dst []T) 
 	if n := product(shape); int64(len(dst)) != n {
 		return errs.New(errs.InvalidArgument, "read %q: dst has %d elements, the slab %v has %d", a.Path, len(dst), shape, n)
 	}
-	hdr, blocks, err := a.blocks(ctx, sel, recvPieces)
-	if err != nil {
-		return err
-	}
 	out := asBytes(dst)
-	elem := hdr.ElementSize
-	var got int64
-	for b, err := range blocks {
-		if err != nil {
-			return err
+	_, _, err := readDense(ctx, a, sel, func(hdr *SlabHeader) ([]byte, error) {
+		if hdr.ElementSize*len(dst) != len(out) || product(hdr.Shape) != int64(len(dst)) {
+			return nil, errs.New(errs.DataLoss, "read %q: the server sends a slab of shape %v and %d-byte elements, not %v of %T", a.Path, hdr.Shape, hdr.ElementSize, shape, *new(T))
 		}
-		if err := placeBlock(out, hdr.Shape, b, elem); err != nil {
-			return errs.Wrap(errs.DataLoss, err, "read %q", a.Path)
-		}
-		got += product(b.Shape)
-	}
-	if got != int64(len(dst)) {
-		return errs.New(errs.DataLoss, "read %q: the server sent %d of %d elements", a.Path, got, len(dst))
-	}
-	return nil
+		return out, nil
+	})
+	return err
 }
 
 // ReadBytes reads the slab sel (nil: all) of a fixed-size array into dense
 // C-order little-endian bytes, for any data type (float16, raw and fixed
 // strings included), and returns the slab's header.
 func ReadBytes(ctx context.Context, a *Array, sel Selection) (*SlabHeader, []byte, error) {
+	return readDense(ctx, a, sel, func(hdr *SlabHeader) ([]byte, error) {
+		if hdr.ElementSize == 0 {
+			return nil, errs.New(errs.InvalidArgument, "array %q holds variable-length %s; use ReadStrings", a.Path, hdr.DataType)
+		}
+		return make([]byte, product(hdr.Shape)*int64(hdr.ElementSize)), nil
+	})
+}
+
+// readDense reads the slab sel of a into the dense C-order buffer alloc
+// returns for the slab's header. Blocks that arrive in shared memory are
+// copied out by several goroutines; the others as they arrive.
+func readDense(ctx context.Context, a *Array, sel Selection, alloc func(*SlabHeader) ([]byte, error)) (*SlabHeader, []byte, error) {
 	hdr, blocks, err := a.blocks(ctx, sel, recvPieces)
 	if err != nil {
 		return nil, nil, err
 	}
-	if hdr.ElementSize == 0 {
-		return nil, nil, errs.New(errs.InvalidArgument, "array %q holds variable-length %s; use ReadStrings", a.Path, hdr.DataType)
+	out, err := alloc(hdr)
+	if err != nil {
+		for range blocks { // ends the call
+			break
+		}
+		return nil, nil, err
 	}
-	out := make([]byte, product(hdr.Shape)*int64(hdr.ElementSize))
-	var got int64
+	var (
+		got    atomic.Int64
+		mu     sync.Mutex
+		failed error
+		jobs   chan Block
+		wg     sync.WaitGroup
+	)
+	place := func(b Block) {
+		if err := placeBlock(out, hdr.Shape, b, hdr.ElementSize); err != nil {
+			mu.Lock()
+			failed = cmp.Or(failed, errs.Wrap(errs.DataLoss, err, "read %q", a.Path))
+			mu.Unlock()
+		}
+		got.Add(product(b.Shape))
+		if b.done != nil {
+			b.done()
+		}
+	}
+	failedYet := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return failed != nil
+	}
 	for b, err := range blocks {
 		if err != nil {
-			return nil, nil, err
+			mu.Lock()
+			failed = cmp.Or(failed, err)
+			mu.Unlock()
+			break
 		}
-		if err := placeBlock(out, hdr.Shape, b, hdr.ElementSize); err != nil {
-			return nil, nil, errs.Wrap(errs.DataLoss, err, "read %q", a.Path)
+		if failedYet() {
+			if b.done != nil {
+				b.done()
+			}
+			break
 		}
-		got += product(b.Shape)
+		if b.done == nil {
+			place(b)
+			continue
+		}
+		if jobs == nil {
+			jobs = make(chan Block, 16)
+			for range min(runtime.GOMAXPROCS(0), 4) {
+				wg.Go(func() {
+					for b := range jobs {
+						place(b)
+					}
+				})
+			}
+		}
+		jobs <- b
 	}
-	if got != product(hdr.Shape) {
-		return nil, nil, errs.New(errs.DataLoss, "read %q: the server sent %d of %d elements", a.Path, got, product(hdr.Shape))
+	if jobs != nil {
+		close(jobs)
+		wg.Wait()
+	}
+	if failed != nil {
+		return nil, nil, failed
+	}
+	if n := product(hdr.Shape); got.Load() != n {
+		return nil, nil, errs.New(errs.DataLoss, "read %q: the server sent %d of %d elements", a.Path, got.Load(), n)
 	}
 	return hdr, out, nil
 }
