@@ -8,6 +8,7 @@ import (
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/codecsvc"
+	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/storesvc/file"
 	"github.com/zarrgate/zarrgate/zarr"
 )
@@ -21,11 +22,15 @@ const (
 // benchGateway returns an engine on a file store holding array "a": 64 MiB
 // of float32 in 256×256 chunks with the given codecs, written in full.
 func benchGateway(b *testing.B, codecs string) *Gateway {
+	return benchGatewayConfig(b, codecs, Config{})
+}
+
+func benchGatewayConfig(b *testing.B, codecs string, cfg Config) *Gateway {
 	fs, err := file.New(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
-	g := New(fs, codecsvc.NewLocal(), Config{})
+	g := New(fs, codecsvc.NewLocal(), cfg)
 	if _, err := g.CreateArray(ctx, "a", ArraySpec{Shape: []int64{benchN, benchN}, DataType: "float32", ChunkShape: []int64{256, 256}, Codecs: json.RawMessage(codecs)}); err != nil {
 		b.Fatal(err)
 	}
@@ -77,6 +82,73 @@ func BenchmarkRPCReadSlab(b *testing.B) {
 	b.SetBytes(benchN * benchN * 4)
 	for b.Loop() {
 		drain(b, c, &gatewayv1.ReadSlabRequest{Path: "a"})
+	}
+}
+
+// BenchmarkRPCReadSlabShared is BenchmarkRPCReadSlab with block data
+// through a shared-memory segment (ReadSlabShared), the client's side
+// played by hand: every block copied out of the segment into a slab-sized
+// buffer, releases every eighth of the ring.
+func BenchmarkRPCReadSlabShared(b *testing.B) {
+	if !shm.Supported {
+		b.Skip("no shared memory on this platform")
+	}
+	for name, codecs := range map[string]string{"uncompressed": plainBytes, "zstd": zstdBytes} {
+		c := serveGatewayB(b, benchGatewayConfig(b, codecs, Config{SharedMemory: true}))
+		dst := make([]byte, benchN*benchN*4)
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(benchN * benchN * 4)
+			for b.Loop() {
+				readShared(b, c, dst)
+			}
+		})
+	}
+}
+
+// readShared reads all of "a" through ReadSlabShared into dst (block after
+// block, not in place).
+func readShared(b *testing.B, c gatewayv1.ArrayServiceClient, dst []byte) {
+	s, err := c.ReadSlabShared(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Read{Read: &gatewayv1.ReadSlabRequest{Path: "a"}}})
+	m, err := s.Recv()
+	if err != nil {
+		b.Fatal(err)
+	}
+	seg := m.GetHeader().GetSharedSegment()
+	mp, err := shm.Attach(seg.GetPath(), int64(seg.GetSize()), seg.GetToken())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer mp.Close()
+	s.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Attach{Attach: &gatewayv1.SharedAttach{Attached: true}}})
+	release := func(n uint64) {
+		s.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Release{Release: &gatewayv1.SharedRelease{Blocks: n}}})
+	}
+	var off int
+	var blocks uint64
+	var bytes uint64
+	for {
+		msg, err := s.Recv()
+		if err != nil {
+			if off != len(dst) {
+				b.Fatalf("read %d of %d bytes: %v", off, len(dst), err)
+			}
+			return
+		}
+		if msg.GetEnd() != nil {
+			release(blocks)
+			continue
+		}
+		r := msg.GetBlock().GetShared()
+		off += copy(dst[off:], mp.Data[r.GetOffset():r.GetOffset()+r.GetLength()])
+		blocks++
+		if bytes += r.GetLength(); bytes >= seg.GetSize()/8 {
+			release(blocks)
+			blocks, bytes = 0, 0
+		}
 	}
 }
 

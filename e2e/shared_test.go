@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/zarrgate/zarrgate/client"
+)
+
+// segments lists the shared-memory segments a process holds open.
+func segments(t *testing.T, pid int) int {
+	t.Helper()
+	fds, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "fd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if dest, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "fd", fd.Name())); err == nil && strings.Contains(dest, "memfd:zarrgate-slab") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSharedMemoryReads: a client on the gateway's host reads large slabs
+// through a shared-memory segment of a real `zarrgate serve` (the gateway
+// keeps it for the next read), with the same values as over the socket;
+// with --shared-memory=false the gateway makes no segment and the same
+// client reads over the socket.
+func TestSharedMemoryReads(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("no /proc here")
+	}
+	ctx := context.Background()
+	root := t.TempDir()
+	for _, on := range []bool{true, false} {
+		args := []string{"--root", root}
+		if !on {
+			args = append(args, "--shared-memory=false")
+		}
+		s := startServer(t, args...)
+		c, err := client.Dial(ctx, s.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sock, err := client.Dial(ctx, s.addr, client.WithSharedMemory(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 1024
+		a, err := c.OpenArray(ctx, "a")
+		if err != nil {
+			if a, err = c.CreateArray(ctx, "a", client.ArraySpec{Shape: []int64{n, n}, DataType: "float32", ChunkShape: []int64{128, 256},
+				Codecs: `[{"name":"bytes","configuration":{"endian":"little"}}]`}); err != nil {
+				t.Fatal(err)
+			}
+			want := make([]float32, n*n)
+			for i := range want {
+				want[i] = float32(i)
+			}
+			if _, err := client.Write(ctx, a, client.MustParseSelection("0:512,0:1024"), want[:n*n/2]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := segments(t, s.cmd.Process.Pid); got != 0 {
+			t.Fatalf("shared memory %v: %d segments before any read", on, got)
+		}
+		for _, sel := range []client.Selection{nil, client.MustParseSelection("1:1000:3,5:1024")} {
+			viaShm, _, err := client.Read[float32](ctx, a, sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sa, _ := sock.OpenArray(ctx, "a")
+			viaSocket, _, err := client.Read[float32](ctx, sa, sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(viaShm, viaSocket) {
+				t.Fatalf("shared memory %v, selection %v: the two reads differ", on, sel)
+			}
+			if sel == nil && (viaShm[n*n/2-1] != n*n/2-1 || viaShm[n*n/2] != 0) {
+				t.Fatalf("read %v, %v around the written half", viaShm[n*n/2-1], viaShm[n*n/2])
+			}
+		}
+		want := 0
+		if on {
+			want = 1 // lent to each read in turn, kept for the next
+		}
+		if got := segments(t, s.cmd.Process.Pid); got != want {
+			t.Fatalf("shared memory %v: the gateway holds %d segments after two reads, want %d", on, got, want)
+		}
+		c.Close()
+		sock.Close()
+		s.cmd.Process.Kill()
+		<-s.done
+	}
+}
