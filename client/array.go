@@ -309,9 +309,10 @@ type Block struct {
 	Offsets       []int64
 
 	pieces [][]byte // Data, left in receive buffers (recvPieces)
-	// done, set on blocks in a shared-memory segment (recvPieces), keeps
-	// pieces valid after the next block is yielded, until it is called,
-	// once, by whoever copies them out.
+	// done, set on blocks received as pieces (recvPieces: of gRPC's
+	// receive buffers or of a shared-memory segment), keeps pieces valid
+	// after the next block is yielded, until it is called, once, by
+	// whoever copies them out.
 	done func()
 }
 
@@ -331,10 +332,10 @@ func (a *Array) Blocks(ctx context.Context, sel Selection) (*SlabHeader, iter.Se
 }
 
 // How blocks receives: each block's data owned by the caller; or valid
-// only until the next block is yielded, for callers that copy it out at
-// once: in one reused buffer, or (fixed-size types) left in gRPC's receive
-// buffers or a shared-memory segment as Block.pieces, saving a copy
-// (blocks in the segment stay valid until their done is called).
+// only until the next block is yielded, in one reused buffer, for callers
+// that copy it out at once; or (fixed-size types) left in gRPC's receive
+// buffers or a shared-memory segment as Block.pieces, saving a copy, valid
+// until the block's done is called.
 const (
 	recvOwned = iota
 	recvReuse
@@ -416,18 +417,21 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 			}()
 		}
 		reuse := &wire.Reuse{Msg: newMsg()}
-		var frame wire.Frame
-		defer frame.Free()
 		for {
 			msg := newMsg()
 			var pieces [][]byte
+			var frame *wire.Frame // holding pieces (recvPieces)
 			var err error
 			switch mode {
 			case recvReuse:
 				err = stream.RecvMsg(reuse)
 				msg = reuse.Msg.(slabMsg)
 			case recvPieces:
-				if err = stream.RecvMsg(&frame); err == nil {
+				// A frame per message: its pieces stay valid until the
+				// block's done, so that blocks can be copied out in
+				// parallel.
+				frame = new(wire.Frame)
+				if err = stream.RecvMsg(frame); err == nil {
 					err = frame.Decode(msg, func(in protoreflect.Message, fd protoreflect.FieldDescriptor, p [][]byte) {
 						if fd.Name() == "data" {
 							pieces = p
@@ -450,6 +454,9 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 				return
 			}
 			pb := msg.GetBlock()
+			if pb == nil && frame != nil {
+				frame.Free()
+			}
 			if m, ok := msg.(*gatewayv1.ReadSlabSharedResponse); ok && m.GetEnd() != nil && sh != nil {
 				sh.end()
 				continue
@@ -461,6 +468,13 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 			b := Block{Origin: i64s(pb.GetOrigin()), Shape: i64s(pb.GetShape()), Data: pb.GetData(), pieces: pieces}
 			if len(pb.GetOffsets()) > 0 {
 				b.Offsets = i64s(pb.GetOffsets())
+			}
+			if frame != nil {
+				if pieces != nil {
+					b.done = sync.OnceFunc(frame.Free)
+				} else {
+					frame.Free() // nothing of the block is left in it
+				}
 			}
 			if r := pb.GetShared(); r != nil {
 				if b.pieces, err = sh.data(r); err != nil {
