@@ -147,7 +147,6 @@ func TestRingDrained(t *testing.T) {
 	}
 }
 
-
 // TestRingManyWaiters: one release that frees room for several waiting
 // allocations wakes them all, and sequence numbers follow allocation
 // order.
