@@ -199,6 +199,22 @@ func timedReads(b *testing.B, a *client.Array, got, want []float32) {
 	}
 }
 
+// reopen starts a fresh `zarrgate serve` on root and opens the array at
+// path through a client closed with the benchmark.
+func reopen(b *testing.B, root, path string) (*server, *client.Array) {
+	s := startServer(b, "--root", root)
+	c, err := client.Dial(context.Background(), s.addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	a, err := c.OpenArray(context.Background(), path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, a
+}
+
 // BenchmarkGatewayMemory4GiB streams a 4 GiB slab (a 16-times-larger
 // sharded zstd array) out of a separate `zarrgate serve` and reports the
 // server's peak resident memory; the issue's bound is 256 MiB. Then a
@@ -235,14 +251,7 @@ func BenchmarkGatewayMemory4GiB(b *testing.B) {
 	// A fresh server for the read, so that what the write left in its heap
 	// does not count.
 	s.cmd.Process.Kill()
-	s = startServer(b, "--root", root)
-	if c, err = client.Dial(ctx, s.addr); err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	if a, err = c.OpenArray(ctx, "big"); err != nil {
-		b.Fatal(err)
-	}
+	s, a = reopen(b, root, "big")
 	before := procStatus(b, s.cmd.Process.Pid, "VmRSS")
 	b.SetBytes(rows * cols * 4)
 	for b.Loop() {
@@ -268,14 +277,7 @@ func BenchmarkGatewayMemory4GiB(b *testing.B) {
 	// memory (ReadInto, as a client on the gateway's host does by default),
 	// from another fresh server: its segment counts in its peak.
 	s.cmd.Process.Kill()
-	s = startServer(b, "--root", root)
-	if c, err = client.Dial(ctx, s.addr); err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	if a, err = c.OpenArray(ctx, "big"); err != nil {
-		b.Fatal(err)
-	}
+	s, a = reopen(b, root, "big")
 	dst := make([]float32, rows*cols)
 	t0 := time.Now()
 	if err := client.ReadInto(ctx, a, nil, dst); err != nil {
