@@ -354,7 +354,7 @@ type slabMsg interface {
 const sharedMinElements = 1 << 18
 
 func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeader, iter.Seq2[Block, error], error) {
-	shared := mode == recvPieces && a.c.shared.Load() && product(sel.Shape(a.Shape)) >= sharedMinElements
+	shared := mode != recvReuse && a.c.shared.Load() && product(sel.Shape(a.Shape)) >= sharedMinElements
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	var stream grpc.ClientStream
@@ -482,6 +482,12 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 					return
 				}
 				b.done = sh.hold(r.GetLength())
+				if mode == recvOwned { // the caller keeps Data: copy it out now
+					b.Data = bytes.Clone(b.pieces[0])
+					b.pieces = nil
+					b.done()
+					b.done = nil
+				}
 			}
 			if !yield(b, nil) {
 				return

@@ -58,12 +58,13 @@ func WithRetries(n uint, backoff time.Duration) Option {
 	return func(o *options) { o.retries, o.backoff = n, backoff }
 }
 
-// WithSharedMemory turns shared-memory reads on or off. With them, large
-// ReadInto and ReadBytes calls ask the gateway to pass block data through a
-// shared-memory segment instead of the socket, which is about twice as
-// fast; this works when client and gateway run on one host as one user,
-// and falls back to the socket otherwise. The default is on for loopback
-// and unix:// addresses, off for others.
+// WithSharedMemory turns shared-memory reads on or off. With them, reads
+// of at least 256 Ki elements (ReadInto, ReadBytes, Read, Blocks) ask the
+// gateway to pass block data through a shared-memory segment instead of
+// the socket, 2.4–3.4 times as fast for typed reads; this works when
+// client and gateway run on one Linux host as one user, and falls back to
+// the socket otherwise. The default is on for loopback and unix://
+// addresses, off for others.
 func WithSharedMemory(on bool) Option { return func(o *options) { o.shared = &on } }
 
 // WithDialOptions adds raw gRPC dial options.

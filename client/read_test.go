@@ -266,4 +266,37 @@ func TestSharedMemoryReads(t *testing.T) {
 			t.Fatalf("a client with shared memory off mapped %d segments", got)
 		}
 	}
+	// Blocks, whose data the caller keeps, copies it out of the segment
+	// (a fresh client, to see it map the segment).
+	bc := dial(t)
+	ba, err := bc.OpenArray(ctx, "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, blocks, err := ba.Blocks(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen int64
+	for b, err := range blocks {
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := 0
+		for i := b.Origin[0]; i < b.Origin[0]+b.Shape[0]; i++ {
+			for j := b.Origin[1]; j < b.Origin[1]+b.Shape[1]; j++ {
+				if v := math.Float64frombits(binary.LittleEndian.Uint64(b.Data[8*k:])); v != all[i*n+j] {
+					t.Fatalf("block at %v: element (%d, %d) = %v, want %v", b.Origin, i, j, v, all[i*n+j])
+				}
+				k++
+			}
+		}
+		seen += b.Shape[0] * b.Shape[1]
+	}
+	if seen != n*n {
+		t.Fatalf("Blocks yielded %d elements, want %d", seen, n*n)
+	}
+	if got := client.IdleMappings(bc); got != 1 {
+		t.Fatalf("after Blocks, %d idle mappings, want 1", got)
+	}
 }
