@@ -489,12 +489,47 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 					b.done = nil
 				}
 			}
+			if err := checkBlock(hdr, b); err != nil {
+				if b.done != nil {
+					b.done()
+				}
+				yield(Block{}, errs.Wrap(errs.DataLoss, err, "read %q", a.Path))
+				return
+			}
 			if !yield(b, nil) {
 				return
 			}
 		}
 	}
 	return hdr, seq, nil
+}
+
+// checkBlock checks that a block lies inside the slab and, for fixed-size
+// types, that its data has the block's size.
+func checkBlock(hdr *SlabHeader, b Block) error {
+	nd := len(hdr.Shape)
+	if len(b.Origin) != nd || len(b.Shape) != nd {
+		return fmt.Errorf("block rank %d, slab rank %d", len(b.Origin), nd)
+	}
+	for d := range nd {
+		if b.Origin[d] < 0 || b.Shape[d] < 0 || b.Origin[d] > hdr.Shape[d] || b.Shape[d] > hdr.Shape[d]-b.Origin[d] {
+			return fmt.Errorf("block at %v shape %v outside the slab %v", b.Origin, b.Shape, hdr.Shape)
+		}
+	}
+	if hdr.ElementSize == 0 {
+		return nil
+	}
+	n := int64(len(b.Data))
+	if b.pieces != nil {
+		n = 0
+		for _, p := range b.pieces {
+			n += int64(len(p))
+		}
+	}
+	if want := product(b.Shape) * int64(hdr.ElementSize); n != want {
+		return fmt.Errorf("block at %v has %d bytes, want %d", b.Origin, n, want)
+	}
+	return nil
 }
 
 // sharedIn is the client's side of a ReadSlabShared segment. Blocks are
