@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -299,4 +300,158 @@ func TestSharedMemoryReads(t *testing.T) {
 	if got := client.IdleMappings(bc); got != 1 {
 		t.Fatalf("after Blocks, %d idle mappings, want 1", got)
 	}
+}
+
+// TestSharedMatchesSocket reads random slabs (strides included) of random
+// arrays (ranks 1–3, sharded or not, raw or zstd, fixed-size and string
+// types) through the gateway's shared memory and through the socket, with
+// ReadBytes and with Blocks, and requires the same elements. The test
+// gateway's 1 MiB segments make large reads wrap the ring.
+func TestSharedMatchesSocket(t *testing.T) {
+	ctx := context.Background()
+	c := dial(t)
+	sock, err := client.Dial(ctx, addr, client.WithSharedMemory(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	r := rand.New(rand.NewPCG(11, 12))
+	types := []struct {
+		name string
+		size int
+	}{{"uint8", 1}, {"int16", 2}, {"float32", 4}, {"float64", 8}, {"string", 0}}
+	for it := range 16 {
+		typ := types[r.IntN(len(types))]
+		nd := 1 + r.IntN(3)
+		shape, chunks := make([]int64, nd), make([]int64, nd)
+		var shards []int64
+		sharded := r.IntN(3) == 0
+		total := int64(1)
+		for d := range nd {
+			// Large enough in all (≥ 256 Ki elements) for shared memory.
+			shape[d] = []int64{1 << 18, 700, 90}[nd-1] + r.Int64N(50)
+			chunks[d] = 1 + r.Int64N(shape[d]/3+1)
+			total *= shape[d]
+		}
+		if sharded {
+			shards = make([]int64, nd)
+			for d := range nd {
+				shards[d] = chunks[d] * (1 + r.Int64N(3))
+			}
+		}
+		codecs := `[{"name":"bytes","configuration":{"endian":"little"}}]`
+		switch {
+		case typ.size == 0:
+			codecs = `[{"name":"vlen-utf8"}]`
+		case r.IntN(2) == 0:
+			codecs = ""
+		}
+		path := fmt.Sprintf("match/%d", it)
+		a, err := sock.CreateArray(ctx, path, client.ArraySpec{Shape: shape, DataType: typ.name, ChunkShape: chunks, ShardShape: shards, Codecs: codecs})
+		if err != nil {
+			t.Fatalf("%s %v chunks %v shards %v: %v", typ.name, shape, chunks, shards, err)
+		}
+		if typ.size == 0 {
+			src := make([]string, total)
+			for i := range src {
+				src[i] = strings.Repeat("x", int(i%5)) + fmt.Sprint(i)
+			}
+			if _, err := client.WriteStrings(ctx, a, nil, src); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			src := make([]byte, total*int64(typ.size))
+			for i := range src {
+				src[i] = byte(i*7 + i/251)
+			}
+			one := func(yield func(client.Block, error) bool) {
+				yield(client.Block{Origin: make([]int64, nd), Shape: shape, Data: src}, nil)
+			}
+			if _, err := a.WriteBlocks(ctx, nil, one); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sa, err := c.OpenArray(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			sel := make(client.Selection, nd)
+			for d := range nd {
+				lo := r.Int64N(shape[d] / 4)
+				sel[d] = client.Slice{Start: lo, Stop: shape[d] - r.Int64N(shape[d]/4), Step: 1 + r.Int64N(2)}
+			}
+			if r.IntN(3) == 0 {
+				sel = nil
+			}
+			what := fmt.Sprintf("%s %v chunks %v shards %v codecs %q, selection %v", typ.name, shape, chunks, shards, codecs, sel)
+			if typ.size > 0 {
+				_, viaShm, err := client.ReadBytes(ctx, sa, sel)
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				_, viaSock, err := client.ReadBytes(ctx, a, sel)
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				if !bytes.Equal(viaShm, viaSock) {
+					t.Fatalf("%s: ReadBytes differs between shared memory and the socket", what)
+				}
+			}
+			if got, want := blockElements(t, sa, sel, typ.size), blockElements(t, a, sel, typ.size); !slices.Equal(got, want) {
+				t.Fatalf("%s: Blocks differ between shared memory and the socket", what)
+			}
+		}
+	}
+	if got := client.IdleMappings(c); got == 0 {
+		t.Fatal("no read went through shared memory")
+	}
+}
+
+// blockElements reads sel with Blocks and returns the elements (as
+// strings of their bytes) in C order of the slab.
+func blockElements(t *testing.T, a *client.Array, sel client.Selection, size int) []string {
+	t.Helper()
+	hdr, blocks, err := a.Blocks(context.Background(), sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int64(1)
+	for _, s := range hdr.Shape {
+		n *= s
+	}
+	out := make([]string, n)
+	for b, err := range blocks {
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := 0
+		idx := make([]int64, len(b.Shape))
+		for {
+			if len(b.Shape) > 0 && slices.Contains(b.Shape, 0) {
+				break
+			}
+			pos := int64(0)
+			for d := range idx {
+				pos = pos*hdr.Shape[d] + b.Origin[d] + idx[d]
+			}
+			if size > 0 {
+				out[pos] = string(b.Data[k*size : (k+1)*size])
+			} else {
+				out[pos] = string(b.Data[b.Offsets[k]:b.Offsets[k+1]])
+			}
+			k++
+			d := len(idx) - 1
+			for ; d >= 0; d-- {
+				if idx[d]++; idx[d] < b.Shape[d] {
+					break
+				}
+				idx[d] = 0
+			}
+			if d < 0 {
+				break
+			}
+		}
+	}
+	return out
 }

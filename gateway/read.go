@@ -238,7 +238,7 @@ func (g *Gateway) readBatch(ctx context.Context, l *layout, batch []readTask, si
 func (g *Gateway) readDirect(ctx context.Context, l *layout, batch []readTask, sink blockSink, out func(Block) error) ([]readTask, error) {
 	n := l.unitElems() * int64(l.elem)
 	var rest []readTask
-	for _, t := range batch {
+	for i, t := range batch {
 		if !wholeUnit(l, t.dims) {
 			rest = append(rest, t)
 			continue
@@ -248,7 +248,7 @@ func (g *Gateway) readDirect(ctx context.Context, l *layout, batch []readTask, s
 			return nil, err
 		}
 		if buf == nil { // the sink takes no direct reads
-			return batch, nil
+			return append(rest, batch[i:]...), nil
 		}
 		key := l.key(t.coords)
 		_, err = retry(ctx, func() (struct{}, error) { return struct{}{}, g.readWhole(ctx, key, buf) })
