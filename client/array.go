@@ -377,8 +377,10 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 	first := newMsg()
 	if err := stream.RecvMsg(first); err != nil {
 		cancel()
-		if shared && status.Code(err) == codes.Unimplemented && strings.Contains(status.Convert(err).Message(), "unknown method") {
-			a.c.shared.Store(false) // a gateway from before ReadSlabShared
+		if shared && status.Code(err) == codes.Unimplemented && strings.Contains(status.Convert(err).Message(), "ReadSlabShared") {
+			// A gateway from before ReadSlabShared ("unknown method"), or
+			// one that does not implement it.
+			a.c.shared.Store(false)
 			return a.blocks(parent, sel, mode)
 		}
 		if err == io.EOF {

@@ -29,6 +29,9 @@ type liar struct {
 }
 
 func (l *liar) ReadSlabShared(stream grpc.BidiStreamingServer[gatewayv1.ReadSlabSharedRequest, gatewayv1.ReadSlabSharedResponse]) error {
+	if l.lie == nil {
+		return status.Error(codes.Unimplemented, "method ReadSlabShared not implemented")
+	}
 	if _, err := stream.Recv(); err != nil {
 		return err
 	}
@@ -140,5 +143,48 @@ func TestSharedMemoryLies(t *testing.T) {
 				t.Fatalf("Blocks: %v, want DataLoss", err)
 			}
 		})
+	}
+}
+
+// TestSharedMemoryUnimplemented: against a gateway without ReadSlabShared
+// the client reads through ReadSlab, and stops asking.
+func TestSharedMemoryUnimplemented(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	g := gateway.New(memory.New(), codecsvc.NewLocal(), gateway.Config{})
+	gatewayv1.RegisterArrayServiceServer(srv, &liar{Server: gateway.NewServer(g)})
+	go srv.Serve(lis)
+	defer srv.Stop()
+	ctx := context.Background()
+	c, err := client.Dial(ctx, lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 512
+	a, err := c.CreateArray(ctx, "a", client.ArraySpec{Shape: []int64{n, n}, DataType: "int32", ChunkShape: []int64{100, 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]int32, n*n)
+	for i := range want {
+		want[i] = int32(i)
+	}
+	if _, err := client.Write(ctx, a, nil, want); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		got, _, err := client.Read[int32](ctx, a, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("element %d = %d", i, got[i])
+			}
+		}
 	}
 }
