@@ -396,10 +396,8 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 	hdr := &SlabHeader{Shape: i64s(h.GetShape()), DataType: h.GetDataType(), ElementSize: int(h.GetElementSize())}
 	var sh *sharedIn
 	if seg := h.GetSharedSegment(); shared && seg != nil {
-		m, err := a.c.maps.attach(seg.GetPath(), int64(seg.GetSize()), seg.GetToken())
-		if err != nil {
-			m = nil // not on the gateway's host, or not its user: blocks come inline
-		}
+		// nil if not on the gateway's host, or not its user: blocks come inline
+		m, _ := a.c.maps.attach(seg.GetPath(), int64(seg.GetSize()), seg.GetToken())
 		s := stream.(grpc.BidiStreamingClient[gatewayv1.ReadSlabSharedRequest, gatewayv1.ReadSlabSharedResponse])
 		if err := s.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Attach{Attach: &gatewayv1.SharedAttach{Attached: m != nil}}}); err != nil && err != io.EOF {
 			cancel()
@@ -539,7 +537,7 @@ func checkBlock(hdr *SlabHeader, b Block) error {
 // before them are copied out and they add up to an eighth of the ring;
 // they may be copied out in any order, by several goroutines.
 type sharedIn struct {
-	m      *shm.Mapping
+	m      *mapping
 	stream grpc.BidiStreamingClient[gatewayv1.ReadSlabSharedRequest, gatewayv1.ReadSlabSharedResponse]
 	batch  int64 // release once this many bytes are done with
 
@@ -630,20 +628,21 @@ func (s *sharedIn) end() {
 // that still has one mapped skips opening and mapping it again.
 type mappings struct {
 	mu   sync.Mutex
-	idle []*shm.Mapping
-	keys map[*shm.Mapping]string
+	idle []*mapping
 }
 
-func mappingKey(path string, size int64, token []byte) string {
-	return fmt.Sprintf("%s\x00%d\x00%x", path, size, token)
+// mapping is a mapped segment and what identifies it: path, size, token.
+type mapping struct {
+	*shm.Mapping
+	key string
 }
 
 // attach returns an idle mapping of the segment, or maps it.
-func (c *mappings) attach(path string, size int64, token []byte) (*shm.Mapping, error) {
-	key := mappingKey(path, size, token)
+func (c *mappings) attach(path string, size int64, token []byte) (*mapping, error) {
+	key := fmt.Sprintf("%s\x00%d\x00%x", path, size, token)
 	c.mu.Lock()
 	for i, m := range c.idle {
-		if c.keys[m] == key {
+		if m.key == key {
 			c.idle = slices.Delete(c.idle, i, i+1)
 			c.mu.Unlock()
 			return m, nil
@@ -654,30 +653,22 @@ func (c *mappings) attach(path string, size int64, token []byte) (*shm.Mapping, 
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	if c.keys == nil {
-		c.keys = map[*shm.Mapping]string{}
-	}
-	c.keys[m] = key
-	c.mu.Unlock()
-	return m, nil
+	return &mapping{Mapping: m, key: key}, nil
 }
 
 // detach ends a read's use of m: kept idle if the read ended cleanly (the
 // oldest idle mapping makes room), unmapped otherwise.
-func (c *mappings) detach(m *shm.Mapping, keep bool) {
+func (c *mappings) detach(m *mapping, keep bool) {
 	if m == nil {
+		return
+	}
+	if !keep {
+		m.Close()
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !keep {
-		delete(c.keys, m)
-		m.Close()
-		return
-	}
 	if len(c.idle) == 2 {
-		delete(c.keys, c.idle[0])
 		c.idle[0].Close()
 		c.idle = c.idle[1:]
 	}
@@ -691,7 +682,7 @@ func (c *mappings) close() {
 	for _, m := range c.idle {
 		m.Close()
 	}
-	c.idle, c.keys = nil, nil
+	c.idle = nil
 }
 
 // WriteStats reports what a write stored.

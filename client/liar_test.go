@@ -53,6 +53,26 @@ func (l *liar) ReadSlabShared(stream grpc.BidiStreamingServer[gatewayv1.ReadSlab
 	})
 }
 
+// serveLiar serves a liar (lie nil: no ReadSlabShared at all) on
+// loopback and returns a client of it, both stopped with the test.
+func serveLiar(t *testing.T, lie func(*shm.Segment, func(*gatewayv1.ReadSlabSharedResponse) error) error) *client.Client {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	g := gateway.New(memory.New(), codecsvc.NewLocal(), gateway.Config{})
+	gatewayv1.RegisterArrayServiceServer(srv, &liar{Server: gateway.NewServer(g), lie: lie})
+	go srv.Serve(lis)
+	c, err := client.Dial(context.Background(), lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); srv.Stop() })
+	return c
+}
+
 func header(shape []uint64, seg *shm.Segment) *gatewayv1.ReadSlabSharedResponse {
 	h := &gatewayv1.SlabHeader{Shape: shape, DataType: "float32", ByteOrder: gatewayv1.ByteOrder_BYTE_ORDER_LITTLE_ENDIAN, ElementSize: 4}
 	if seg != nil {
@@ -106,21 +126,8 @@ func TestSharedMemoryLies(t *testing.T) {
 	}
 	for name, lie := range lies {
 		t.Run(name, func(t *testing.T) {
-			lis, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
-			g := gateway.New(memory.New(), codecsvc.NewLocal(), gateway.Config{})
-			gatewayv1.RegisterArrayServiceServer(srv, &liar{Server: gateway.NewServer(g), lie: lie})
-			go srv.Serve(lis)
-			defer srv.Stop()
+			c := serveLiar(t, lie)
 			ctx := context.Background()
-			c, err := client.Dial(ctx, lis.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
 			a, err := c.CreateArray(ctx, "a", client.ArraySpec{Shape: []int64{n, n}, DataType: "float32", ChunkShape: []int64{128, 128}})
 			if err != nil {
 				t.Fatal(err)
@@ -149,21 +156,8 @@ func TestSharedMemoryLies(t *testing.T) {
 // TestSharedMemoryUnimplemented: against a gateway without ReadSlabShared
 // the client reads through ReadSlab, and stops asking.
 func TestSharedMemoryUnimplemented(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	g := gateway.New(memory.New(), codecsvc.NewLocal(), gateway.Config{})
-	gatewayv1.RegisterArrayServiceServer(srv, &liar{Server: gateway.NewServer(g)})
-	go srv.Serve(lis)
-	defer srv.Stop()
+	c := serveLiar(t, nil)
 	ctx := context.Background()
-	c, err := client.Dial(ctx, lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	const n = 512
 	a, err := c.CreateArray(ctx, "a", client.ArraySpec{Shape: []int64{n, n}, DataType: "int32", ChunkShape: []int64{100, 100}})
 	if err != nil {

@@ -134,9 +134,9 @@ func TestReadStringsLarge(t *testing.T) {
 }
 
 // dial connects to the examples' gateway for the length of the test.
-func dial(t *testing.T) *client.Client {
+func dial(t *testing.T, opts ...client.Option) *client.Client {
 	t.Helper()
-	c, err := client.Dial(context.Background(), addr)
+	c, err := client.Dial(context.Background(), addr, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,11 +214,7 @@ func TestConcurrentReadsRecycleBuffers(t *testing.T) {
 func TestSharedMemoryReads(t *testing.T) {
 	ctx := context.Background()
 	c := dial(t)
-	sock, err := client.Dial(ctx, addr, client.WithSharedMemory(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sock.Close()
+	sock := dial(t, client.WithSharedMemory(false))
 	const n = 1024
 	a, err := c.CreateArray(ctx, "shared", client.ArraySpec{Shape: []int64{n, n}, DataType: "float64", ChunkShape: []int64{100, 300}})
 	if err != nil {
@@ -310,11 +306,7 @@ func TestSharedMemoryReads(t *testing.T) {
 func TestSharedMatchesSocket(t *testing.T) {
 	ctx := context.Background()
 	c := dial(t)
-	sock, err := client.Dial(ctx, addr, client.WithSharedMemory(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sock.Close()
+	sock := dial(t, client.WithSharedMemory(false))
 	r := rand.New(rand.NewPCG(11, 12))
 	types := []struct {
 		name string

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/zarr"
 )
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
@@ -48,6 +49,18 @@ func newBytesCodec(cfg json.RawMessage, in ChunkSpec) (any, error) {
 	// The specification requires endian for multi-byte types; zarr-python
 	// reads a missing one as little-endian, and so do we.
 	return bytesCodec{big: big && in.DataType.SwapUnit() > 1}, nil
+}
+
+// Raw reports whether a codec chain stores fixed-size elements of dt
+// exactly as they are decoded (C order, little-endian): the bytes codec
+// alone, swapping nothing. A whole chunk of such a chain needs no decoding,
+// so it can be read straight into its destination.
+func Raw(chain []zarr.CodecSpec, dt zarr.DataType) bool {
+	if len(chain) != 1 || chain[0].Name != "bytes" {
+		return false
+	}
+	c, err := newBytesCodec(chain[0].Configuration, ChunkSpec{DataType: dt})
+	return err == nil && !c.(bytesCodec).big
 }
 
 // swapped returns a copy of b with every unit-byte group reversed.

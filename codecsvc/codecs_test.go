@@ -306,3 +306,30 @@ func heapAlloc() int64 {
 	readMemStats(&m)
 	return int64(m.TotalAlloc)
 }
+
+func TestRaw(t *testing.T) {
+	spec := func(js string) []zarr.CodecSpec {
+		var c []zarr.CodecSpec
+		if err := json.Unmarshal([]byte(js), &c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		chain, dtype string
+		raw          bool
+	}{
+		{`[{"name":"bytes","configuration":{"endian":"little"}}]`, "float32", true},
+		{`[{"name":"bytes"}]`, "int64", true},
+		{`[{"name":"bytes","configuration":{"endian":"big"}}]`, "float32", false},
+		{`[{"name":"bytes","configuration":{"endian":"big"}}]`, "uint8", true},
+		{`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":3}}]`, "float32", false},
+		{`[{"name":"transpose","configuration":{"order":[1,0]}},{"name":"bytes","configuration":{"endian":"little"}}]`, "float32", false},
+		{`[{"name":"vlen-utf8"}]`, "string", false},
+		{`[{"name":"bytes","configuration":{"endian":"middle"}}]`, "float32", false},
+	} {
+		if got := Raw(spec(tc.chain), zarr.MustDataType(tc.dtype)); got != tc.raw {
+			t.Errorf("Raw(%s, %s) = %v, want %v", tc.chain, tc.dtype, got, tc.raw)
+		}
+	}
+}

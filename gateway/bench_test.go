@@ -108,47 +108,10 @@ func BenchmarkRPCReadSlabShared(b *testing.B) {
 // readShared reads all of "a" through ReadSlabShared into dst (block after
 // block, not in place).
 func readShared(b *testing.B, c gatewayv1.ArrayServiceClient, dst []byte) {
-	s, err := c.ReadSlabShared(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	s.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Read{Read: &gatewayv1.ReadSlabRequest{Path: "a"}}})
-	m, err := s.Recv()
-	if err != nil {
-		b.Fatal(err)
-	}
-	seg := m.GetHeader().GetSharedSegment()
-	mp, err := shm.Attach(seg.GetPath(), int64(seg.GetSize()), seg.GetToken())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer mp.Close()
-	s.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Attach{Attach: &gatewayv1.SharedAttach{Attached: true}}})
-	release := func(n uint64) {
-		s.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Release{Release: &gatewayv1.SharedRelease{Blocks: n}}})
-	}
-	var off int
-	var blocks uint64
-	var bytes uint64
-	for {
-		msg, err := s.Recv()
-		if err != nil {
-			if off != len(dst) {
-				b.Fatalf("read %d of %d bytes: %v", off, len(dst), err)
-			}
-			return
-		}
-		if msg.GetEnd() != nil {
-			release(blocks)
-			continue
-		}
-		r := msg.GetBlock().GetShared()
-		off += copy(dst[off:], mp.Data[r.GetOffset():r.GetOffset()+r.GetLength()])
-		blocks++
-		if bytes += r.GetLength(); bytes >= seg.GetSize()/8 {
-			release(blocks)
-			blocks, bytes = 0, 0
-		}
+	off := 0
+	err := readAllShared(b, c, nil, func(_ *gatewayv1.Block, data []byte) { off += copy(dst[off:], data) })
+	if err != nil || off != len(dst) {
+		b.Fatalf("read %d of %d bytes: %v", off, len(dst), err)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
-	"github.com/zarrgate/zarrgate/zarr"
 )
 
 // ChunkSpec is what the codec engine needs for a batch of one array's
@@ -107,23 +106,7 @@ func (g *Gateway) newLayout(n *node) (*layout, error) {
 		l.shard = &shardLayout{shape: a.ChunkShape, per: per, n: int(product(per)), index: idx}
 	}
 	l.codec = engineCodec{g.codecs, &ChunkSpec{Codecs: chain, Shape: l.unit, DataType: a.DataType, FillValue: a.FillValue}}
-	l.raw = l.shard == nil && l.elem > 0 && rawChain(chain, a.DataType)
+	l.raw = l.shard == nil && codecsvc.Raw(chain, a.DataType)
 	l.fill = fillUnit(a, l.unit)
 	return l, nil
-}
-
-// rawChain reports whether a codec chain stores fixed-size elements as
-// they are decoded: the bytes codec alone, little-endian (or big-endian
-// where that swaps nothing), as codecsvc's bytes codec reads it.
-func rawChain(chain []zarr.CodecSpec, dt zarr.DataType) bool {
-	if len(chain) != 1 || chain[0].Name != "bytes" || dt.VariableLength() {
-		return false
-	}
-	var cfg struct {
-		Endian string `json:"endian"`
-	}
-	if len(chain[0].Configuration) > 0 && json.Unmarshal(chain[0].Configuration, &cfg) != nil {
-		return false
-	}
-	return cfg.Endian != "big" || dt.SwapUnit() <= 1
 }

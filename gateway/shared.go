@@ -43,12 +43,11 @@ func (s *Server) ReadSlabShared(stream grpc.BidiStreamingServer[gatewayv1.ReadSl
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
 	var elem int
-	var out *sharedOut
-	sink := &sharedSink{}
+	sink := &sharedSink{} // its segment set once the client has attached it
 	reusable := false
 	defer func() {
-		if out != nil {
-			out.close(reusable)
+		if sink.o != nil {
+			sink.o.close(reusable)
 		}
 	}()
 	send := func(pb *gatewayv1.Block) error {
@@ -79,23 +78,22 @@ func (s *Server) ReadSlabShared(stream grpc.BidiStreamingServer[gatewayv1.ReadSl
 			seg.close(true) // not used: blocks go inline
 			return nil
 		}
-		out = seg
-		out.pending = map[uint64]Block{}
-		sink.o, sink.elem = out, elem
-		go out.receive(stream, cancel)
+		seg.pending = map[uint64]Block{}
+		sink.o, sink.elem = seg, elem
+		go seg.receive(stream, cancel)
 		return nil
 	}, sink, func(b Block) error {
-		if out == nil {
+		if sink.o == nil {
 			return sendInline(b, elem, func(pb *gatewayv1.Block, done func()) error {
 				return stream.SendMsg(wire.ByRef{Msg: &gatewayv1.ReadSlabSharedResponse{Message: &gatewayv1.ReadSlabSharedResponse_Block{Block: pb}}, Done: done})
 			})
 		}
-		return out.send(b, send)
+		return sink.o.send(b, send)
 	})
-	if err == nil && out != nil && len(out.pending) > 0 {
+	if out := sink.o; err == nil && out != nil && len(out.pending) > 0 {
 		err = errs.New(errs.Internal, "read_slab_shared %q: %d placed blocks were never sent", req.GetPath(), len(out.pending))
 	}
-	if err == nil && out != nil {
+	if out := sink.o; err == nil && out != nil {
 		// All blocks are sent: once the client has released them, the
 		// segment can serve a later call.
 		if err = stream.Send(&gatewayv1.ReadSlabSharedResponse{Message: &gatewayv1.ReadSlabSharedResponse_End{End: &gatewayv1.SlabEnd{}}}); err == nil {

@@ -347,42 +347,11 @@ func TestReadSlabSharedDirect(t *testing.T) {
 		t.Fatal(err)
 	}
 	read := func(rows uint64) ([]byte, error) {
-		s, err := c.ReadSlabShared(ctx)
-		if err != nil {
-			return nil, err
-		}
-		s.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Read{Read: &gatewayv1.ReadSlabRequest{Path: "a",
-			Selection: []*gatewayv1.Slice{{Start: 0, Stop: rows}, {Start: 0, Stop: 128}}}}})
-		m, err := s.Recv()
-		if err != nil {
-			return nil, err
-		}
-		seg := m.GetHeader().GetSharedSegment()
-		mp, err := shm.Attach(seg.GetPath(), int64(seg.GetSize()), seg.GetToken())
-		if err != nil {
-			return nil, err
-		}
-		defer mp.Close()
-		sendAttach(s, true)
 		got := make([]byte, rows*128*4)
-		for {
-			msg, err := s.Recv()
-			if err == io.EOF {
-				return got, nil
-			}
-			if err != nil {
-				return nil, err
-			}
-			if msg.GetEnd() != nil {
-				continue
-			}
-			b, r := msg.GetBlock(), msg.GetBlock().GetShared()
-			if r == nil {
-				t.Fatalf("block %v not in shared memory", b.GetOrigin())
-			}
-			copy(got[b.GetOrigin()[0]*128*4:], m2b(mp.Data[r.GetOffset():r.GetOffset()+r.GetLength()]))
-			sendRelease(s, 1)
-		}
+		err := readAllShared(t, c, []*gatewayv1.Slice{{Start: 0, Stop: rows}, {Start: 0, Stop: 128}}, func(b *gatewayv1.Block, data []byte) {
+			copy(got[b.GetOrigin()[0]*128*4:], data)
+		})
+		return got, err
 	}
 	got, err := read(128)
 	if err != nil {
@@ -408,5 +377,54 @@ func TestReadSlabSharedDirect(t *testing.T) {
 	}
 }
 
-// m2b returns b: a shared block's bytes, copied out as a client would.
-func m2b(b []byte) []byte { return append([]byte(nil), b...) }
+// readAllShared reads sel of array "a" through ReadSlabShared as a client
+// does: it maps the segment, hands every block with its bytes there to
+// handle, releases an eighth of the ring at a time and the rest at the
+// end. Every block must come in shared memory.
+func readAllShared(tb testing.TB, c gatewayv1.ArrayServiceClient, sel []*gatewayv1.Slice, handle func(b *gatewayv1.Block, data []byte)) error {
+	tb.Helper()
+	s, err := c.ReadSlabShared(ctx)
+	if err != nil {
+		return err
+	}
+	s.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Read{Read: &gatewayv1.ReadSlabRequest{Path: "a", Selection: sel}}})
+	m, err := s.Recv()
+	if err != nil {
+		return err
+	}
+	seg := m.GetHeader().GetSharedSegment()
+	if seg == nil {
+		tb.Fatal("no segment offered")
+	}
+	mp, err := shm.Attach(seg.GetPath(), int64(seg.GetSize()), seg.GetToken())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer mp.Close()
+	sendAttach(s, true)
+	var blocks, bytes uint64
+	for {
+		msg, err := s.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if msg.GetEnd() != nil {
+			sendRelease(s, blocks)
+			continue
+		}
+		b := msg.GetBlock()
+		r := b.GetShared()
+		if r == nil {
+			tb.Fatalf("block %v not in shared memory", b.GetOrigin())
+		}
+		handle(b, mp.Data[r.GetOffset():r.GetOffset()+r.GetLength()])
+		blocks++
+		if bytes += r.GetLength(); bytes >= seg.GetSize()/8 {
+			sendRelease(s, blocks)
+			blocks, bytes = 0, 0
+		}
+	}
+}
