@@ -1,0 +1,272 @@
+// Package membudget is the process's memory budget: every large buffer a
+// call needs (chunks fetched from a store, decode outputs, write buffers,
+// codec batches, shared-memory segments) is reserved against it before it
+// is allocated, so that the sum of what concurrent calls hold stays under
+// one limit whatever the load.
+//
+// A reservation that does not fit waits, first come first served (a large
+// request at the head of the queue is not starved by smaller ones behind
+// it; golang.org/x/sync/semaphore's Weighted does the queueing), for at
+// most the budget's MaxWait; then, or at once when it could never fit, it
+// fails with ResourceExhausted naming the limit.
+package membudget
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/zarrgate/zarrgate/errs"
+)
+
+// DefaultMaxWait is how long a reservation waits for memory by default.
+const DefaultMaxWait = 30 * time.Second
+
+// Budget is a limit on the bytes reserved at once.
+type Budget struct {
+	limit   int64
+	maxWait time.Duration
+	sem     *semaphore.Weighted
+	used    atomic.Int64
+	waiting atomic.Int64
+	peak    atomic.Int64
+}
+
+// New returns a budget of limit bytes whose reservations wait at most
+// maxWait (0: DefaultMaxWait) for memory.
+func New(limit int64, maxWait time.Duration) *Budget {
+	if limit <= 0 {
+		limit = math.MaxInt64
+	}
+	if maxWait <= 0 {
+		maxWait = DefaultMaxWait
+	}
+	return &Budget{limit: limit, maxWait: maxWait, sem: semaphore.NewWeighted(limit)}
+}
+
+// Unlimited is a budget that never waits; for tests and library callers
+// that bound memory themselves.
+func Unlimited() *Budget { return New(math.MaxInt64, 0) }
+
+// Limit is the budget's size in bytes.
+func (b *Budget) Limit() int64 { return b.limit }
+
+// InUse is the number of bytes reserved now.
+func (b *Budget) InUse() int64 { return b.used.Load() }
+
+// Peak is the most bytes ever reserved at once.
+func (b *Budget) Peak() int64 { return b.peak.Load() }
+
+// Waiting is the number of reservations waiting for memory now.
+func (b *Budget) Waiting() int64 { return b.waiting.Load() }
+
+// Reservation is memory reserved from a budget. Release gives it back;
+// it is safe to call more than once, and on a nil or zero Reservation.
+type Reservation struct {
+	b    *Budget
+	n    int64
+	once *sync.Once
+}
+
+// Bytes is the size of the reservation.
+func (r Reservation) Bytes() int64 { return r.n }
+
+// Release gives the memory back.
+func (r Reservation) Release() {
+	if r.b == nil || r.n == 0 {
+		return
+	}
+	r.once.Do(func() {
+		r.b.used.Add(-r.n)
+		r.b.sem.Release(r.n)
+	})
+}
+
+// Acquire reserves n bytes for what (a few words naming the buffer, for
+// the error message), waiting up to the budget's MaxWait, or ctx's end if
+// sooner. A request larger than the whole budget fails at once. Both
+// failures are ResourceExhausted naming the limit; a cancelled ctx gives
+// ctx's error.
+func (b *Budget) Acquire(ctx context.Context, n int64, what string) (Reservation, error) {
+	if n <= 0 {
+		return Reservation{}, nil
+	}
+	if n > b.limit {
+		return Reservation{}, errs.New(errs.ResourceExhausted, "%s needs %s, more than the server's whole memory budget of %s (--memory-limit)", what, Size(n), Size(b.limit))
+	}
+	if !b.sem.TryAcquire(n) {
+		b.waiting.Add(1)
+		wctx, cancel := context.WithTimeout(ctx, b.maxWait)
+		err := b.sem.Acquire(wctx, n)
+		cancel()
+		b.waiting.Add(-1)
+		if err != nil {
+			if ctx.Err() != nil {
+				return Reservation{}, ctx.Err()
+			}
+			return Reservation{}, errs.New(errs.ResourceExhausted, "%s needs %s; the server's memory budget of %s (--memory-limit) stayed in use by other calls for %v; try again later or read in smaller parts", what, Size(n), Size(b.limit), b.maxWait)
+		}
+	}
+	u := b.used.Add(n)
+	for p := b.peak.Load(); u > p && !b.peak.CompareAndSwap(p, u); p = b.peak.Load() {
+	}
+	return Reservation{b: b, n: n, once: new(sync.Once)}, nil
+}
+
+// TryAcquire reserves n bytes if they are free now, without waiting.
+func (b *Budget) TryAcquire(n int64) (Reservation, bool) {
+	if n <= 0 {
+		return Reservation{}, true
+	}
+	if n > b.limit || !b.sem.TryAcquire(n) {
+		return Reservation{}, false
+	}
+	u := b.used.Add(n)
+	for p := b.peak.Load(); u > p && !b.peak.CompareAndSwap(p, u); p = b.peak.Load() {
+	}
+	return Reservation{b: b, n: n, once: new(sync.Once)}, true
+}
+
+// Size formats a byte count for messages: 256 MiB, 1.5 GiB, 100 B.
+func Size(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	v := float64(n) / float64(div)
+	s := strconv.FormatFloat(v, 'f', 1, 64)
+	s = strings.TrimSuffix(s, ".0")
+	return s + " " + string("KMGTPE"[exp]) + "iB"
+}
+
+// ParseSize parses a byte count as a flag gives it: a plain number of
+// bytes, or a number with a unit K, M, G, T (powers of 1024; KiB, MB, GiB
+// and k are accepted too), such as 512MiB or 2G.
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && (t[i] >= '0' && t[i] <= '9' || t[i] == '.') {
+		i++
+	}
+	num, unit := t[:i], strings.ToUpper(strings.TrimSpace(t[i:]))
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("size %q: want a number of bytes with an optional unit (K, M, G, T)", s)
+	}
+	unit = strings.TrimSuffix(strings.TrimSuffix(unit, "B"), "I")
+	mult := float64(1)
+	switch unit {
+	case "":
+	case "K":
+		mult = 1 << 10
+	case "M":
+		mult = 1 << 20
+	case "G":
+		mult = 1 << 30
+	case "T":
+		mult = 1 << 40
+	default:
+		return 0, fmt.Errorf("size %q: unknown unit %q (want K, M, G or T)", s, t[i:])
+	}
+	v *= mult
+	if v >= math.MaxInt64 {
+		return 0, fmt.Errorf("size %q is too large", s)
+	}
+	return int64(v), nil
+}
+
+// Fraction of the process's memory limit that the budget takes by default:
+// the rest is the Go runtime, gRPC's buffers, caches and stacks.
+const defaultFraction = 0.6
+
+// Default is the budget a process gets without --memory-limit, and where
+// it came from: 60% of the cgroup's memory limit, else of GOMEMLIMIT, else
+// 25% of the machine's memory (a shared host), else 1 GiB.
+func Default() (int64, string) {
+	if n, ok := cgroupLimit(); ok {
+		return int64(float64(n) * defaultFraction), "60% of the cgroup memory limit"
+	}
+	if n := debug.SetMemoryLimit(-1); n > 0 && n < math.MaxInt64 {
+		return int64(float64(n) * defaultFraction), "60% of GOMEMLIMIT"
+	}
+	if n, ok := memTotal(); ok {
+		return n / 4, "25% of the machine's memory"
+	}
+	return 1 << 30, "built-in default"
+}
+
+// cgroupLimit reads the memory limit of this process's cgroup (v2, then
+// v1); no limit is not ok.
+func cgroupLimit() (int64, bool) {
+	for _, p := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		s := strings.TrimSpace(string(b))
+		if s == "max" {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		// cgroup v1 reports "no limit" as a huge page-aligned number.
+		if err != nil || n <= 0 || n >= 1<<60 {
+			return 0, false
+		}
+		if m, ok := memTotal(); ok && n >= m {
+			return 0, false // no tighter than the machine
+		}
+		return n, true
+	}
+	return 0, false
+}
+
+func memTotal() (int64, bool) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			if err == nil {
+				return kb << 10, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// SetRuntimeLimit tells the Go runtime to collect garbage harder as the
+// heap approaches the budget plus headroom for what the budget does not
+// cover (the runtime, gRPC buffers, caches), unless GOMEMLIMIT is set.
+// It returns the limit set, or 0.
+func SetRuntimeLimit(budget int64) int64 {
+	if os.Getenv("GOMEMLIMIT") != "" || budget <= 0 || budget >= math.MaxInt64/2 {
+		return 0
+	}
+	limit := budget + budget/8 + 64<<20
+	debug.SetMemoryLimit(limit)
+	return limit
+}
+
+// IsExhausted reports whether err is a budget refusal.
+func IsExhausted(err error) bool { return errors.Is(err, errs.ResourceExhausted) }

@@ -1,0 +1,130 @@
+package membudget
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zarrgate/zarrgate/errs"
+)
+
+func TestAcquireRelease(t *testing.T) {
+	b := New(100, time.Second)
+	r1, err := b.Acquire(context.Background(), 60, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.InUse() != 60 {
+		t.Fatalf("in use %d, want 60", b.InUse())
+	}
+	if _, ok := b.TryAcquire(50); ok {
+		t.Fatal("TryAcquire past the limit succeeded")
+	}
+	r1.Release()
+	r1.Release() // idempotent
+	if b.InUse() != 0 {
+		t.Fatalf("in use %d after release, want 0", b.InUse())
+	}
+	if b.Peak() != 60 {
+		t.Fatalf("peak %d, want 60", b.Peak())
+	}
+}
+
+func TestTooLargeFailsAtOnce(t *testing.T) {
+	b := New(1<<20, time.Hour)
+	start := time.Now()
+	_, err := b.Acquire(context.Background(), 2<<20, "a chunk")
+	if !errors.Is(err, errs.ResourceExhausted) || !strings.Contains(err.Error(), "1 MiB") {
+		t.Fatalf("err = %v, want ResourceExhausted naming the 1 MiB limit", err)
+	}
+	if time.Since(start) > time.Second {
+		t.Fatal("a request that can never fit waited")
+	}
+}
+
+func TestWaitIsBounded(t *testing.T) {
+	b := New(100, 100*time.Millisecond)
+	r, _ := b.Acquire(context.Background(), 100, "x")
+	defer r.Release()
+	start := time.Now()
+	_, err := b.Acquire(context.Background(), 1, "y")
+	if !errors.Is(err, errs.ResourceExhausted) {
+		t.Fatalf("err = %v, want ResourceExhausted", err)
+	}
+	if d := time.Since(start); d < 90*time.Millisecond || d > 2*time.Second {
+		t.Fatalf("waited %v, want about 100ms", d)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := b.Acquire(ctx, 1, "z"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled ctx: err = %v", err)
+	}
+	if b.Waiting() != 0 {
+		t.Fatalf("%d still waiting", b.Waiting())
+	}
+}
+
+// A large request at the head of the queue is served before smaller ones
+// that arrive after it (no starvation).
+func TestFIFO(t *testing.T) {
+	b := New(100, 5*time.Second)
+	hold, _ := b.Acquire(context.Background(), 50, "hold")
+	var order []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	got := func(name string, n int64) {
+		defer wg.Done()
+		r, err := b.Acquire(context.Background(), n, name)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		mu.Lock()
+		order = append(order, name)
+		mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+		r.Release()
+	}
+	wg.Add(1)
+	go got("big", 100)
+	for b.Waiting() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	wg.Add(1)
+	go got("small", 10) // would fit now, but big is first
+	for b.Waiting() != 2 {
+		time.Sleep(time.Millisecond)
+	}
+	hold.Release()
+	wg.Wait()
+	if len(order) != 2 || order[0] != "big" {
+		t.Fatalf("order %v, want big first", order)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"100": 100, "1K": 1024, "512MiB": 512 << 20, "2G": 2 << 30, "1.5GiB": 3 << 29, "3gb": 3 << 30} {
+		got, err := ParseSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "x", "-1", "5Q", "1e30"} {
+		if _, err := ParseSize(bad); err == nil {
+			t.Errorf("ParseSize(%q) succeeded", bad)
+		}
+	}
+	if s := Size(3 << 29); s != "1.5 GiB" {
+		t.Errorf("Size = %q", s)
+	}
+}
+
+func TestDefault(t *testing.T) {
+	n, src := Default()
+	if n <= 0 || src == "" {
+		t.Fatalf("Default() = %d, %q", n, src)
+	}
+}
