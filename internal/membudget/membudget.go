@@ -93,6 +93,27 @@ func (r Reservation) Release() {
 	})
 }
 
+// Shrink gives back the part of the reservation beyond n bytes (a buffer
+// reserved at its bound turned out smaller) and returns the reservation
+// for what is left; r must not be used afterwards.
+func (r Reservation) Shrink(n int64) Reservation {
+	if r.b == nil || n >= r.n {
+		return r
+	}
+	n = max(n, 0)
+	left := Reservation{b: r.b, n: n, once: new(sync.Once)}
+	done := false
+	r.once.Do(func() {
+		done = true
+		r.b.used.Add(n - r.n)
+		r.b.sem.Release(r.n - n)
+	})
+	if !done {
+		return Reservation{} // released already
+	}
+	return left
+}
+
 // Acquire reserves n bytes for what (a few words naming the buffer, for
 // the error message), waiting up to the budget's MaxWait, or ctx's end if
 // sooner. A request larger than the whole budget fails at once. Both

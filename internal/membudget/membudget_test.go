@@ -33,6 +33,22 @@ func TestAcquireRelease(t *testing.T) {
 	}
 }
 
+func TestShrink(t *testing.T) {
+	b := New(100, time.Second)
+	r, _ := b.Acquire(context.Background(), 80, "a")
+	r = r.Shrink(30)
+	if b.InUse() != 30 || r.Bytes() != 30 {
+		t.Fatalf("in use %d, reservation %d after shrinking to 30", b.InUse(), r.Bytes())
+	}
+	if _, ok := b.TryAcquire(70); !ok {
+		t.Fatal("the shrunk bytes were not given back")
+	}
+	r.Release()
+	if b.InUse() != 70 {
+		t.Fatalf("in use %d, want 70", b.InUse())
+	}
+}
+
 func TestTooLargeFailsAtOnce(t *testing.T) {
 	b := New(1<<20, time.Hour)
 	start := time.Now()
