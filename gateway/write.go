@@ -221,15 +221,13 @@ func (w *slabWriter) checkBlock(b Block) error {
 	return nil
 }
 
-// overlapping returns the projections of dps (sorted by OutStart, disjoint)
-// that intersect [lo, hi) in slab coordinates.
-func overlapping(dps []zarr.DimProjection, lo, hi int64) []zarr.DimProjection {
-	i := sort.Search(len(dps), func(i int) bool { return dps[i].OutStart+dps[i].Count > lo })
-	j := i
-	for j < len(dps) && dps[j].OutStart < hi {
-		j++
+// overlapping returns the projections of dps (ordered by OutStart,
+// disjoint) that intersect [lo, hi) in slab coordinates.
+func overlapping(dps zarr.DimProjections, lo, hi int64) zarr.DimProjections {
+	if hi <= lo {
+		return dps.Slice(0, 0)
 	}
-	return dps[i:j]
+	return dps.Slice(dps.Search(lo), min(dps.Search(hi-1)+1, dps.Len()))
 }
 
 // place copies a block into the units it covers.
@@ -238,12 +236,12 @@ func (w *slabWriter) place(b Block) error {
 	if product(b.Shape) == 0 {
 		return nil
 	}
-	per := make([][]zarr.DimProjection, nd)
+	per := make([]zarr.DimProjections, nd)
 	for d := range nd {
 		per[d] = overlapping(w.proj.Dims[d], b.Origin[d], b.Origin[d]+b.Shape[d])
 	}
 	var err error
-	eachCombination(per, func(dims []zarr.DimProjection) bool {
+	zarr.EachCombination(per, func(_ []int64, dims []zarr.DimProjection) bool {
 		o := w.object(dims)
 		err = w.placeInObject(o, b)
 		if err == nil && o.got == o.need && w.streaming {
@@ -252,38 +250,6 @@ func (w *slabWriter) place(b Block) error {
 		return err == nil
 	})
 	return err
-}
-
-// eachCombination calls fn with one element of each list, for every
-// combination, in C order.
-func eachCombination(lists [][]zarr.DimProjection, fn func([]zarr.DimProjection) bool) {
-	nd := len(lists)
-	for _, l := range lists {
-		if len(l) == 0 {
-			return
-		}
-	}
-	idx := make([]int, nd)
-	cur := make([]zarr.DimProjection, nd)
-	for {
-		for d := range nd {
-			cur[d] = lists[d][idx[d]]
-		}
-		if !fn(cur) {
-			return
-		}
-		d := nd - 1
-		for ; d >= 0; d-- {
-			idx[d]++
-			if idx[d] < len(lists[d]) {
-				break
-			}
-			idx[d] = 0
-		}
-		if d < 0 {
-			return
-		}
-	}
 }
 
 // object returns the pending object the projections dims belong to.
@@ -307,9 +273,7 @@ func (w *slabWriter) object(dims []zarr.DimProjection) *pendingObject {
 		}
 		o.inner, _ = zarr.Project(w.l.shard.shape, w.l.unit, local)
 		for d := range o.inner.Dims {
-			for i := range o.inner.Dims[d] {
-				o.inner.Dims[d][i].OutStart += dims[d].OutStart
-			}
+			o.inner.Dims[d] = o.inner.Dims[d].Shift(dims[d].OutStart)
 		}
 	}
 	w.objects[key] = o
@@ -322,12 +286,12 @@ func (w *slabWriter) placeInObject(o *pendingObject, b Block) error {
 		return w.placeInUnit(o, 0, o.dims, b)
 	}
 	nd := len(b.Shape)
-	per := make([][]zarr.DimProjection, nd)
+	per := make([]zarr.DimProjections, nd)
 	for d := range nd {
 		per[d] = overlapping(o.inner.Dims[d], b.Origin[d], b.Origin[d]+b.Shape[d])
 	}
 	var err error
-	eachCombination(per, func(dims []zarr.DimProjection) bool {
+	zarr.EachCombination(per, func(_ []int64, dims []zarr.DimProjection) bool {
 		idx := 0
 		for d, dp := range dims {
 			idx = idx*int(w.l.shard.per[d]) + int(dp.Chunk)

@@ -66,3 +66,53 @@ func FuzzParseV2(f *testing.F) {
 		_, _ = ParseV2Consolidated(zarray)
 	})
 }
+
+// FuzzProject projects arbitrary (also huge) selections onto arbitrary
+// grids: no panic, no allocation that grows with the selection or the
+// grid, and every projection consistent with the range it came from.
+func FuzzProject(f *testing.F) {
+	f.Add(int64(100), int64(7), int64(3), int64(90), int64(4), int64(10), int64(3))
+	f.Add(int64(1e12), int64(1000), int64(0), int64(1e12), int64(1000), int64(1<<40), int64(1))
+	f.Add(int64(1<<62), int64(1<<31), int64(5), int64(1<<62), int64(1), int64(1<<62), int64(1<<62))
+	f.Fuzz(func(t *testing.T, n0, l0, start, stop, step, n1, l1 int64) {
+		shape, chunks := []int64{n0, n1}, []int64{l0, l1}
+		sel := []Range{{start, stop, step}, {0, n1, 1}}
+		var p *Projection
+		var err error
+		allocs := testing.AllocsPerRun(1, func() { p, err = Project(shape, chunks, sel) })
+		if allocs > 12 { // a constant few: the result, or an error message
+			t.Fatalf("Project allocated %v times", allocs)
+		}
+		if err != nil {
+			return
+		}
+		d := p.Dims[0]
+		if d.Len() < 0 || d.Len() > max(n0, 0)+1 {
+			t.Fatalf("%d projections for a dimension of %d", d.Len(), n0)
+		}
+		var prev DimProjection
+		prevI := int64(-1)
+		for _, i := range []int64{0, 1, d.Len() / 2, d.Len() - 2, d.Len() - 1} {
+			if i <= prevI || i >= d.Len() {
+				continue
+			}
+			dp := d.At(i)
+			if dp.Count < 1 || dp.Start < 0 || dp.Stop > l0 || dp.Start+(dp.Count-1)*dp.Step >= dp.Stop {
+				t.Fatalf("inconsistent projection %d: %+v", i, dp)
+			}
+			if prevI >= 0 && (dp.Chunk <= prev.Chunk || dp.OutStart < prev.OutStart+prev.Count) {
+				t.Fatalf("projections out of order: %+v then %+v", prev, dp)
+			}
+			if got := d.Search(dp.OutStart); got != i {
+				t.Fatalf("Search(%d) = %d, want %d", dp.OutStart, got, i)
+			}
+			prev, prevI = dp, i
+		}
+		if d.Len() > 0 {
+			lastP := d.At(d.Len() - 1)
+			if lastP.OutStart+lastP.Count != p.Shape[0] {
+				t.Fatalf("projections end at %d, the output at %d", lastP.OutStart+lastP.Count, p.Shape[0])
+			}
+		}
+	})
+}

@@ -191,13 +191,7 @@ func GridShape(shape, chunks []int64) []int64 {
 func (a *Array) GridShape() []int64 { return GridShape(a.Shape, a.ChunkShape) }
 
 // NumChunks is the total number of chunks in the grid (1 for a 0-d array).
-func (a *Array) NumChunks() int64 {
-	n := int64(1)
-	for _, g := range a.GridShape() {
-		n *= g
-	}
-	return n
-}
+func (a *Array) NumChunks() int64 { return SaturatingProduct(a.GridShape()) }
 
 // ChunkKey is the store key, below the array's path prefix, of the chunk
 // (or, with LegacySharding, of the shard) at the given grid coordinates.
@@ -214,6 +208,14 @@ func (a *Array) validate() error {
 		if c <= 0 {
 			return errs.New(errs.InvalidArgument, "chunk_shape[%d]: must be positive", i)
 		}
+	}
+	// Sizes everything else is computed from must not overflow: the
+	// element count, and a chunk's elements and bytes.
+	if _, ok := ProductChecked(a.Shape); !ok {
+		return errs.New(errs.InvalidArgument, "shape %v: more than 2^63 elements", a.Shape)
+	}
+	if _, err := Bytes("chunk_shape", a.ChunkShape, max(a.DataType.Size, 1)); err != nil {
+		return err
 	}
 	if len(a.DimensionNames) != 0 && len(a.DimensionNames) != len(a.Shape) {
 		return errs.New(errs.InvalidArgument, "dimension_names: has %d entries, shape has %d dimensions", len(a.DimensionNames), len(a.Shape))

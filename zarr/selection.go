@@ -38,12 +38,31 @@ type DimProjection struct {
 
 // Projection is a selection projected onto a regular chunk grid. The
 // chunks it touches are the cartesian product of Dims: every combination
-// of one DimProjection per dimension.
+// of one DimProjection per dimension. Nothing is allocated per chunk: each
+// dimension's projections are computed when asked for, so projecting a
+// selection over a billion chunks costs as little as over one.
 type Projection struct {
 	// Shape is the shape of the selection's output.
 	Shape []int64
 	// Dims lists, per dimension, the touched chunks in increasing order.
-	Dims [][]DimProjection
+	Dims []DimProjections
+}
+
+// DimProjections are the projections of one dimension's range onto the
+// chunk grid, in increasing chunk (and output) order, computed on demand.
+type DimProjections struct {
+	r Range
+	l int64 // chunk length
+	n int64 // number of projections
+	// perElement: the step is at least the chunk length, so every
+	// projection holds one element (and chunks may be skipped).
+	perElement bool
+	c0         int64 // first chunk, when !perElement
+	// out is added to every projection's OutStart.
+	out int64
+	// i0 is the index of the first projection in the whole range's list
+	// (non-zero for a Slice).
+	i0 int64
 }
 
 // Project validates a selection against an array's shape and chunk shape
@@ -55,7 +74,7 @@ func Project(shape, chunks []int64, sel []Range) (*Projection, error) {
 	if len(sel) != len(shape) || len(chunks) != len(shape) {
 		return nil, errs.New(errs.InvalidArgument, "selection: has %d dimensions, the array %d", len(sel), len(shape))
 	}
-	p := &Projection{Shape: make([]int64, len(sel)), Dims: make([][]DimProjection, len(sel))}
+	p := &Projection{Shape: make([]int64, len(sel)), Dims: make([]DimProjections, len(sel))}
 	for d, r := range sel {
 		if r.Step <= 0 {
 			return nil, errs.New(errs.InvalidArgument, "selection dimension %d: step %d must be at least 1", d, r.Step)
@@ -72,50 +91,84 @@ func Project(shape, chunks []int64, sel []Range) (*Projection, error) {
 	return p, nil
 }
 
-func projectDim(r Range, l int64) []DimProjection {
+func projectDim(r Range, l int64) DimProjections {
 	n := r.Count()
+	p := DimProjections{r: r, l: l}
 	if n == 0 {
-		return nil
+		return p
 	}
-	last := r.Start + (n-1)*r.Step
 	if r.Step >= l {
-		// At most one element per chunk: walk the elements.
-		out := make([]DimProjection, n)
-		for k := range n {
-			e := r.Start + k*r.Step
-			c := e / l
-			off := e - c*l
-			out[k] = DimProjection{Chunk: c, Start: off, Stop: off + 1, Step: r.Step, OutStart: k, Count: 1}
-		}
-		return out
+		p.perElement, p.n = true, n
+		return p
 	}
-	c0, c1 := r.Start/l, last/l
-	out := make([]DimProjection, 0, c1-c0+1)
-	for c := c0; c <= c1; c++ {
-		lo := c * l
-		first := r.Start
-		if lo > first {
-			first += (lo - first + r.Step - 1) / r.Step * r.Step
-		}
-		hi := min(lo+l-1, last)
-		if first > hi {
-			continue
-		}
-		out = append(out, DimProjection{
-			Chunk: c, Start: first - lo, Stop: hi - lo + 1, Step: r.Step,
-			OutStart: (first - r.Start) / r.Step, Count: (hi-first)/r.Step + 1,
-		})
-	}
-	return out
+	// A step below the chunk length touches every chunk from the first
+	// element's to the last's.
+	last := r.Start + (n-1)*r.Step
+	p.c0 = r.Start / l
+	p.n = last/l - p.c0 + 1
+	return p
 }
 
-// NumChunks is the number of chunks the selection touches.
-func (p *Projection) NumChunks() int64 {
-	n := int64(1)
-	for _, d := range p.Dims {
-		n *= int64(len(d))
+// Len is the number of chunks touched along the dimension.
+func (p DimProjections) Len() int64 { return p.n }
+
+// At returns the i-th projection, 0 <= i < Len().
+func (p DimProjections) At(i int64) DimProjection {
+	r, l := p.r, p.l
+	i += p.i0
+	if p.perElement {
+		e := r.Start + i*r.Step
+		c := e / l
+		off := e - c*l
+		return DimProjection{Chunk: c, Start: off, Stop: off + 1, Step: r.Step, OutStart: i + p.out, Count: 1}
 	}
-	return n
+	last := r.Start + (r.Count()-1)*r.Step
+	c := p.c0 + i
+	lo := c * l
+	first := r.Start
+	if lo > first {
+		first += (lo - first + r.Step - 1) / r.Step * r.Step
+	}
+	hi := min(lo+l-1, last)
+	return DimProjection{
+		Chunk: c, Start: first - lo, Stop: hi - lo + 1, Step: r.Step,
+		OutStart: (first-r.Start)/r.Step + p.out, Count: (hi-first)/r.Step + 1,
+	}
+}
+
+// Search returns the index of the first projection whose output positions
+// reach past out (OutStart+Count > out): the one holding output position
+// out, or Len() if none does.
+func (p DimProjections) Search(out int64) int64 {
+	k := out - p.out // position in the range's own output
+	var i int64
+	switch {
+	case k < 0:
+		i = 0
+	case k >= p.r.Count():
+		i = p.i0 + p.n
+	case p.perElement:
+		i = k
+	default:
+		i = (p.r.Start+k*p.r.Step)/p.l - p.c0
+	}
+	return min(max(i-p.i0, 0), p.n)
+}
+
+// Shift returns the projections with off added to every OutStart.
+func (p DimProjections) Shift(off int64) DimProjections {
+	p.out += off
+	return p
+}
+
+// NumChunks is the number of chunks the selection touches, or
+// math.MaxInt64 if that overflows.
+func (p *Projection) NumChunks() int64 {
+	n := make([]int64, len(p.Dims))
+	for i, d := range p.Dims {
+		n[i] = d.Len()
+	}
+	return SaturatingProduct(n)
 }
 
 // Each calls fn for every touched chunk, in C order of chunk coordinates,
@@ -123,17 +176,24 @@ func (p *Projection) NumChunks() int64 {
 // fn returns false. The slices are reused between calls: fn must copy what
 // it keeps.
 func (p *Projection) Each(fn func(coords []int64, dims []DimProjection) bool) {
-	nd := len(p.Dims)
-	for _, d := range p.Dims {
-		if len(d) == 0 {
+	EachCombination(p.Dims, fn)
+}
+
+// EachCombination calls fn with one projection of each dimension's list
+// for every combination, in C order, with the chunk coordinates they make,
+// until fn returns false. The slices are reused between calls.
+func EachCombination(lists []DimProjections, fn func(coords []int64, dims []DimProjection) bool) {
+	nd := len(lists)
+	for _, d := range lists {
+		if d.Len() == 0 {
 			return
 		}
 	}
-	idx := make([]int, nd)
+	idx := make([]int64, nd)
 	coords := make([]int64, nd)
 	dims := make([]DimProjection, nd)
 	for i := range nd {
-		dims[i] = p.Dims[i][0]
+		dims[i] = lists[i].At(0)
 		coords[i] = dims[i].Chunk
 	}
 	for {
@@ -143,7 +203,7 @@ func (p *Projection) Each(fn func(coords []int64, dims []DimProjection) bool) {
 		i := nd - 1
 		for ; i >= 0; i-- {
 			idx[i]++
-			if idx[i] < len(p.Dims[i]) {
+			if idx[i] < lists[i].Len() {
 				break
 			}
 			idx[i] = 0
@@ -152,8 +212,19 @@ func (p *Projection) Each(fn func(coords []int64, dims []DimProjection) bool) {
 			return
 		}
 		for j := i; j < nd; j++ {
-			dims[j] = p.Dims[j][idx[j]]
+			dims[j] = lists[j].At(idx[j])
 			coords[j] = dims[j].Chunk
 		}
 	}
+}
+
+// Slice returns the projections i..j-1 (their output positions
+// unchanged).
+func (p DimProjections) Slice(i, j int64) DimProjections {
+	if i < 0 || j > p.n || i > j {
+		panic("zarr: DimProjections.Slice out of range")
+	}
+	p.i0 += i
+	p.n = j - i
+	return p
 }

@@ -2,6 +2,7 @@ package zarr
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -170,5 +171,72 @@ func BenchmarkChunkKey(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = DefaultKeyEncoding.Key("group/array", coords)
+	}
+}
+
+// Search finds the projection holding each output position, and Slice
+// gives exactly the projections in between, on random ranges.
+func TestDimProjectionsSearchSlice(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for iter := range 2000 {
+		n := 1 + rng.Int64N(60)
+		l := 1 + rng.Int64N(9)
+		a, b := rng.Int64N(n+1), rng.Int64N(n+1)
+		r := Range{min(a, b), max(a, b), 1 + rng.Int64N(12)}
+		p := projectDim(r, l).Shift(rng.Int64N(5))
+		var all []DimProjection
+		for i := range p.Len() {
+			all = append(all, p.At(i))
+		}
+		for out := p.out - 1; out <= p.out+r.Count(); out++ {
+			want := int64(len(all))
+			for i, dp := range all {
+				if dp.OutStart+dp.Count > out {
+					want = int64(i)
+					break
+				}
+			}
+			if got := p.Search(out); got != want {
+				t.Fatalf("%d: %v l=%d: Search(%d) = %d, want %d", iter, r, l, out, got, want)
+			}
+		}
+		i := rng.Int64N(p.Len() + 1)
+		j := i + rng.Int64N(p.Len()-i+1)
+		s := p.Slice(i, j)
+		if s.Len() != j-i {
+			t.Fatalf("%d: Slice(%d, %d) has %d", iter, i, j, s.Len())
+		}
+		for k := range s.Len() {
+			if s.At(k) != all[i+k] {
+				t.Fatalf("%d: Slice(%d, %d).At(%d) = %+v, want %+v", iter, i, j, k, s.At(k), all[i+k])
+			}
+		}
+	}
+}
+
+// Projecting a selection over a billion chunks allocates nothing per
+// chunk (issue 12: the per-dimension projection of a [10^12] array with
+// [1000] chunks was allocated whole before any size check).
+func TestProjectHugeIsLazy(t *testing.T) {
+	shape, chunks := []int64{1e12, 1 << 60}, []int64{1000, 1}
+	sel := []Range{{0, 1e12, 1}, {0, 1 << 60, 1000}}
+	allocs := testing.AllocsPerRun(10, func() {
+		p, err := Project(shape, chunks, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Dims[0].Len() != 1e9 || p.NumChunks() <= 0 {
+			t.Fatal("wrong chunk count")
+		}
+	})
+	if allocs > 5 {
+		t.Fatalf("Project allocated %v times", allocs)
+	}
+	p, _ := Project(shape, chunks, sel)
+	if got := p.Dims[0].At(123456789); got.Chunk != 123456789 || got.Count != 1000 {
+		t.Fatalf("At = %+v", got)
+	}
+	if p.NumChunks() != math.MaxInt64 {
+		t.Fatalf("NumChunks = %d, want saturated", p.NumChunks())
 	}
 }

@@ -1,0 +1,35 @@
+package zarr
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/zarrgate/zarrgate/errs"
+)
+
+func TestChecked(t *testing.T) {
+	if n, ok := MulChecked(1<<31, 1<<31); !ok || n != 1<<62 {
+		t.Fatal(n, ok)
+	}
+	for _, c := range [][2]int64{{1 << 32, 1 << 31}, {math.MaxInt64, 2}, {-1, 1}, {3, math.MaxInt64 / 2}} {
+		if _, ok := MulChecked(c[0], c[1]); ok {
+			t.Errorf("MulChecked(%d, %d) did not overflow", c[0], c[1])
+		}
+	}
+	if _, ok := AddChecked(math.MaxInt64, 1); ok {
+		t.Error("AddChecked overflowed silently")
+	}
+	if n, ok := ProductChecked([]int64{1 << 40, 1 << 22}); !ok || n != 1<<62 {
+		t.Fatal(n, ok)
+	}
+	if _, ok := ProductChecked([]int64{1 << 62, 1 << 62}); ok {
+		t.Error("ProductChecked did not overflow")
+	}
+	if SaturatingProduct([]int64{1 << 62, 4}) != math.MaxInt64 {
+		t.Error("SaturatingProduct did not saturate")
+	}
+	if _, err := Bytes("chunk", []int64{1 << 31, 1 << 31}, 4); !errors.Is(err, errs.InvalidArgument) {
+		t.Errorf("Bytes overflow: %v", err)
+	}
+}
