@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
+	"github.com/zarrgate/zarrgate/internal/membudget"
+	"github.com/zarrgate/zarrgate/zarr"
 )
 
 // ChunkSpec is what the codec engine needs for a batch of one array's
@@ -64,6 +67,46 @@ func (g *Gateway) layout(n *node) (*layout, error) {
 	return n.lay, n.layErr
 }
 
+// checkUnitSize refuses arrays whose decode units (chunks, or a shard's
+// inner chunks) or shard indexes are larger than this gateway's per-chunk
+// limit, before anything of that size is allocated: one such read would
+// otherwise take the memory of every other call.
+func (g *Gateway) checkUnitSize(path string, l *layout) error {
+	elems, ok := zarr.ProductChecked(l.unit)
+	if !ok {
+		return errs.New(errs.InvalidArgument, "array %q: chunk shape %v has more than 2^63 elements", path, l.unit)
+	}
+	size := int64(l.elem)
+	if size == 0 {
+		size = varElemBytes
+	}
+	if b, ok := zarr.MulChecked(elems, size); !ok || b > g.cfg.MaxChunkBytes {
+		what := "bytes"
+		if l.elem == 0 {
+			what = "bytes of offsets and values at least"
+		}
+		return errs.New(errs.ResourceExhausted, "array %q: a chunk of shape %v holds %s %s decoded, more than this server's per-chunk limit of %s (--max-chunk-bytes)", path, l.unit, sizeOrHuge(b, ok), what, membudget.Size(g.cfg.MaxChunkBytes))
+	}
+	if l.shard != nil {
+		n, ok := zarr.ProductChecked(l.shard.per)
+		if b, ok2 := zarr.MulChecked(n, 16); !ok || !ok2 || b > g.cfg.MaxChunkBytes || n > math.MaxInt32 {
+			return errs.New(errs.ResourceExhausted, "array %q: a shard holds %v inner chunks, whose index is larger than this server's per-chunk limit of %s (--max-chunk-bytes)", path, l.shard.per, membudget.Size(g.cfg.MaxChunkBytes))
+		}
+	}
+	return nil
+}
+
+// varElemBytes is what a variable-length element costs decoded at least:
+// its offset, and room for a short value.
+const varElemBytes = 16
+
+func sizeOrHuge(n int64, ok bool) string {
+	if !ok {
+		return "more than 2^63"
+	}
+	return membudget.Size(n)
+}
+
 func (g *Gateway) newLayout(n *node) (*layout, error) {
 	a := n.array
 	if g.codecs == nil {
@@ -74,9 +117,12 @@ func (g *Gateway) newLayout(n *node) (*layout, error) {
 	switch {
 	case a.LegacySharding != nil:
 		per := a.LegacySharding.ChunksPerShard
-		l.shard = &shardLayout{shape: make([]int64, len(per)), per: per, n: int(product(per))}
+		l.shard = &shardLayout{shape: make([]int64, len(per)), per: per, n: int(zarr.SaturatingProduct(per))}
 		for i := range per {
-			l.shard.shape[i] = a.ChunkShape[i] * per[i]
+			var ok bool
+			if l.shard.shape[i], ok = zarr.MulChecked(a.ChunkShape[i], per[i]); !ok {
+				return nil, errs.New(errs.InvalidArgument, "array %q: shard shape overflows", n.path)
+			}
 		}
 		idx, err := codecsvc.NewLegacyShard(chain, codecsvc.ChunkSpec{Shape: convert[int](a.ChunkShape), DataType: a.DataType, FillValue: a.FillValue}, convert[int](per))
 		if err != nil {
@@ -103,10 +149,13 @@ func (g *Gateway) newLayout(n *node) (*layout, error) {
 			return nil, fmt.Errorf("array %q: %w", n.path, err)
 		}
 		l.unit, chain = convert[int64](cfg.ChunkShape), cfg.Codecs
-		l.shard = &shardLayout{shape: a.ChunkShape, per: per, n: int(product(per)), index: idx}
+		l.shard = &shardLayout{shape: a.ChunkShape, per: per, n: int(zarr.SaturatingProduct(per)), index: idx}
+	}
+	if err := g.checkUnitSize(n.path, l); err != nil {
+		return nil, err
 	}
 	l.codec = engineCodec{g.codecs, &ChunkSpec{Codecs: chain, Shape: l.unit, DataType: a.DataType, FillValue: a.FillValue}}
 	l.raw = l.shard == nil && codecsvc.Raw(chain, a.DataType)
-	l.fill = fillUnit(a, l.unit)
+	l.fill = newFill(a, l.unit)
 	return l, nil
 }

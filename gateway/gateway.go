@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/storesvc"
 )
@@ -24,6 +25,17 @@ type Config struct {
 	// gateways are seen after at most this long. Default 2s; negative
 	// disables caching.
 	MetadataTTL time.Duration
+	// MaxChunkBytes is the largest decoded chunk (a shard's inner chunk,
+	// for sharded arrays) or shard index the gateway reads or writes;
+	// arrays with larger ones are ResourceExhausted. Default 1 GiB.
+	MaxChunkBytes int64
+	// MaxSlabChunks is the most chunks (or shards) one ReadSlab or
+	// WriteSlab may touch, which bounds its store calls. Default 2^20.
+	MaxSlabChunks int64
+	// Budget is the process's memory budget: the buffers of every call are
+	// reserved against it before they are allocated. Default: unlimited
+	// (cmd/zarrgate always sets one).
+	Budget *membudget.Budget
 	// MaxSlabBytes is the largest slab (decoded bytes) one ReadSlab or
 	// WriteSlab may move; larger ones fail with ResourceExhausted. Default
 	// 64 GiB.
@@ -56,6 +68,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxSlabBytes == 0 {
 		c.MaxSlabBytes = 64 << 30
+	}
+	if c.MaxChunkBytes == 0 {
+		c.MaxChunkBytes = 1 << 30
+	}
+	if c.MaxSlabChunks == 0 {
+		c.MaxSlabChunks = 1 << 20
+	}
+	if c.Budget == nil {
+		c.Budget = membudget.Unlimited()
 	}
 	if c.Parallelism == 0 {
 		c.Parallelism = 4 * runtime.GOMAXPROCS(0)

@@ -254,7 +254,7 @@ func (g *Gateway) readDirect(ctx context.Context, l *layout, batch []readTask, s
 		_, err = retry(ctx, func() (struct{}, error) { return struct{}{}, g.readWhole(ctx, key, buf) })
 		switch {
 		case errors.Is(err, storesvc.ErrNotFound):
-			copy(buf, l.fill.data)
+			l.fill.fillBuf(buf)
 		case err != nil:
 			return nil, fmt.Errorf("chunk %q: %w", key, err)
 		}
@@ -319,12 +319,15 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 	}
 	k := 0
 	for i, t := range batch {
-		u := l.fill
-		if vals[i].Found {
-			u = decoded[k]
-			k++
-			recycle(vals[i], []*chunk{&u})
+		if !vals[i].Found {
+			if err := emitFill(l, t.dims, out); err != nil {
+				return err
+			}
+			continue
 		}
+		u := decoded[k]
+		k++
+		recycle(vals[i], []*chunk{&u})
 		if err := out(gather(l, u, t.dims)); err != nil {
 			return err
 		}
@@ -418,7 +421,7 @@ func (g *Gateway) readShard(ctx context.Context, l *layout, t readTask, out func
 				e = idx.entries[w.entry]
 			}
 			if e.Empty() {
-				if err := out(gather(l, l.fill, w.dims)); err != nil {
+				if err := emitFill(l, w.dims, out); err != nil {
 					return err
 				}
 				wants = wants[1:]
@@ -583,6 +586,16 @@ func (g *Gateway) readShardIndex(ctx context.Context, l *layout, key string) (*s
 	idx := &shardIdx{found: true, generation: obj.Generation, entries: entries}
 	g.index.put(key, idx)
 	return idx, nil
+}
+
+// emitFill emits the slab's part that projection dims of a unit holding
+// only the fill value covers.
+func emitFill(l *layout, dims []zarr.DimProjection, out func(Block) error) error {
+	origin, shape := make([]int64, len(dims)), make([]int64, len(dims))
+	for d, dp := range dims {
+		origin[d], shape[d] = dp.OutStart, dp.Count
+	}
+	return l.fill.blocks(origin, shape, out)
 }
 
 // gather returns the block of the slab that the projection dims of one

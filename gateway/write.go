@@ -315,7 +315,7 @@ func (w *slabWriter) placeInUnit(o *pendingObject, idx int, dims []zarr.DimProje
 	if u.dirty == nil {
 		u.dirty = make([]uint64, len(u.seen))
 		if l.elem > 0 {
-			u.data = slices.Clone(l.fill.data)
+			u.data = l.fill.newUnit(l.unitElems() * int64(l.elem))
 			w.held += int64(len(u.data))
 		} else {
 			u.vals = make([][]byte, l.unitElems())
@@ -471,7 +471,7 @@ func (w *slabWriter) unitChunk(u *pendingUnit, base *chunk) chunk {
 }
 
 func (w *slabWriter) isFill(c chunk) bool {
-	return bytes.Equal(c.data, w.l.fill.data) && slices.Equal(c.offsets, w.l.fill.offsets)
+	return w.l.fill.isFill(c, w.l.unitElems())
 }
 
 // writeWhole stores an object the selection covers whole, without reading
@@ -590,15 +590,17 @@ func (w *slabWriter) mergeInto(o *pendingObject, units map[int]*pendingUnit) err
 
 func (w *slabWriter) mergeChunk(o *pendingObject, u *pendingUnit, stored []byte, cond storesvc.Condition) error {
 	ctx := w.ctx
-	base := w.l.fill
+	// Without a stored chunk the unit's own buffer holds fill where no
+	// block wrote.
+	var base *chunk
 	if stored != nil {
 		dec, err := w.l.codec.decode(ctx, [][]byte{stored})
 		if err != nil {
 			return fmt.Errorf("chunk %q: %w", o.key, err)
 		}
-		base = dec[0]
+		base = &dec[0]
 	}
-	c := w.unitChunk(u, &base)
+	c := w.unitChunk(u, base)
 	if w.isFill(c) {
 		if cond.IfAbsent {
 			return nil // nothing stored, nothing to store
