@@ -49,6 +49,9 @@ type Config struct {
 	// WriteBufferBytes bounds the decoded data a WriteSlab holds for chunks
 	// whose blocks have not all arrived. Default 256 MiB.
 	WriteBufferBytes int64
+	// SpillDir is where a WriteSlab larger than WriteBufferBytes keeps
+	// the partial chunks it cannot hold in memory. Default os.TempDir().
+	SpillDir string
 	// SharedMemory lets ReadSlabShared pass block data to clients on this
 	// host (same user) through shared-memory segments. Off, blocks travel
 	// inline.

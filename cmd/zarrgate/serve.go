@@ -11,12 +11,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/gateway"
+	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/storeurl"
@@ -42,19 +44,72 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	defer store.Close()
-	return sf.serve(ctx, stderr, "zarrgate serving", func(srv *rpc.Server) {
-		gateway.NewServer(gateway.New(store, codecsvc.NewLocal(), gcfg())).Register(srv)
+	return sf.serve(ctx, stderr, "zarrgate serving", func(srv *rpc.Server, logger *slog.Logger) {
+		gateway.NewServer(gateway.New(store, codecsvc.NewLocal(), gcfg(logger))).Register(srv)
 	}, "root", *root, "read_only", *readOnly)
 }
 
 // gatewayFlags adds the flags of commands that serve the gateway and
-// returns its configuration once they are parsed.
-func gatewayFlags(fs *flag.FlagSet) func() gateway.Config {
+// returns its configuration once they are parsed (and the budget made).
+func gatewayFlags(fs *flag.FlagSet) func(*slog.Logger) gateway.Config {
 	shared := fs.Bool("shared-memory", true, "pass block data of large reads to clients on this host, of this user, through shared memory instead of the socket")
 	size := fs.Int64("shared-memory-bytes", 32<<20, "size of one shared-memory segment; at most 4 are in use at once, 2 kept idle")
-	return func() gateway.Config {
-		return gateway.Config{SharedMemory: *shared, SharedMemoryBytes: *size}
+	budget := budgetFlags(fs)
+	maxChunk := sizeFlag(fs, "max-chunk-bytes", 1<<30, "largest decoded chunk (or shard index) read or written; arrays with larger chunks are refused with RESOURCE_EXHAUSTED")
+	maxSlab := sizeFlag(fs, "max-slab-bytes", 64<<30, "largest slab (decoded bytes) one ReadSlab or WriteSlab may move; it streams, so this bounds work, not memory")
+	maxChunks := fs.Int64("max-slab-chunks", 1<<20, "most chunks (or shards) one ReadSlab or WriteSlab may touch: bounds its store calls")
+	writeBuf := sizeFlag(fs, "write-buffer-bytes", 256<<20, "decoded data one WriteSlab holds in memory for chunks not yet complete; beyond it partial chunks spill to --spill-dir")
+	spill := fs.String("spill-dir", "", "directory for partial chunks of large WriteSlabs (default: the system's temporary directory)")
+	return func(logger *slog.Logger) gateway.Config {
+		return gateway.Config{
+			SharedMemory: *shared, SharedMemoryBytes: *size,
+			Budget:        budget(logger),
+			MaxChunkBytes: *maxChunk, MaxSlabBytes: *maxSlab, MaxSlabChunks: *maxChunks,
+			WriteBufferBytes: *writeBuf, SpillDir: *spill,
+		}
 	}
+}
+
+// budgetFlags adds --memory-limit and --memory-wait and returns the
+// process's budget once they are parsed: made on the first call, with the
+// Go runtime's soft limit set to match.
+func budgetFlags(fs *flag.FlagSet) func(*slog.Logger) *membudget.Budget {
+	limit := sizeFlag(fs, "memory-limit", 0, "memory budget for the buffers of all calls together (e.g. 2GiB); calls wait for memory or get RESOURCE_EXHAUSTED; default 60% of the cgroup limit or GOMEMLIMIT, else 25% of RAM")
+	wait := fs.Duration("memory-wait", membudget.DefaultMaxWait, "how long a call waits for memory before RESOURCE_EXHAUSTED")
+	var b *membudget.Budget
+	return func(logger *slog.Logger) *membudget.Budget {
+		if b != nil {
+			return b
+		}
+		n, src := *limit, "--memory-limit"
+		if n == 0 {
+			n, src = membudget.Default()
+		}
+		b = membudget.New(n, *wait)
+		rt := membudget.SetRuntimeLimit(n)
+		logger.Info("memory budget", "bytes", n, "size", membudget.Size(n), "from", src, "runtime_limit", rt)
+		return b
+	}
+}
+
+// sizeValue is a flag holding a byte count: 1048576, 1MiB, 2G.
+type sizeValue int64
+
+func (v *sizeValue) String() string { return strconv.FormatInt(int64(*v), 10) }
+
+func (v *sizeValue) Set(s string) error {
+	n, err := membudget.ParseSize(s)
+	if err != nil {
+		return err
+	}
+	*v = sizeValue(n)
+	return nil
+}
+
+func sizeFlag(fs *flag.FlagSet, name string, def int64, usage string) *int64 {
+	v := sizeValue(def)
+	fs.Var(&v, name, usage+" (bytes; K, M, G, T suffixes)")
+	return (*int64)(&v)
 }
 
 // storeFlags adds --root and --read-only.
@@ -90,7 +145,7 @@ func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
 // serve builds the gRPC server (interceptors, health, reflection), lets
 // register add the command's services, logs msg with the address, and
 // serves until ctx is done.
-func (f serverFlags) serve(ctx context.Context, stderr io.Writer, msg string, register func(*rpc.Server), attrs ...any) error {
+func (f serverFlags) serve(ctx context.Context, stderr io.Writer, msg string, register func(*rpc.Server, *slog.Logger), attrs ...any) error {
 	logger, err := newLogger(stderr, *f.logLevel)
 	if err != nil {
 		return err
@@ -100,7 +155,7 @@ func (f serverFlags) serve(ctx context.Context, stderr io.Writer, msg string, re
 		return err
 	}
 	srv := rpc.NewServer(logger)
-	register(srv)
+	register(srv, logger)
 	srv.Health.SetServingStatus("", grpc_health_v1.HealthCheckResponse_SERVING)
 	logger.Info(msg, append([]any{"addr", addr}, attrs...)...)
 	return serveUntilDone(ctx, logger, srv, lis)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/zarrgate/zarrgate/codecsvc"
 	codecremote "github.com/zarrgate/zarrgate/codecsvc/remote"
@@ -28,7 +29,7 @@ func runStoreWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 		return err
 	}
 	defer store.Close()
-	return sf.serve(ctx, stderr, "zarrgate store-worker serving", func(srv *rpc.Server) {
+	return sf.serve(ctx, stderr, "zarrgate store-worker serving", func(srv *rpc.Server, _ *slog.Logger) {
 		storesvc.NewServer(store).Register(srv)
 	}, "root", *root, "read_only", *readOnly)
 }
@@ -41,7 +42,7 @@ func runCodecWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	return sf.serve(ctx, stderr, "zarrgate codec-worker serving", func(srv *rpc.Server) {
+	return sf.serve(ctx, stderr, "zarrgate codec-worker serving", func(srv *rpc.Server, _ *slog.Logger) {
 		codecsvc.NewServer(codecsvc.NewLocal()).Register(srv)
 	})
 }
@@ -82,7 +83,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 		defer rc.Close()
 		codecs = rc
 	}
-	return sf.serve(ctx, stderr, "zarrgate gateway serving", func(srv *rpc.Server) {
-		gateway.NewServer(gateway.New(store, codecs, gcfg())).Register(srv)
+	return sf.serve(ctx, stderr, "zarrgate gateway serving", func(srv *rpc.Server, logger *slog.Logger) {
+		gateway.NewServer(gateway.New(store, codecs, gcfg(logger))).Register(srv)
 	}, "store", *storeTarget, "codec", *codecTarget)
 }
