@@ -68,6 +68,26 @@ func (l *layout) objectShape() []int64 {
 // key is the store key of the object at grid coordinates.
 func (l *layout) key(coords []int64) string { return l.a.ChunkKey(l.prefix, coords) }
 
+// unitBytes is a decoded unit's size: exact for fixed-size elements, an
+// estimate (offsets and short values) for variable-length ones, whose
+// decoders bound the rest by their own per-chunk limit.
+func (l *layout) unitBytes() int64 {
+	if l.elem == 0 {
+		return l.unitElems() * varElemBytes
+	}
+	return l.unitElems() * int64(l.elem)
+}
+
+// readCost is the memory reading one unsharded chunk takes at its peak:
+// the stored bytes and the decoded unit, or for chunks stored raw just
+// the one buffer (decoding them is a no-op).
+func (l *layout) readCost() int64 {
+	if l.raw {
+		return l.unitBytes()
+	}
+	return 2 * l.unitBytes()
+}
+
 // unitElems is the number of elements in a unit.
 func (l *layout) unitElems() int64 { return product(l.unit) }
 

@@ -1,10 +1,15 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 
@@ -13,6 +18,7 @@ import (
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
+	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/zarr"
 )
@@ -35,10 +41,83 @@ type Block struct {
 	// release, if set, recycles Data's buffer: the ArrayService handler
 	// calls it once gRPC has written the block out. Other callers drop it.
 	release func()
+	// held, if set, gives back the block's share of the memory reserved
+	// for the batch it came from (see readMem): called with release, or
+	// once emit has returned for callers outside this package.
+	held func()
 	// shared, set by ReadSlabShared's placement: Data is at this range of
 	// the call's segment, allocation number seq.
 	shared *gatewayv1.SharedRange
 	seq    uint64
+}
+
+// free recycles the block's buffer and gives back its reservation; only
+// for whoever holds the block last (the block must not be used after).
+func (b Block) free() {
+	if b.release != nil {
+		b.release()
+	}
+	if b.held != nil {
+		b.held()
+	}
+}
+
+// readMem is one read call's memory: every batch reserves what it will
+// fetch and decode from the budget before fetching, and gives it back
+// once the blocks made from it are freed. Whatever is still held when the
+// call ends (blocks dropped on an error path) is given back then, so no
+// path leaks budget.
+type readMem struct {
+	b    *membudget.Budget
+	path string
+	mu   sync.Mutex
+	next uint64
+	held map[uint64]membudget.Reservation
+}
+
+func (g *Gateway) newReadMem(path string) *readMem {
+	return &readMem{b: g.cfg.Budget, path: path, held: map[uint64]membudget.Reservation{}}
+}
+
+// reserve reserves n bytes and returns the holds on them: one for the
+// caller, which drops it with Release when it has emitted everything; each
+// emitted block takes another (hold).
+func (m *readMem) reserve(ctx context.Context, n int64, what string) (*bufpool.Refs, error) {
+	r, err := m.b.Acquire(ctx, n, fmt.Sprintf("reading %s of %q", what, m.path))
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	id := m.next
+	m.next++
+	m.held[id] = r
+	m.mu.Unlock()
+	return bufpool.NewRefs(1, func() {
+		r.Release()
+		m.mu.Lock()
+		delete(m.held, id)
+		m.mu.Unlock()
+	}), nil
+}
+
+// hold wraps out so that every block it passes on holds refs.
+func hold(refs *bufpool.Refs, out func(Block) error) func(Block) error {
+	return func(b Block) error {
+		refs.Hold()
+		b.held = refs.Release
+		return out(b)
+	}
+}
+
+// done gives back everything still held.
+func (m *readMem) done() {
+	m.mu.Lock()
+	left := m.held
+	m.held = map[uint64]membudget.Reservation{}
+	m.mu.Unlock()
+	for _, r := range left {
+		r.Release()
+	}
 }
 
 // maxBatchBytes bounds the encoded bytes one store request fetches.
@@ -63,7 +142,15 @@ type readTask struct {
 // than letting blocks pile up: memory stays bounded whatever the slab's
 // size. Cancelling ctx, or an error from emit, stops all work.
 func (g *Gateway) ReadSlab(ctx context.Context, path string, sel []zarr.Range, start func(SlabInfo) error, emit func(Block) error) error {
-	return g.readSlab(ctx, path, sel, start, nil, emit)
+	return g.readSlab(ctx, path, sel, start, nil, func(b Block) error {
+		// The caller may keep the data (its buffer is never recycled), but
+		// the memory it stands for is the caller's from here on.
+		err := emit(b)
+		if b.held != nil {
+			b.held()
+		}
+		return err
+	})
 }
 
 // blockSink is where a read's workers put block data when it does not go
@@ -100,9 +187,14 @@ func (g *Gateway) readSlab(ctx context.Context, path string, sel []zarr.Range, s
 	if err := g.checkSlabSize(path, a, proj.Shape); err != nil {
 		return err
 	}
+	if err := g.checkSlabChunks(path, proj); err != nil {
+		return err
+	}
 	if err := start(SlabInfo{Shape: proj.Shape, DataType: a.DataType}); err != nil {
 		return err
 	}
+	mem := g.newReadMem(path)
+	defer mem.done()
 
 	if small := proj.NumChunks() <= maxPlainBatch && l.shard == nil || proj.NumChunks() == 1; small {
 		// One batch: no workers, no channels, no goroutine handoffs, which
@@ -119,7 +211,7 @@ func (g *Gateway) readSlab(ctx context.Context, path string, sel []zarr.Range, s
 		if sink != nil {
 			out = func(b Block) error { return sink.place(ctx, b, emit) }
 		}
-		if err := g.readBatch(ctx, l, batch, sink, out); err != nil {
+		if err := g.readBatch(ctx, l, mem, batch, sink, out); err != nil {
 			return fmt.Errorf("read %q: %w", path, err)
 		}
 		return nil
@@ -171,7 +263,7 @@ func (g *Gateway) readSlab(ctx context.Context, path string, sel []zarr.Range, s
 	for range g.cfg.Parallelism {
 		eg.Go(func() error {
 			for batch := range tasks {
-				if err := g.readBatch(ectx, l, batch, sink, out); err != nil {
+				if err := g.readBatch(ectx, l, mem, batch, sink, out); err != nil {
 					return err
 				}
 			}
@@ -183,7 +275,8 @@ func (g *Gateway) readSlab(ctx context.Context, path string, sel []zarr.Range, s
 	for b := range blocks {
 		if err := emit(b); err != nil {
 			cancel()
-			for range blocks { // let the workers finish
+			for b := range blocks { // let the workers finish
+				b.free()
 			}
 			<-done
 			return err
@@ -214,13 +307,29 @@ func (g *Gateway) checkSlabSize(path string, a *zarr.Array, shape []int64) error
 	return nil
 }
 
+// checkSlabChunks bounds the chunks (or shards) one call touches, and so
+// its store calls.
+func (g *Gateway) checkSlabChunks(path string, proj *zarr.Projection) error {
+	if n := proj.NumChunks(); n > g.cfg.MaxSlabChunks {
+		return errs.New(errs.ResourceExhausted, "slab of %q touches %s chunks, more than this server's limit of %d per call (--max-slab-chunks); read it in parts", path, chunkCount(n), g.cfg.MaxSlabChunks)
+	}
+	return nil
+}
+
+func chunkCount(n int64) string {
+	if n == math.MaxInt64 {
+		return "more than 2^63"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
 func clone[T any](s []T) []T { return append([]T(nil), s...) }
 
 // readBatch reads one task batch: a shard (batches of sharded arrays hold
 // one), or up to maxPlainBatch chunks.
-func (g *Gateway) readBatch(ctx context.Context, l *layout, batch []readTask, sink blockSink, out func(Block) error) error {
+func (g *Gateway) readBatch(ctx context.Context, l *layout, mem *readMem, batch []readTask, sink blockSink, out func(Block) error) error {
 	if l.shard != nil {
-		return g.readShard(ctx, l, batch[0], out)
+		return g.readShard(ctx, l, mem, batch[0], out)
 	}
 	if sink != nil && l.raw {
 		var err error
@@ -228,7 +337,24 @@ func (g *Gateway) readBatch(ctx context.Context, l *layout, batch []readTask, si
 			return err
 		}
 	}
-	return g.readChunks(ctx, l, batch, out)
+	// As many chunks per store request as the budget can ever hold at
+	// once (at least one: a chunk larger than the budget is refused).
+	cost := l.readCost()
+	per := max(1, min(int64(len(batch)), mem.b.Limit()/max(cost, 1)))
+	for len(batch) > 0 {
+		part := batch[:min(per, int64(len(batch)))]
+		batch = batch[len(part):]
+		refs, err := mem.reserve(ctx, int64(len(part))*cost, fmt.Sprintf("%d chunks", len(part)))
+		if err != nil {
+			return err
+		}
+		err = g.readChunks(ctx, l, part, hold(refs, out))
+		refs.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readDirect reads the chunks of a batch that the selection covers whole
@@ -381,7 +507,7 @@ func (g *Gateway) blameChunk(err error, reqs []storesvc.KeyRange, vals []storesv
 // readShard reads the inner chunks of one shard that the selection
 // touches: the index (cached, checked against the generation of every
 // chunk read with it), then the chunks in batches of ranges.
-func (g *Gateway) readShard(ctx context.Context, l *layout, t readTask, out func(Block) error) error {
+func (g *Gateway) readShard(ctx context.Context, l *layout, mem *readMem, t readTask, out func(Block) error) error {
 	key := l.key(t.coords)
 	local := make([]zarr.Range, len(t.dims))
 	for d, dp := range t.dims {
@@ -391,21 +517,32 @@ func (g *Gateway) readShard(ctx context.Context, l *layout, t readTask, out func
 	if err != nil {
 		return err
 	}
-	type want struct {
-		entry int
-		dims  []zarr.DimProjection
-	}
-	var wants []want
-	inner.Each(func(coords []int64, dims []zarr.DimProjection) bool {
+	// The inner chunks are taken from the projection as they are needed,
+	// never listed whole: a shard may hold millions.
+	it := inner.Iterate()
+	nextWant := func() (want, bool) {
+		coords, dims, ok := it.Next()
+		if !ok {
+			return want{}, false
+		}
 		w := want{dims: clone(dims)}
 		for d := range coords {
 			w.entry = w.entry*int(l.shard.per[d]) + int(coords[d])
 			w.dims[d].OutStart += t.dims[d].OutStart
 		}
-		wants = append(wants, w)
-		return true
-	})
-	for len(wants) > 0 {
+		return w, true
+	}
+	var retried []want // to take before the projection's next ones
+	take := func() (want, bool) {
+		if len(retried) > 0 {
+			w := retried[0]
+			retried = retried[1:]
+			return w, true
+		}
+		return nextWant()
+	}
+	stale := 0
+	for {
 		idx, err := g.shardIndex(ctx, l, key, false)
 		if err != nil {
 			return err
@@ -414,8 +551,11 @@ func (g *Gateway) readShard(ctx context.Context, l *layout, t readTask, out func
 		var reqs []storesvc.KeyRange
 		var batch []want
 		var bytes int64
-		for len(wants) > 0 {
-			w := wants[0]
+		for {
+			w, ok := take()
+			if !ok {
+				break
+			}
 			e := codecsvc.EmptyEntry
 			if idx.found {
 				e = idx.entries[w.entry]
@@ -424,72 +564,104 @@ func (g *Gateway) readShard(ctx context.Context, l *layout, t readTask, out func
 				if err := emitFill(l, w.dims, out); err != nil {
 					return err
 				}
-				wants = wants[1:]
 				continue
 			}
-			if len(batch) > 0 && bytes+int64(e.NBytes) > maxBatchBytes {
+			if len(batch) > 0 && (bytes+int64(e.NBytes) > maxBatchBytes || bytes+int64(e.NBytes)+int64(len(batch)+1)*l.unitBytes() > mem.b.Limit()) {
+				retried = append([]want{w}, retried...) // first of the next batch
 				break
-			}
-			if e.Offset > 1<<62 || e.NBytes > 1<<40 {
-				return errs.New(errs.DataLoss, "shard %q: index entry %d (offset %d, %d bytes) is corrupt", key, w.entry, e.Offset, e.NBytes)
 			}
 			reqs = append(reqs, storesvc.KeyRange{Key: key, Range: storesvc.Bounded(int64(e.Offset), int64(e.NBytes))})
 			batch = append(batch, w)
 			bytes += int64(e.NBytes)
-			wants = wants[1:]
 		}
 		if len(batch) == 0 {
+			return nil
+		}
+		err = g.readShardBatch(ctx, l, mem, key, idx, reqs, batch, bytes, out)
+		if !errors.Is(err, errStaleIndex) {
+			if err != nil {
+				return err
+			}
+			stale = 0
 			continue
 		}
-		runs, parts := coalesce(reqs)
-		runVals, err := retry(ctx, func() ([]storesvc.PartialValue, error) { return g.store.GetPartialValues(ctx, runs) })
-		if err != nil && !errors.Is(err, errs.OutOfRange) {
+		// The shard changed since its index was read: read the index
+		// again and fetch this batch anew, a bounded number of times.
+		if stale++; stale > maxStaleReads {
+			return errs.New(errs.Aborted, "shard %q changed under %d reads in a row; try again", key, maxStaleReads)
+		}
+		if _, err := g.shardIndex(ctx, l, key, true); err != nil {
 			return err
 		}
-		stale := err != nil
-		for _, v := range runVals {
-			if !v.Found || (v.Generation != "" && v.Generation != idx.generation) {
-				stale = true
-			}
+		retried = append(batch, retried...)
+	}
+}
+
+// want is an inner chunk of a shard to read: its index entry and the
+// projection onto it, in slab coordinates.
+type want struct {
+	entry int
+	dims  []zarr.DimProjection
+}
+
+// maxStaleReads bounds how often in a row one shard's chunks are fetched
+// again because the shard changed since its index was read. A shard that
+// changes this often is being rewritten without pause; a corrupt index
+// never gets here (readShardIndex refuses it).
+const maxStaleReads = 8
+
+// errStaleIndex says a shard changed since its index was read.
+var errStaleIndex = errors.New("stale shard index")
+
+// readShardBatch fetches, decodes and emits one batch of a shard's inner
+// chunks, with memory reserved for the encoded bytes and the decoded
+// units; errStaleIndex if the shard changed since idx was read.
+func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, key string, idx *shardIdx, reqs []storesvc.KeyRange, batch []want, encBytes int64, out func(Block) error) error {
+	refs, err := mem.reserve(ctx, encBytes+int64(len(batch))*l.unitBytes(), fmt.Sprintf("%d inner chunks of shard %q", len(batch), key))
+	if err != nil {
+		return err
+	}
+	defer refs.Release()
+	out = hold(refs, out)
+	runs, parts := coalesce(reqs)
+	runVals, err := retry(ctx, func() ([]storesvc.PartialValue, error) { return g.store.GetPartialValues(ctx, runs) })
+	if err != nil && !errors.Is(err, errs.OutOfRange) {
+		return err
+	}
+	if err != nil {
+		return errStaleIndex // the index was checked against the shard's size: it shrank since
+	}
+	for _, v := range runVals {
+		if !v.Found || (v.Generation != "" && v.Generation != idx.generation) {
+			return errStaleIndex
 		}
-		var vals []storesvc.PartialValue
-		if !stale {
-			if vals, err = uncoalesce(key, runVals, parts); err != nil {
-				return err
-			}
+	}
+	vals, err := uncoalesce(key, runVals, parts)
+	if err != nil {
+		return err
+	}
+	encoded := make([][]byte, len(vals))
+	for i, v := range vals {
+		encoded[i] = v.Data
+	}
+	decoded, err := l.codec.decode(ctx, encoded)
+	if err != nil {
+		var ie *codecsvc.ItemError
+		if errors.As(err, &ie) && ie.Index < len(batch) {
+			return fmt.Errorf("shard %q inner chunk %d: %w", key, batch[ie.Index].entry, ie.Err)
 		}
-		if stale {
-			// The shard changed since its index was read: read the index
-			// again and fetch this batch anew.
-			if _, err := g.shardIndex(ctx, l, key, true); err != nil {
-				return err
-			}
-			wants = append(batch, wants...)
-			continue
-		}
-		encoded := make([][]byte, len(vals))
-		for i, v := range vals {
-			encoded[i] = v.Data
-		}
-		decoded, err := l.codec.decode(ctx, encoded)
-		if err != nil {
-			var ie *codecsvc.ItemError
-			if errors.As(err, &ie) && ie.Index < len(batch) {
-				return fmt.Errorf("shard %q inner chunk %d: %w", key, batch[ie.Index].entry, ie.Err)
-			}
-			return fmt.Errorf("shard %q: %w", key, err)
-		}
-		users := make([]*chunk, len(decoded))
-		for i := range decoded {
-			users[i] = &decoded[i]
-		}
-		for _, v := range runVals {
-			recycle(v, users)
-		}
-		for i, w := range batch {
-			if err := out(gather(l, decoded[i], w.dims)); err != nil {
-				return err
-			}
+		return fmt.Errorf("shard %q: %w", key, err)
+	}
+	users := make([]*chunk, len(decoded))
+	for i := range decoded {
+		users[i] = &decoded[i]
+	}
+	for _, v := range runVals {
+		recycle(v, users)
+	}
+	for i, w := range batch {
+		if err := out(gather(l, decoded[i], w.dims)); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -572,6 +744,11 @@ func (g *Gateway) readShardIndex(ctx context.Context, l *layout, key string) (*s
 		return nil, err
 	}
 	defer obj.Close()
+	res, err := g.cfg.Budget.Acquire(ctx, obj.Length, fmt.Sprintf("the index of shard %q", key))
+	if err != nil {
+		return nil, err
+	}
+	defer res.Release()
 	raw := make([]byte, obj.Length)
 	if _, err := io.ReadFull(obj, raw); err != nil {
 		return nil, fmt.Errorf("shard %q index: %w", key, err)
@@ -582,6 +759,9 @@ func (g *Gateway) readShardIndex(ctx context.Context, l *layout, key string) (*s
 	}
 	if len(entries) != l.shard.n {
 		return nil, errs.New(errs.DataLoss, "shard %q index has %d entries, want %d", key, len(entries), l.shard.n)
+	}
+	if err := checkIndex(key, entries, obj.Size, size, l.shard.index.IndexAtStart(), g.maxEncodedUnit(l)); err != nil {
+		return nil, err
 	}
 	idx := &shardIdx{found: true, generation: obj.Generation, entries: entries}
 	g.index.put(key, idx)
@@ -596,6 +776,61 @@ func emitFill(l *layout, dims []zarr.DimProjection, out func(Block) error) error
 		origin[d], shape[d] = dp.OutStart, dp.Count
 	}
 	return l.fill.blocks(origin, shape, out)
+}
+
+// checkIndex refuses a shard index that cannot describe the shard it was
+// read from (DataLoss naming the inner chunk): an entry past the shard's
+// end or inside the index, one whose offset and length overflow, one
+// larger than any encoding of an inner chunk, or two that overlap. Such an
+// index would otherwise send reads past the end, which look like a shard
+// that changed since its index was read.
+func checkIndex(key string, entries codecsvc.ShardIndex, size, indexSize int64, indexAtStart bool, maxChunk int64) error {
+	lo, hi := int64(0), size-indexSize // where chunks may lie
+	if indexAtStart {
+		lo, hi = indexSize, size
+	}
+	type span struct {
+		off, end int64
+		i        int
+	}
+	spans := make([]span, 0, len(entries))
+	for i, e := range entries {
+		if e.Empty() {
+			continue
+		}
+		if e.Offset > math.MaxInt64 || e.NBytes > math.MaxInt64 {
+			return errs.New(errs.DataLoss, "shard %q: index entry %d (offset %d, %d bytes) overflows", key, i, e.Offset, e.NBytes)
+		}
+		end, ok := zarr.AddChecked(int64(e.Offset), int64(e.NBytes))
+		switch {
+		case !ok:
+			return errs.New(errs.DataLoss, "shard %q: index entry %d (offset %d, %d bytes) overflows", key, i, e.Offset, e.NBytes)
+		case int64(e.Offset) < lo || end > hi:
+			return errs.New(errs.DataLoss, "shard %q: inner chunk %d at bytes [%d, %d) lies outside the shard's %d data bytes [%d, %d)", key, i, e.Offset, end, hi-lo, lo, hi)
+		case int64(e.NBytes) > maxChunk:
+			return errs.New(errs.DataLoss, "shard %q: inner chunk %d claims %d bytes, more than any encoding of it (%d)", key, i, e.NBytes, maxChunk)
+		}
+		spans = append(spans, span{int64(e.Offset), end, i})
+	}
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.off, b.off) })
+	for k := 1; k < len(spans); k++ {
+		p, c := spans[k-1], spans[k]
+		if c.off < p.end && (c.off != p.off || c.end != p.end) { // identical ranges may be shared
+			return errs.New(errs.DataLoss, "shard %q: inner chunks %d [%d, %d) and %d [%d, %d) overlap", key, p.i, p.off, p.end, c.i, c.off, c.end)
+		}
+	}
+	return nil
+}
+
+// maxEncodedUnit bounds the stored size of one decode unit: its decoded
+// size plus generous codec overhead (no codec grows data by more), or for
+// variable-length types the per-chunk limit.
+func (g *Gateway) maxEncodedUnit(l *layout) int64 {
+	if l.elem == 0 {
+		return g.cfg.MaxChunkBytes
+	}
+	n := l.unitBytes()
+	return n + n/8 + 1<<16
 }
 
 // gather returns the block of the slab that the projection dims of one

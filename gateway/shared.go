@@ -229,9 +229,7 @@ func (o *sharedOut) place(ctx context.Context, b Block, elem int, push func(Bloc
 		p.Data, p.seq = nil, seq
 		return push(p)
 	})
-	if b.release != nil {
-		b.release()
-	}
+	b.free()
 	return err
 }
 

@@ -44,10 +44,10 @@ func (s *Server) ReadSlab(req *gatewayv1.ReadSlabRequest, stream grpc.ServerStre
 		return errs.ToStatus(err)
 	}
 	var elem int
-	err = s.g.ReadSlab(stream.Context(), req.GetPath(), sel, func(info SlabInfo) error {
+	err = s.g.readSlab(stream.Context(), req.GetPath(), sel, func(info SlabInfo) error {
 		elem = info.DataType.Size
 		return stream.Send(&gatewayv1.ReadSlabResponse{Message: &gatewayv1.ReadSlabResponse_Header{Header: slabHeader(info)}})
-	}, func(b Block) error {
+	}, nil, func(b Block) error {
 		return sendInline(b, elem, func(pb *gatewayv1.Block, done func()) error {
 			return stream.SendMsg(wire.ByRef{Msg: &gatewayv1.ReadSlabResponse{Message: &gatewayv1.ReadSlabResponse_Block{Block: pb}}, Done: done})
 		})
@@ -67,7 +67,7 @@ func slabHeader(info SlabInfo) *gatewayv1.SlabHeader {
 // gRPC by reference; send calls done once gRPC has written it, and a pooled
 // buffer is recycled when every piece is written.
 func sendInline(b Block, elem int, send func(pb *gatewayv1.Block, done func()) error) error {
-	refs := bufpool.NewRefs(1, b.release)
+	refs := bufpool.NewRefs(1, b.free)
 	err := splitBlock(b, elem, maxBlockBytes, func(p Block) error {
 		refs.Hold()
 		return send(blockProto(p), refs.Release)

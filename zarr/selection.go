@@ -183,37 +183,10 @@ func (p *Projection) Each(fn func(coords []int64, dims []DimProjection) bool) {
 // for every combination, in C order, with the chunk coordinates they make,
 // until fn returns false. The slices are reused between calls.
 func EachCombination(lists []DimProjections, fn func(coords []int64, dims []DimProjection) bool) {
-	nd := len(lists)
-	for _, d := range lists {
-		if d.Len() == 0 {
-			return
-		}
-	}
-	idx := make([]int64, nd)
-	coords := make([]int64, nd)
-	dims := make([]DimProjection, nd)
-	for i := range nd {
-		dims[i] = lists[i].At(0)
-		coords[i] = dims[i].Chunk
-	}
-	for {
+	it := (&Projection{Dims: lists}).Iterate()
+	for coords, dims, ok := it.Next(); ok; coords, dims, ok = it.Next() {
 		if !fn(coords, dims) {
 			return
-		}
-		i := nd - 1
-		for ; i >= 0; i-- {
-			idx[i]++
-			if idx[i] < lists[i].Len() {
-				break
-			}
-			idx[i] = 0
-		}
-		if i < 0 {
-			return
-		}
-		for j := i; j < nd; j++ {
-			dims[j] = lists[j].At(idx[j])
-			coords[j] = dims[j].Chunk
 		}
 	}
 }
@@ -227,4 +200,60 @@ func (p DimProjections) Slice(i, j int64) DimProjections {
 	p.i0 += i
 	p.n = j - i
 	return p
+}
+
+// Iterator walks the chunks a projection touches in C order, like Each,
+// but can stop and resume: for callers that take them in batches.
+type Iterator struct {
+	lists  []DimProjections
+	idx    []int64
+	coords []int64
+	dims   []DimProjection
+	state  int8 // 0 before the first, 1 running, 2 done
+}
+
+// Iterate returns an iterator over p's chunks.
+func (p *Projection) Iterate() *Iterator {
+	nd := len(p.Dims)
+	return &Iterator{lists: p.Dims, idx: make([]int64, nd), coords: make([]int64, nd), dims: make([]DimProjection, nd)}
+}
+
+// Next advances to the next chunk and returns its coordinates and
+// projections (reused by the following call), or false when done.
+func (it *Iterator) Next() ([]int64, []DimProjection, bool) {
+	nd := len(it.lists)
+	switch it.state {
+	case 2:
+		return nil, nil, false
+	case 0:
+		for _, d := range it.lists {
+			if d.Len() == 0 {
+				it.state = 2
+				return nil, nil, false
+			}
+		}
+		for i := range nd {
+			it.dims[i] = it.lists[i].At(0)
+			it.coords[i] = it.dims[i].Chunk
+		}
+		it.state = 1
+		return it.coords, it.dims, true
+	}
+	i := nd - 1
+	for ; i >= 0; i-- {
+		it.idx[i]++
+		if it.idx[i] < it.lists[i].Len() {
+			break
+		}
+		it.idx[i] = 0
+	}
+	if i < 0 {
+		it.state = 2
+		return nil, nil, false
+	}
+	for j := i; j < nd; j++ {
+		it.dims[j] = it.lists[j].At(it.idx[j])
+		it.coords[j] = it.dims[j].Chunk
+	}
+	return it.coords, it.dims, true
 }

@@ -240,3 +240,40 @@ func TestProjectHugeIsLazy(t *testing.T) {
 		t.Fatalf("NumChunks = %d, want saturated", p.NumChunks())
 	}
 }
+
+// Iterate visits what Each visits, and resumes where it stopped.
+func TestIterateMatchesEach(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for iter := range 300 {
+		nd := rng.IntN(4)
+		shape, chunks, sel := make([]int64, nd), make([]int64, nd), make([]Range, nd)
+		for i := range nd {
+			shape[i] = rng.Int64N(20)
+			chunks[i] = 1 + rng.Int64N(8)
+			a, b := rng.Int64N(shape[i]+1), rng.Int64N(shape[i]+1)
+			sel[i] = Range{min(a, b), max(a, b), 1 + rng.Int64N(7)}
+		}
+		p, err := Project(shape, chunks, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want, got [][]int64
+		var wantDims, gotDims [][]DimProjection
+		p.Each(func(c []int64, d []DimProjection) bool {
+			want, wantDims = append(want, clone(c)), append(wantDims, clone(d))
+			return true
+		})
+		it := p.Iterate()
+		for c, d, ok := it.Next(); ok; c, d, ok = it.Next() {
+			got, gotDims = append(got, clone(c)), append(gotDims, clone(d))
+		}
+		if _, _, ok := it.Next(); ok {
+			t.Fatal("Next after the end")
+		}
+		if !reflect.DeepEqual(want, got) || !reflect.DeepEqual(wantDims, gotDims) {
+			t.Fatalf("%d: Each %v, Iterate %v", iter, want, got)
+		}
+	}
+}
+
+func clone[T any](s []T) []T { return append([]T(nil), s...) }
