@@ -109,7 +109,14 @@ type Gateway struct {
 	index  *ttlCache[*shardIdx]
 	shared chan struct{} // a slot per segment in use
 	idleMu sync.Mutex
-	idle   []*shm.Segment // segments kept for later calls, the latest last
+	idle   []idleSegment // segments kept for later calls, the latest last
+}
+
+// idleSegment is a shared-memory segment kept for a later call, with the
+// budget reservation for its memory.
+type idleSegment struct {
+	seg *shm.Segment
+	res membudget.Reservation
 }
 
 // New returns a gateway over store, running codec work on codecs.

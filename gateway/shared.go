@@ -13,6 +13,7 @@ import (
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/internal/wire"
 )
@@ -112,6 +113,7 @@ func (s *Server) ReadSlabShared(stream grpc.BidiStreamingServer[gatewayv1.ReadSl
 type sharedOut struct {
 	g     *Gateway
 	seg   *shm.Segment
+	res   membudget.Reservation // the segment's memory
 	ring  *shm.Ring
 	piece int64 // largest data one block puts in the ring
 
@@ -137,24 +139,34 @@ func (g *Gateway) sharedSegment() *sharedOut {
 	}
 	// The segment used last: its client is the likeliest to have it
 	// mapped still.
-	var seg *shm.Segment
+	var it idleSegment
 	g.idleMu.Lock()
 	if n := len(g.idle); n > 0 {
-		seg, g.idle = g.idle[n-1], g.idle[:n-1]
+		it, g.idle = g.idle[n-1], g.idle[:n-1]
 	}
 	g.idleMu.Unlock()
-	if seg == nil {
-		var err error
-		if seg, err = shm.Create((g.cfg.SharedMemoryBytes + 4095) &^ 4095); err != nil {
+	if it.seg == nil {
+		// A new segment's memory comes from the budget; without it to
+		// spare now, the blocks go inline (they are reserved as they come).
+		size := (g.cfg.SharedMemoryBytes + 4095) &^ 4095
+		res, ok := g.cfg.Budget.TryAcquire(size)
+		if !ok {
+			<-g.shared
+			return nil
+		}
+		seg, err := shm.Create(size)
+		if err != nil {
+			res.Release()
 			<-g.shared
 			if !sharedWarned.Swap(true) {
 				slog.Warn("shared memory unavailable, sending blocks inline", "err", err)
 			}
 			return nil
 		}
+		it = idleSegment{seg: seg, res: res}
 	}
-	size := int64(len(seg.Data))
-	return &sharedOut{g: g, seg: seg, ring: shm.NewRing(shm.DataOffset, size), piece: (size - shm.DataOffset) / 4}
+	size := int64(len(it.seg.Data))
+	return &sharedOut{g: g, seg: it.seg, res: it.res, ring: shm.NewRing(shm.DataOffset, size), piece: (size - shm.DataOffset) / 4}
 }
 
 // receive takes the client's releases until the call ends. A release of
@@ -262,9 +274,10 @@ func (o *sharedOut) send(b Block, send func(*gatewayv1.Block) error) error {
 func (o *sharedOut) close(reusable bool) {
 	o.g.idleMu.Lock()
 	if reusable && len(o.g.idle) < maxIdleSegments {
-		o.g.idle = append(o.g.idle, o.seg)
+		o.g.idle = append(o.g.idle, idleSegment{seg: o.seg, res: o.res})
 	} else {
 		o.seg.Close()
+		o.res.Release()
 	}
 	o.g.idleMu.Unlock()
 	<-o.g.shared

@@ -15,6 +15,7 @@ import (
 
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
+	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
@@ -425,6 +426,49 @@ func readAllShared(tb testing.TB, c gatewayv1.ArrayServiceClient, sel []*gateway
 		if bytes += r.GetLength(); bytes >= seg.GetSize()/8 {
 			sendRelease(s, blocks)
 			blocks, bytes = 0, 0
+		}
+	}
+}
+
+// A segment's memory comes from the budget: with less to spare than a
+// segment, reads go inline (and still read right), and what a segment
+// holds is given back when it is dropped.
+func TestSharedSegmentsUseTheBudget(t *testing.T) {
+	if !shm.Supported {
+		t.Skip("no shared memory on this platform")
+	}
+	small := membudget.New(512<<10, time.Second)
+	c := sharedFixture(t, Config{SharedMemory: true, Budget: small})
+	s, h := openShared(t, c, 0, 64)
+	if h.GetSharedSegment() != nil {
+		t.Fatal("a 1 MiB segment was lent out of a 512 KiB budget")
+	}
+	got := make([]byte, 64*640*4)
+	for {
+		msg, err := s.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		place(t, got, msg.GetBlock(), msg.GetBlock().GetData())
+	}
+	checkRows(t, got, 0)
+
+	big := membudget.New(64<<20, time.Second)
+	c = sharedFixture(t, Config{SharedMemory: true, Budget: big})
+	s, h = openShared(t, c, 0, 64)
+	if h.GetSharedSegment() == nil {
+		t.Fatal("no segment offered")
+	}
+	if big.InUse() < 1<<20 {
+		t.Fatalf("a lent segment holds %d bytes of the budget", big.InUse())
+	}
+	sendAttach(s, false)
+	for {
+		if _, err := s.Recv(); err != nil {
+			break
 		}
 	}
 }
