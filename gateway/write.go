@@ -975,12 +975,22 @@ func (w *slabWriter) materialize(o *pendingObject, u *pendingUnit) (m *pendingUn
 	if err := w.mem.acquire(w.ctx, reserved, fmt.Sprintf("write %q: a chunk read back from the spill log", w.path)); err != nil {
 		return nil, nil, err
 	}
-	release = func() { w.mem.release(reserved) }
+	giveBack := func() { w.mem.release(reserved) }
 	defer func() {
 		if err != nil {
-			release()
+			giveBack()
 		}
 	}()
+	// Read buffers, given back when the unit is read.
+	var tmp int64
+	defer func() { w.mem.release(tmp) }()
+	temp := func(k int64) error {
+		if err := w.mem.acquire(w.ctx, k, fmt.Sprintf("write %q: a chunk read back from the spill log", w.path)); err != nil {
+			return err
+		}
+		tmp += k
+		return nil
+	}
 	more := func(k int64) error { // reserve k more bytes, kept until release
 		if err := w.mem.acquire(w.ctx, k, fmt.Sprintf("write %q: a chunk read back from the spill log", w.path)); err != nil {
 			return err
@@ -1007,10 +1017,11 @@ func (w *slabWriter) materialize(o *pendingObject, u *pendingUnit) (m *pendingUn
 		rest := io.NewSectionReader(s.f, pos+bm, size-bm)
 		if e > 0 {
 			// Scatter the packed elements through a small buffer.
-			if err := more(spillRecordBytes); err != nil {
+			rb := min(spillRecordBytes, max(16, size-bm))
+			if err := temp(rb); err != nil {
 				return nil, nil, err
 			}
-			br := bufio.NewReaderSize(rest, spillRecordBytes)
+			br := bufio.NewReaderSize(rest, int(rb))
 			err = eachSetErr(m.seen, func(i, j int64) error {
 				_, err := io.ReadFull(br, m.data[i*e:j*e])
 				return err
@@ -1049,7 +1060,7 @@ func (w *slabWriter) materialize(o *pendingObject, u *pendingUnit) (m *pendingUn
 		var payload []byte
 		if e > 0 {
 			if int64(len(scratch))*8 < size {
-				if err := more(size); err != nil {
+				if err := temp(size); err != nil {
 					return nil, nil, err
 				}
 				scratch = make([]uint64, (size+7)/8)
@@ -1088,7 +1099,7 @@ func (w *slabWriter) materialize(o *pendingObject, u *pendingUnit) (m *pendingUn
 		}
 		off = prev
 	}
-	return m, release, nil
+	return m, giveBack, nil
 }
 
 // unitChunk turns a pending unit into a decoded unit, merged over base
@@ -1482,7 +1493,7 @@ type callMem struct {
 	reserved, used int64
 }
 
-const memGranule = 1 << 20
+const memGranule = 256 << 10
 
 // try reserves n bytes if the call has them or the budget has them free
 // now, without waiting.
