@@ -196,6 +196,9 @@ type pendingObject struct {
 	inMemory int   // units held in memory
 	spilled  bool  // some unit has records in the spill log
 	book     int64 // bookkeeping bytes charged
+	// flushCost is what its flush allocates (counted in held, reserved
+	// by the flush itself as it allocates).
+	flushCost int64
 }
 
 // pendingUnit holds the received elements of one unit: in memory (seen
@@ -897,6 +900,22 @@ func eachSetErr(bm []uint64, fn func(i, j int64) error) error {
 // flush hands a complete object to a flush worker, which writes it once,
 // and drops it from the pending objects.
 func (w *slabWriter) flush(o *pendingObject) error {
+	if w.objects[o.idx] != o {
+		return nil // flushed already
+	}
+	// What the worker will allocate counts against the buffer too, so that
+	// the call's memory is the buffer however many flushes run: wait for
+	// flushes in flight until it fits (it runs alone if it never does).
+	cost := w.flushCost(o)
+	for w.held.Load()+cost > w.g.cfg.WriteBufferBytes && w.inflight.Load() > 0 {
+		select {
+		case <-w.freed:
+		case <-w.ctx.Done():
+			return w.ctx.Err()
+		}
+	}
+	w.held.Add(cost)
+	o.flushCost = cost
 	delete(w.objects, o.idx)
 	if w.done == nil {
 		words := (w.proj.NumChunks() + 63) / 64
@@ -929,6 +948,29 @@ func (w *slabWriter) flush(o *pendingObject) error {
 	return nil
 }
 
+// flushCost estimates what flushing o allocates: its units read back
+// from the spill log (a shard's in batches), the encoded output (and for
+// a shard its assembly), and for a merge the stored object, the decoded
+// stored unit and the merged copy.
+func (w *slabWriter) flushCost(o *pendingObject) int64 {
+	data := w.l.unitElems() * int64(max(w.l.elem, varElemBytes))
+	var spilled int64
+	for _, u := range o.units {
+		if !u.inMemory() {
+			spilled++
+		}
+	}
+	n := int64(len(o.units))
+	cost := min(spilled*w.unitBytes(), shardBatchBytes+w.unitBytes()) + n*data
+	if w.l.shard != nil {
+		cost += n * data // the assembled shard
+	}
+	if !w.coversObject(o) {
+		cost += min(n, 2)*data + n*data // decoded and merged units, the stored object
+	}
+	return cost
+}
+
 // finished gives back the memory of a flushed object.
 func (w *slabWriter) finished(o *pendingObject) {
 	var n int64
@@ -936,7 +978,7 @@ func (w *slabWriter) finished(o *pendingObject) {
 		n += u.bytes
 		u.bytes, u.seen, u.data, u.vals = 0, nil, nil, nil
 	}
-	w.held.Add(-n)
+	w.held.Add(-n - o.flushCost)
 	w.mem.release(n + o.book)
 	w.inflight.Add(-1)
 	select {
