@@ -9,6 +9,7 @@
 package gateway
 
 import (
+	"log/slog"
 	"runtime"
 	"sync"
 	"time"
@@ -122,6 +123,10 @@ type idleSegment struct {
 // New returns a gateway over store, running codec work on codecs.
 func New(store storesvc.Store, codecs Codecs, cfg Config) *Gateway {
 	cfg = cfg.withDefaults()
+	// Partial chunks of WriteSlabs that a killed process left behind.
+	if err := CleanSpill(cfg.SpillDir); err != nil {
+		slog.Warn("removing stale spill files", "dir", cfg.SpillDir, "err", err)
+	}
 	return &Gateway{
 		store:  storesvc.Wrap(store),
 		codecs: codecs,

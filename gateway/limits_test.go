@@ -76,7 +76,7 @@ func TestHugeChunksRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantErr(t, "stored chunk of 2^36", errs.ResourceExhausted, "max-chunk-bytes", 1<<20, func() error {
-		return drainSlab(g, "d", []zarr.Range{{0, 1, 1}})
+		return drainSlab(g, "d", []zarr.Range{{Start: 0, Stop: 1, Step: 1}})
 	})
 	// A shard of 2^40 inner chunks: its index alone would be 16 TiB.
 	wantErr(t, "shard index of 2^40 entries", errs.ResourceExhausted, "max-chunk-bytes", 1<<20, func() error {
@@ -94,13 +94,13 @@ func TestHugeVirtualArrays(t *testing.T) {
 	}
 	wantErr(t, "all of [10^12]", errs.ResourceExhausted, "limit", 1<<20, func() error { return drainSlab(g, "v", nil) })
 	wantErr(t, "every 1000th of [10^12]", errs.ResourceExhausted, "max-slab-chunks", 1<<20, func() error {
-		return drainSlab(g, "v", []zarr.Range{{0, 1e12, 1000}})
+		return drainSlab(g, "v", []zarr.Range{{Start: 0, Stop: 1e12, Step: 1000}})
 	})
 	wantErr(t, "write header over [10^12]", errs.ResourceExhausted, "limit", 1<<20, func() error {
-		_, err := g.WriteSlab(ctx, "v", []zarr.Range{{0, 1e12, 1000}}, func() (Block, error) { return Block{}, errors.New("no block should be asked for") })
+		_, err := g.WriteSlab(ctx, "v", []zarr.Range{{Start: 0, Stop: 1e12, Step: 1000}}, func() (Block, error) { return Block{}, errors.New("no block should be asked for") })
 		return err
 	})
-	if err := drainSlab(g, "v", []zarr.Range{{1e12 - 5000, 1e12, 1}}); err != nil {
+	if err := drainSlab(g, "v", []zarr.Range{{Start: 1e12 - 5000, Stop: 1e12, Step: 1}}); err != nil {
 		t.Fatalf("small read of a huge array: %v", err)
 	}
 	if _, err := g.CreateArray(ctx, "w", ArraySpec{Shape: []int64{1 << 62, 1 << 62}, DataType: "uint8", ChunkShape: []int64{1 << 20, 1 << 8}}); err == nil {
@@ -217,21 +217,23 @@ func TestLyingShardIndex(t *testing.T) {
 func TestReadBudget(t *testing.T) {
 	for _, codecs := range []string{"", `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":1}}]`} {
 		b := membudget.New(600<<10, time.Second)
-		g := New(memory.New(), codecsvc.NewLocal(), Config{Budget: b})
+		st := memory.New()
+		g := New(st, codecsvc.NewLocal(), Config{Budget: b})
+		writer := New(st, codecsvc.NewLocal(), Config{}) // the budget is for the reads
 		spec := ArraySpec{Shape: []int64{1024, 1024}, DataType: "float32", ChunkShape: []int64{256, 256}}
 		if codecs != "" {
 			spec.Codecs = json.RawMessage(codecs)
 		} else {
 			spec.Codecs = json.RawMessage(`[{"name":"bytes","configuration":{"endian":"little"}}]`)
 		}
-		if _, err := g.CreateArray(ctx, "a", spec); err != nil {
+		if _, err := writer.CreateArray(ctx, "a", spec); err != nil {
 			t.Fatal(err)
 		}
 		data := make([]byte, 1024*1024*4)
 		for i := range data {
 			data[i] = byte(i * 7)
 		}
-		if _, err := g.WriteSlab(ctx, "a", nil, nextFrom([]Block{{Origin: []int64{0, 0}, Shape: []int64{1024, 1024}, Data: data}})); err != nil {
+		if _, err := writer.WriteSlab(ctx, "a", nil, nextFrom([]Block{{Origin: []int64{0, 0}, Shape: []int64{1024, 1024}, Data: data}})); err != nil {
 			t.Fatal(err)
 		}
 		got := make([]byte, len(data))

@@ -437,8 +437,13 @@ func TestSharedSegmentsUseTheBudget(t *testing.T) {
 	if !shm.Supported {
 		t.Skip("no shared memory on this platform")
 	}
-	small := membudget.New(512<<10, time.Second)
+	small := membudget.New(4<<20, time.Second)
 	c := sharedFixture(t, Config{SharedMemory: true, Budget: small})
+	others, err := small.Acquire(ctx, 3<<20+512<<10, "other calls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer others.Release()
 	s, h := openShared(t, c, 0, 64)
 	if h.GetSharedSegment() != nil {
 		t.Fatal("a 1 MiB segment was lent out of a 512 KiB budget")

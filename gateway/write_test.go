@@ -559,15 +559,21 @@ func TestWriteSlabStrings(t *testing.T) {
 	}
 }
 
-// TestWriteSlabBigStrips measures a 1 GiB write in 16-row strips over
-// tall chunks (256 MiB per row of chunks) with a 64 MiB buffer: the peak
-// reserved from the budget and the peak heap. Set ZARRGATE_BIG_WRITE=1.
-func TestWriteSlabBigStrips(t *testing.T) {
-	if os.Getenv("ZARRGATE_BIG_WRITE") == "" {
-		t.Skip("set ZARRGATE_BIG_WRITE=1 to write 1 GiB")
+// BenchmarkWriteSlabBigStrips measures a 1 GiB write in 16-row strips
+// over tall chunks (256 MiB per row of chunks) with a 64 MiB buffer, so
+// that partial chunks spill: the time, the peak reserved from the budget
+// and the peak heap (go test -run '^$' -bench WriteSlabBigStrips
+// -benchtime 1x ./gateway/).
+func BenchmarkWriteSlabBigStrips(b *testing.B) {
+	for b.Loop() {
+		writeBigStrips(b)
 	}
+}
+
+func writeBigStrips(t *testing.B) {
 	budget := membudget.New(1<<30, time.Second)
 	g := New(&discardStore{Store: memory.New()}, testCodecs{}, Config{Budget: budget, WriteBufferBytes: 64 << 20, SpillDir: t.TempDir()})
+	t.SetBytes(1 << 30)
 	const rows, cols = 16384, 16384
 	spec := ArraySpec{Shape: []int64{rows, cols}, DataType: "float32", ChunkShape: []int64{4096, 1024}, Codecs: json.RawMessage(`[{"name":"bytes","configuration":{"endian":"little"}}]`)}
 	if _, err := g.CreateArray(ctx, "a", spec); err != nil {
@@ -599,6 +605,8 @@ func TestWriteSlabBigStrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.ReportMetric(float64(budget.Peak())/(1<<20), "budget-peak-MiB")
+	t.ReportMetric(float64(peakHeap-base)/(1<<20), "heap-peak-MiB")
 	t.Logf("1 GiB in 16-row strips, 64 MiB buffer: %v, budget peak %s, heap in use peak %s above the start",
 		time.Since(start).Round(time.Millisecond), membudget.Size(budget.Peak()), membudget.Size(int64(peakHeap-base)))
 	if budget.InUse() != 0 {
