@@ -174,6 +174,9 @@ func (p *partSender) flush() error {
 // client into the store without being buffered here.
 func (srv *Server) Set(stream grpc.ClientStreamingServer[storev1.SetRequest, storev1.SetResponse]) error {
 	first, err := stream.Recv()
+	if err == io.EOF {
+		return errs.ToStatus(errs.New(errs.InvalidArgument, "set: the stream ended before its header (key and condition)"))
+	}
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/x448/float16"
 
@@ -23,17 +24,63 @@ import (
 	"github.com/zarrgate/zarrgate/storesvc"
 )
 
-// addrFlag adds the --addr flag every client command takes.
-func addrFlag(fs *flag.FlagSet) *string {
+// serverOpts are the flags every client command takes: where the gateway
+// is, and how long the command may take.
+type serverOpts struct {
+	addr    *string
+	timeout *time.Duration
+}
+
+// addrFlag adds the --addr and --timeout flags every client command takes.
+func addrFlag(fs *flag.FlagSet) serverOpts {
 	def := os.Getenv("ZARRGATE_ADDR")
 	if def == "" {
 		def = DefaultListen
 	}
-	return fs.String("addr", def, "gateway address; $ZARRGATE_ADDR sets the default")
+	return serverOpts{
+		addr:    fs.String("addr", def, "gateway address; $ZARRGATE_ADDR sets the default"),
+		timeout: fs.Duration("timeout", 0, "give up after this long (e.g. 30s, 5m); 0: no limit"),
+	}
 }
 
-func dial(ctx context.Context, addr string) (*client.Client, error) {
-	return client.Dial(ctx, addr)
+// withTimeout bounds ctx by d (none for 0), and tells run the limit, for
+// its message if the command runs past it.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return ctx, func() {}
+	}
+	if p, ok := ctx.Value(timeoutKey{}).(*time.Duration); ok {
+		*p = d
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// timeoutKey holds, in the context run gives a command, where the command
+// notes its --timeout.
+type timeoutKey struct{}
+
+// cliClient is a client whose Close also releases the command's deadline.
+type cliClient struct {
+	*client.Client
+	cancel context.CancelFunc
+}
+
+func (c cliClient) Close() error {
+	c.cancel()
+	return c.Client.Close()
+}
+
+// dial connects to --addr and returns the context the command runs in,
+// bounded by --timeout: the deadline goes with every call to the gateway,
+// which stops working on them when it passes.
+func dial(ctx context.Context, o serverOpts) (context.Context, cliClient, error) {
+	ctx, cancel := withTimeout(ctx, *o.timeout)
+	c, err := client.Dial(ctx, *o.addr)
+	if err != nil {
+		cancel()
+		return ctx, cliClient{}, err
+	}
+	return ctx, cliClient{Client: c, cancel: cancel}, nil
 }
 
 func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -44,7 +91,7 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, err := dial(ctx, *addr)
+	ctx, c, err := dial(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -101,7 +148,7 @@ func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	c, err := dial(ctx, *addr)
+	ctx, c, err := dial(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -258,7 +305,7 @@ func runCat(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	default:
 		return usageError{fmt.Errorf("--format %q: want text, csv or npy", *format)}
 	}
-	c, err := dial(ctx, *addr)
+	ctx, c, err := dial(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -447,7 +494,7 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	c, err := dial(ctx, *addr)
+	ctx, c, err := dial(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -492,7 +539,7 @@ func runPut(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		defer f.Close()
 		in = f
 	}
-	c, err := dial(ctx, *addr)
+	ctx, c, err := dial(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -517,7 +564,7 @@ func runRm(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, err := dial(ctx, *addr)
+	ctx, c, err := dial(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -577,7 +624,7 @@ func runMkarray(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	default:
 		return usageError{fmt.Errorf("--format %q: want v3, v2 or nczarr", *format)}
 	}
-	c, err := dial(ctx, *addr)
+	ctx, c, err := dial(ctx, addr)
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,7 @@ func runCp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("cp", stderr)
 	workers := fs.Int("j", 8, "keys copied in parallel")
 	quiet := fs.Bool("q", false, "no progress line")
+	timeout := fs.Duration("timeout", 0, "give up after this long (e.g. 10m); 0: no limit")
 	var pos []string
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
@@ -57,6 +58,8 @@ func runCp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(pos) != 2 {
 		return usageError{errors.New("usage: zarrgate cp [-j N] SRC DST   (each grpc://HOST:PORT or a store URL or directory)")}
 	}
+	ctx, cancel := withTimeout(ctx, *timeout)
+	defer cancel()
 	src, closeSrc, err := openLocation(ctx, pos[0])
 	if err != nil {
 		return err

@@ -13,6 +13,11 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/zarrgate/zarrgate/errs"
 )
 
 type command struct {
@@ -55,7 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
-			err := c.run(ctx, args[1:], stdout, stderr)
+			var timeout time.Duration // a client command's --timeout, noted by withTimeout
+			err := c.run(context.WithValue(ctx, timeoutKey{}, &timeout), args[1:], stdout, stderr)
 			switch {
 			case err == nil:
 				return 0
@@ -64,6 +70,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			case errors.As(err, new(usageError)):
 				fmt.Fprintf(stderr, "zarrgate %s: %v\n", c.name, err)
 				return 2
+			case timeout > 0 && (errors.Is(err, context.DeadlineExceeded) || errs.Code(err) == codes.DeadlineExceeded):
+				fmt.Fprintf(stderr, "zarrgate %s: timed out: did not finish within --timeout %v (%v)\n", c.name, timeout, err)
+				return 1
 			}
 			fmt.Fprintf(stderr, "zarrgate %s: %v\n", c.name, err)
 			return 1

@@ -21,6 +21,7 @@ import (
 	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/storesvc"
+	"github.com/zarrgate/zarrgate/storesvc/file"
 	"github.com/zarrgate/zarrgate/storesvc/storeurl"
 	"google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -39,12 +40,16 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	store, err := openServedStore(ctx, *root, *readOnly)
+	logger, err := sf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	store, err := openServedStore(ctx, logger, *root, *readOnly)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	return sf.serve(ctx, stderr, "zarrgate serving", func(srv *rpc.Server, logger *slog.Logger) {
+	return sf.serveWith(ctx, logger, "zarrgate serving", func(srv *rpc.Server) {
 		gateway.NewServer(gateway.New(store, codecsvc.NewLocal(), gcfg(logger))).Register(srv)
 	}, "root", *root, "read_only", *readOnly)
 }
@@ -119,11 +124,16 @@ func storeFlags(fs *flag.FlagSet) (root *string, readOnly *bool) {
 	return root, readOnly
 }
 
-// openServedStore opens the store a serving command serves.
-func openServedStore(ctx context.Context, root string, readOnly bool) (*storesvc.Portable, error) {
+// openServedStore opens the store a serving command serves. A writable
+// directory store has the temporary files of writes killed earlier removed
+// in the background (they are unreachable through the store already).
+func openServedStore(ctx context.Context, logger *slog.Logger, root string, readOnly bool) (*storesvc.Portable, error) {
 	backend, err := openStore(ctx, root)
 	if err != nil {
 		return nil, err
+	}
+	if fstore, ok := unwrapStore(backend).(*file.Store); ok && !readOnly {
+		go cleanTemps(ctx, logger, fstore)
 	}
 	var opts []storesvc.Option
 	if readOnly {
@@ -133,29 +143,48 @@ func openServedStore(ctx context.Context, root string, readOnly bool) (*storesvc
 }
 
 // serverFlags are the flags every serving command takes.
-type serverFlags struct{ listen, logLevel *string }
+type serverFlags struct {
+	listen, logLevel            *string
+	streamTimeout, unaryTimeout *time.Duration
+}
 
 func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
 	return serverFlags{
-		listen:   fs.String("listen", defListen, "address to listen on: host:port (port 0 picks a free one), or unix:///path/to.sock for clients on this host (access by file permissions, no port)"),
-		logLevel: fs.String("log-level", "info", "log level: debug, info, warn, error"),
+		listen:        fs.String("listen", defListen, "address to listen on: host:port (port 0 picks a free one), or unix:///path/to.sock for clients on this host (access by file permissions, no port)"),
+		logLevel:      fs.String("log-level", "info", "log level: debug, info, warn, error"),
+		streamTimeout: fs.Duration("default-timeout", rpc.DefaultStreamTimeout, "deadline of streaming calls (reads, writes, lists) whose client set none; 0: none"),
+		unaryTimeout:  fs.Duration("default-unary-timeout", rpc.DefaultUnaryTimeout, "deadline of unary calls (metadata, erase) whose client set none; 0: none"),
 	}
+}
+
+// logger is the command's logger, at --log-level.
+func (f serverFlags) logger(stderr io.Writer) (*slog.Logger, error) {
+	return newLogger(stderr, *f.logLevel)
 }
 
 // serve builds the gRPC server (interceptors, health, reflection), lets
 // register add the command's services, logs msg with the address, and
 // serves until ctx is done.
-func (f serverFlags) serve(ctx context.Context, stderr io.Writer, msg string, register func(*rpc.Server, *slog.Logger), attrs ...any) error {
-	logger, err := newLogger(stderr, *f.logLevel)
+func (f serverFlags) serve(ctx context.Context, stderr io.Writer, msg string, register func(*rpc.Server), attrs ...any) error {
+	logger, err := f.logger(stderr)
 	if err != nil {
 		return err
+	}
+	return f.serveWith(ctx, logger, msg, register, attrs...)
+}
+
+// serveWith is serve with the command's logger made already.
+func (f serverFlags) serveWith(ctx context.Context, logger *slog.Logger, msg string, register func(*rpc.Server), attrs ...any) error {
+	if *f.streamTimeout < 0 || *f.unaryTimeout < 0 {
+		return usageError{errors.New("--default-timeout and --default-unary-timeout must not be negative")}
 	}
 	lis, addr, err := listen(*f.listen)
 	if err != nil {
 		return err
 	}
 	srv := rpc.NewServer(logger)
-	register(srv, logger)
+	srv.SetDefaultTimeouts(*f.streamTimeout, *f.unaryTimeout)
+	register(srv)
 	srv.Health.SetServingStatus("", grpc_health_v1.HealthCheckResponse_SERVING)
 	logger.Info(msg, append([]any{"addr", addr}, attrs...)...)
 	return serveUntilDone(ctx, logger, srv, lis)
@@ -234,6 +263,45 @@ func serveUntilDone(ctx context.Context, logger *slog.Logger, srv *rpc.Server, l
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// unwrapStore returns the backend behind portable layers.
+func unwrapStore(s storesvc.Store) storesvc.Store {
+	for {
+		p, ok := s.(*storesvc.Portable)
+		if !ok {
+			return s
+		}
+		s = p.Unwrap()
+	}
+}
+
+// cleanTemps removes the stale temporary files of a directory store: once
+// at start-up, and once more after file.StaleTempAge if some were too young
+// to judge then (a process restarted right after being killed).
+func cleanTemps(ctx context.Context, logger *slog.Logger, s *file.Store) {
+	for pass := 0; pass < 2; pass++ {
+		start := time.Now()
+		st, err := s.CleanTemps(ctx, file.StaleTempAge)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			logger.Warn("removing temporary files of killed writes", "root", s.Dir(), "error", err)
+			return
+		case st.Removed > 0 || st.Young > 0:
+			logger.Info("removed temporary files of killed writes", "root", s.Dir(), "removed", st.Removed,
+				"in_progress", st.Live, "too_recent", st.Young, "took", time.Since(start).Round(time.Millisecond))
+		}
+		if st.Young == 0 {
+			return
+		}
+		select {
+		case <-time.After(file.StaleTempAge):
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // openStore opens the store a command names: a directory or any store URL

@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/zarrgate/zarrgate/codecsvc"
 	codecremote "github.com/zarrgate/zarrgate/codecsvc/remote"
+	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/gateway"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/storesvc"
@@ -24,12 +28,16 @@ func runStoreWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	store, err := openServedStore(ctx, *root, *readOnly)
+	logger, err := sf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	store, err := openServedStore(ctx, logger, *root, *readOnly)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	return sf.serve(ctx, stderr, "zarrgate store-worker serving", func(srv *rpc.Server, _ *slog.Logger) {
+	return sf.serveWith(ctx, logger, "zarrgate store-worker serving", func(srv *rpc.Server) {
 		storesvc.NewServer(store).Register(srv)
 	}, "root", *root, "read_only", *readOnly)
 }
@@ -42,7 +50,7 @@ func runCodecWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	return sf.serve(ctx, stderr, "zarrgate codec-worker serving", func(srv *rpc.Server, _ *slog.Logger) {
+	return sf.serve(ctx, stderr, "zarrgate codec-worker serving", func(srv *rpc.Server) {
 		codecsvc.NewServer(codecsvc.NewLocal()).Register(srv)
 	})
 }
@@ -50,11 +58,14 @@ func runCodecWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 // runGateway serves the gateway over pools of store workers and, with
 // --codec, codec workers: the scaled-out deployment. Each pool is spread
 // with gRPC's round_robin and health-checked; a worker that fails is
-// skipped and used again when it comes back.
+// skipped and used again when it comes back. A call that needs a tier with
+// no ready worker fails with Unavailable after --tier-wait, logged as a
+// warning, instead of waiting for the tier to come back.
 func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("gateway", stderr)
 	storeTarget := fs.String("store", "", "store workers: host:port,host:port,... or a gRPC target such as dns:///store-workers:50052 (required)")
 	codecTarget := fs.String("codec", "", "codec workers, in the same forms; empty runs codecs in this process")
+	tierWait := fs.Duration("tier-wait", rpc.DefaultTierWait, "how long a call waits for a ready store or codec worker when a tier has none, before it fails with UNAVAILABLE")
 	sf := addServerFlags(fs, DefaultListen)
 	gcfg := gatewayFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -63,18 +74,27 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if *storeTarget == "" {
 		return usageError{errors.New("--store is required (the store workers' addresses)")}
 	}
-	scc, err := rpc.DialWorkers(*storeTarget)
+	if *tierWait <= 0 {
+		return usageError{fmt.Errorf("--tier-wait %v: want a positive duration", *tierWait)}
+	}
+	logger, err := sf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	storeTier := &rpc.Tier{Name: "store", Target: *storeTarget, Wait: *tierWait, Logger: logger}
+	scc, err := rpc.DialWorkers(*storeTarget, storeTier.DialOptions()...)
 	if err != nil {
 		return fmt.Errorf("--store %s: %w", *storeTarget, err)
 	}
 	defer scc.Close()
-	store, err := remote.New(ctx, scc)
+	store, err := connectStore(ctx, logger, scc, *storeTarget)
 	if err != nil {
-		return fmt.Errorf("store workers %s: %w", *storeTarget, err)
+		return err
 	}
 	var codecs codecsvc.Engine = codecsvc.NewLocal()
 	if *codecTarget != "" {
-		ccc, err := rpc.DialWorkers(*codecTarget)
+		codecTier := &rpc.Tier{Name: "codec", Target: *codecTarget, Wait: *tierWait, Logger: logger}
+		ccc, err := rpc.DialWorkers(*codecTarget, codecTier.DialOptions()...)
 		if err != nil {
 			return fmt.Errorf("--codec %s: %w", *codecTarget, err)
 		}
@@ -83,7 +103,35 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 		defer rc.Close()
 		codecs = rc
 	}
-	return sf.serve(ctx, stderr, "zarrgate gateway serving", func(srv *rpc.Server, logger *slog.Logger) {
+	return sf.serveWith(ctx, logger, "zarrgate gateway serving", func(srv *rpc.Server) {
 		gateway.NewServer(gateway.New(store, codecs, gcfg(logger))).Register(srv)
-	}, "store", *storeTarget, "codec", *codecTarget)
+	}, "store", *storeTarget, "codec", *codecTarget, "tier_wait", *tierWait)
+}
+
+// connectStore asks the store tier for its capabilities, which the gateway
+// needs before it can serve anything. While no store worker is ready it
+// keeps trying, with a warning every 30 s: the gateway
+// starts listening once its store tier is there, so that a readiness probe
+// fails until then, and a gateway started before its workers waits for
+// them instead of exiting.
+func connectStore(ctx context.Context, logger *slog.Logger, cc *grpc.ClientConn, target string) (*storesvc.Portable, error) {
+	var warned time.Time
+	for {
+		store, err := remote.New(ctx, cc)
+		if err == nil {
+			return store, nil
+		}
+		if ctx.Err() != nil || !errors.Is(err, errs.Unavailable) {
+			return nil, fmt.Errorf("store workers %s: %w", target, err)
+		}
+		if time.Since(warned) >= 30*time.Second {
+			logger.Warn("waiting for the store tier before serving", "target", target, "error", err)
+			warned = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }

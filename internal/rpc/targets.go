@@ -45,6 +45,8 @@ var manualSeq atomic.Uint64
 // DialWorkers connects to a pool of workers. target is a comma-separated
 // list of host:port addresses, or any gRPC target such as
 // dns:///name:port (a Kubernetes headless Service resolves to every pod).
+// Calls wait for a ready worker as long as their context allows; pass a
+// Tier's DialOptions to bound that wait.
 func DialWorkers(target string, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	target = strings.TrimSpace(target)
 	if target == "" {

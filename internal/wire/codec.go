@@ -124,7 +124,22 @@ type Reuse struct {
 	Buf []byte
 }
 
-func (codec) Unmarshal(data mem.BufferSlice, v any) error {
+// Lenient receives Msg (a message, *Reuse or *Frame) as RecvMsg(Msg)
+// would, except that a message that does not parse (bad wire data, a
+// string field that is not UTF-8) leaves its error in Err and the receive
+// succeeds. gRPC reports a failed receive to the client at once, as
+// Internal; a server that receives through Lenient can answer
+// InvalidArgument instead (internal/rpc does, for every call).
+type Lenient struct {
+	Msg any
+	Err error
+}
+
+func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if l, ok := v.(*Lenient); ok {
+		l.Err = c.Unmarshal(data, l.Msg)
+		return nil
+	}
 	if f, ok := v.(*Frame); ok {
 		f.Free()
 		data.Ref()

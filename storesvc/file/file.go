@@ -15,8 +15,13 @@
 //     nanosecond clock) and size, so every write yields a new one.
 //   - Erase removes directories left empty, up to the root.
 //
-// Temporary files are named ".zarrgate-tmp-*"; listings skip them and keys
-// whose last segment starts so are refused.
+// Temporary files are named ".zarrgate-tmp-*" (storesvc.ReservedPrefix) and
+// live next to their target. No key may name one (a segment starting so is
+// refused with InvalidArgument, by the portable layer and here), and
+// listings skip them, so no call can read, patch or erase a write in
+// progress. A writer holds an exclusive flock on its temporary file until
+// the file is renamed into place or removed; CleanTemps removes the ones
+// nobody holds, those of writers that were killed.
 package file
 
 import (
@@ -36,12 +41,20 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/storesvc"
 )
 
-const tmpPrefix = ".zarrgate-tmp-"
+const tmpPrefix = storesvc.ReservedPrefix
+
+// StaleTempAge is how long a temporary file must have gone unmodified
+// before CleanTemps considers it. The flock tells a live writer's file from
+// a dead one's; the age only covers the instant between a file's creation
+// and its writer's flock, and writers that take no flock (zarrgate before
+// this rule), whose files keep changing while they write.
+const StaleTempAge = time.Minute
 
 // Store is a directory-backed store. It is safe for concurrent use, also by
 // several processes sharing the directory.
@@ -96,6 +109,10 @@ func mapErr(op, key string, err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errs.Code(err) != codes.Unknown:
+		return err // coded already (a value reader's error, a check, a cancellation)
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return errs.New(errs.InvalidArgument, "%s %q: a path segment is too long for the file system", op, key)
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
 		return errs.New(errs.NotFound, "%s: key %q not found", op, key)
 	case errors.Is(err, fs.ErrPermission):
@@ -126,6 +143,9 @@ func generation(fi fs.FileInfo) string {
 
 // Get implements storesvc.Store.
 func (s *Store) Get(_ context.Context, key string, r storesvc.ByteRange) (*storesvc.Object, error) {
+	if err := checkReserved(key); err != nil {
+		return nil, err
+	}
 	rel, _ := keyPath(key)
 	f, err := s.root.Open(rel)
 	if err != nil {
@@ -168,9 +188,13 @@ func (s *Store) Set(ctx context.Context, key string, value io.Reader, cond store
 	}, func(current fs.FileInfo) error { return checkCondition(key, current, cond) })
 }
 
+// checkReserved refuses keys (and prefixes) with a segment that could name
+// a temporary file. The portable layer refuses them already; the store
+// checks again because it must never hand out or touch a write in
+// progress, whoever calls it.
 func checkReserved(key string) error {
-	if strings.HasPrefix(path.Base(key), tmpPrefix) {
-		return errs.New(errs.InvalidArgument, "key %q: names starting with %q are reserved by the file store", key, tmpPrefix)
+	if strings.HasPrefix(key, tmpPrefix) || strings.Contains(key, "/"+tmpPrefix) {
+		return errs.New(errs.InvalidArgument, "key %q: segments starting with %q are reserved by the file store", key, tmpPrefix)
 	}
 	return nil
 }
@@ -197,11 +221,13 @@ func (s *Store) replace(ctx context.Context, key, rel, dir string, fill func(io.
 		return "", err
 	}
 	committed := false
+	// The file stays open, and so flocked, until it is renamed or removed:
+	// CleanTemps in another process must not take it for a dead write's.
 	defer func() {
 		if !committed {
-			tmp.Close()
 			s.root.Remove(tmpRel)
 		}
+		tmp.Close()
 	}()
 	if err := fill(tmp); err != nil {
 		return "", mapErr("set", key, err)
@@ -236,8 +262,9 @@ func (s *Store) replace(ctx context.Context, key, rel, dir string, fill func(io.
 	return gen, nil
 }
 
-// seal flushes the temporary file, stamps it with a fresh nanosecond mtime
-// and closes it, returning the generation it will have once renamed.
+// seal flushes the temporary file and stamps it with a fresh nanosecond
+// mtime, returning the generation it will have once renamed. The caller
+// closes it after the rename.
 func (s *Store) seal(tmp *os.File, tmpRel string) (string, error) {
 	if err := tmp.Sync(); err != nil {
 		return "", err
@@ -250,7 +277,7 @@ func (s *Store) seal(tmp *os.File, tmpRel string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return generation(fi), tmp.Close()
+	return generation(fi), nil
 }
 
 // current stats the file of key: nil if absent; an error if the key is a
@@ -287,6 +314,13 @@ func (s *Store) createTemp(key, dir string) (*os.File, string, error) {
 		tmpRel := filepath.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:]))
 		f, err := s.root.OpenFile(tmpRel, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 		if err == nil {
+			// Held until the file is closed: tells CleanTemps it is live. A
+			// fresh file cannot be locked by anyone else.
+			if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+				f.Close()
+				s.root.Remove(tmpRel)
+				return nil, "", mapErr("set", key, err)
+			}
 			return f, tmpRel, nil
 		}
 		lastErr = err
@@ -345,6 +379,9 @@ func (s *Store) SetPartialValues(ctx context.Context, writes []storesvc.PartialW
 }
 
 func (s *Store) patch(ctx context.Context, key string, ws []storesvc.PartialWrite) error {
+	if err := checkReserved(key); err != nil {
+		return err
+	}
 	rel, dir := keyPath(key)
 	if _, err := s.root.Stat(dir); err != nil {
 		return mapErr("set_partial_values", key, err)
@@ -373,9 +410,9 @@ func (s *Store) patch(ctx context.Context, key string, ws []storesvc.PartialWrit
 		committed := false
 		defer func() {
 			if !committed {
-				tmp.Close()
 				s.root.Remove(tmpRel)
 			}
+			tmp.Close()
 		}()
 		if _, err := storesvc.CopyContext(ctx, tmp, old); err != nil {
 			return mapErr("set_partial_values", key, err)
@@ -398,6 +435,9 @@ func (s *Store) patch(ctx context.Context, key string, ws []storesvc.PartialWrit
 
 // Erase implements storesvc.Store.
 func (s *Store) Erase(_ context.Context, key string, cond storesvc.Condition) error {
+	if err := checkReserved(key); err != nil {
+		return err
+	}
 	rel, dir := keyPath(key)
 	if _, err := s.root.Stat(dir); err != nil {
 		if cond.IsZero() && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
@@ -445,6 +485,9 @@ func (s *Store) prune(dir string) {
 
 // ErasePrefix implements storesvc.PrefixEraser.
 func (s *Store) ErasePrefix(_ context.Context, prefix string) error {
+	if err := checkReserved(prefix); err != nil {
+		return err
+	}
 	if prefix == "" {
 		entries, err := fs.ReadDir(s.root.FS(), ".")
 		if err != nil {
@@ -563,4 +606,67 @@ func (s *Store) hasValues(dir string) bool {
 		return nil
 	})
 	return found
+}
+
+// TempStats counts what CleanTemps found.
+type TempStats struct {
+	Removed int // temporary files of dead writers, removed
+	Live    int // held by a live writer (this or another process)
+	Young   int // modified less than minAge ago, left for a later pass
+}
+
+// CleanTemps removes the temporary files that writers killed before they
+// could rename or remove them left behind: files named like a temporary
+// file that no process holds a flock on and that went unmodified for at
+// least minAge. Such files are unreachable through the store already; this
+// gives their space back. Several processes may share the directory, and
+// each skips the others' writes in progress: they hold their files'
+// flocks. It walks the whole tree, so serving commands run it in the
+// background at start-up.
+func (s *Store) CleanTemps(ctx context.Context, minAge time.Duration) (TempStats, error) {
+	var st TempStats
+	now := time.Now()
+	err := fs.WalkDir(s.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed while we walked
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() || !d.Type().IsRegular() || !strings.HasPrefix(d.Name(), tmpPrefix) {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil // renamed or removed meanwhile
+		}
+		if now.Sub(fi.ModTime()) < minAge {
+			st.Young++
+			return nil
+		}
+		rel := filepath.FromSlash(p)
+		f, err := s.root.Open(rel)
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			st.Live++
+			return nil
+		}
+		// Nobody holds it: its writer died, or renamed it into place an
+		// instant ago (then the name is gone and Remove finds nothing).
+		if s.root.Remove(rel) == nil {
+			st.Removed++
+			s.prune(filepath.Dir(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		return st, mapErr("clean_temps", "", err)
+	}
+	return st, nil
 }

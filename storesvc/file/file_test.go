@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/file"
@@ -186,5 +188,97 @@ func counterWorker(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+// CleanTemps removes the temporary files of dead writers (old, unlocked),
+// keeps a live writer's (flocked) and recent ones, and no call reaches any
+// of them meanwhile.
+func TestCleanTemps(t *testing.T) {
+	fs := newStore(t)
+	s := storesvc.Wrap(fs)
+	root := fs.Dir()
+	old := time.Now().Add(-time.Hour)
+	plant := func(rel string, mtime time.Time) string {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("torn"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if _, err := s.Set(ctx, "a/v", strings.NewReader("value"), storesvc.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	dead1 := plant("x/y/.zarrgate-tmp-dead1", old)
+	dead2 := plant("a/.zarrgate-tmp-dead2", old)
+	young := plant("a/.zarrgate-tmp-young", time.Now())
+
+	// No call reaches a temporary file, through the portable layer or not.
+	for _, st := range []storesvc.Store{s, fs} {
+		if _, err := st.Get(ctx, "a/.zarrgate-tmp-dead2", storesvc.ByteRange{}); !errors.Is(err, storesvc.ErrInvalidKey) {
+			t.Errorf("Get of a temporary file: %v, want ErrInvalidKey", err)
+		}
+		if err := st.Erase(ctx, "a/.zarrgate-tmp-young", storesvc.Condition{}); !errors.Is(err, storesvc.ErrInvalidKey) {
+			t.Errorf("Erase of a temporary file: %v, want ErrInvalidKey", err)
+		}
+	}
+
+	// A write in progress: its temporary file is flocked while it streams.
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Set(ctx, "a/w", pr, storesvc.Condition{})
+		done <- err
+	}()
+	pw.Write([]byte("first half,"))
+	var live string
+	for deadline := time.Now().Add(5 * time.Second); live == "" && time.Now().Before(deadline); {
+		matches, _ := filepath.Glob(filepath.Join(root, "a", ".zarrgate-tmp-*"))
+		for _, m := range matches {
+			if m != dead2 && m != young {
+				live = m
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if live == "" {
+		t.Fatal("the write's temporary file did not appear")
+	}
+	if err := os.Chtimes(live, old, old); err != nil { // a slow writer, idle for an hour
+		t.Fatal(err)
+	}
+
+	st, err := fs.CleanTemps(ctx, file.StaleTempAge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st != (file.TempStats{Removed: 2, Live: 1, Young: 1}) {
+		t.Errorf("CleanTemps = %+v, want 2 removed, 1 live, 1 young", st)
+	}
+	for _, p := range []string{dead1, dead2, filepath.Join(root, "x")} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still there after CleanTemps: %v", p, err)
+		}
+	}
+	for _, p := range []string{young, live} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s removed: %v", p, err)
+		}
+	}
+
+	// The live write completes intact.
+	pw.Write([]byte("second half"))
+	pw.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("the write in progress failed: %v", err)
+	}
+	if v, _, err := storesvc.ReadAll(ctx, s, "a/w"); err != nil || string(v) != "first half,second half" {
+		t.Fatalf("a/w = %q, %v", v, err)
 	}
 }

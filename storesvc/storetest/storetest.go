@@ -432,6 +432,8 @@ var InvalidKeys = []string{
 	"", "/", "/a", "a/", "a//b", "./a", "a/./b", "a/.", "..", "../a", "a/../b", "a/..",
 	"../../etc/passwd", "a\x00b", "a\nb", "\x7f", "tab\there", "a\u0085b",
 	string([]byte{0xff, 0xfe}), "a/\xc3\x28", strings.Repeat("x", storesvc.MaxKeyLen+1),
+	"a/" + strings.Repeat("s", storesvc.MaxSegmentLen+1), strings.Repeat("s", storesvc.MaxSegmentLen+1) + "/b",
+	storesvc.ReservedPrefix + "0123", "a/" + storesvc.ReservedPrefix + "x/b",
 }
 
 func testInvalidKeys(t *testing.T, s *storesvc.Portable) {
@@ -454,14 +456,18 @@ func testInvalidKeys(t *testing.T, s *storesvc.Portable) {
 	if err == nil || !strings.Contains(err.Error(), "a/../b") {
 		t.Errorf("error %v does not name the key", err)
 	}
-	ok := strings.Repeat("x", storesvc.MaxKeyLen)
-	if err := storesvc.ValidateKey(ok); err != nil {
-		t.Errorf("a %d-byte key is valid: %v", storesvc.MaxKeyLen, err)
+	ok := strings.Repeat(strings.Repeat("x", 255)+"/", 4)
+	ok = ok[:storesvc.MaxKeyLen-4] + "/xyz"
+	if err := storesvc.ValidateKey(ok); err != nil || len(ok) != storesvc.MaxKeyLen {
+		t.Errorf("a %d-byte key of %d-byte segments is valid: %v", len(ok), storesvc.MaxSegmentLen, err)
 	}
+	// A key naming a temporary file the file store leaves in place.
+	wantErr(t, "ValidateKey of a reserved name", storesvc.ValidateKey("a/"+storesvc.ReservedPrefix+"0123"), storesvc.ErrInvalidKey)
 }
 
 func testInvalidPrefixes(t *testing.T, s *storesvc.Portable) {
-	for _, p := range []string{"a", "/", "/a/", "a//", "../", "a/../", "a/./"} {
+	for _, p := range []string{"a", "/", "/a/", "a//", "../", "a/../", "a/./",
+		strings.Repeat("s", storesvc.MaxSegmentLen+1) + "/", storesvc.ReservedPrefix + "x/"} {
 		for _, err := range s.ListPrefix(ctx, p) {
 			wantErr(t, fmt.Sprintf("ListPrefix(%q)", p), err, storesvc.ErrInvalidKey)
 		}

@@ -1,0 +1,155 @@
+package rpc
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
+)
+
+// DefaultTierWait is how long a call waits for a ready worker of a tier
+// that has none before it fails with Unavailable.
+const DefaultTierWait = 5 * time.Second
+
+// tierWarnEvery spaces out the warnings of a tier that stays down.
+const tierWarnEvery = 10 * time.Second
+
+// Tier guards the calls to one pool of workers (the store tier, the codec
+// tier): a call made while no worker is ready waits for one at most Wait,
+// counted from when the tier lost its last ready worker, then fails with
+// Unavailable naming the tier and its target, and the failure is logged as
+// a warning. So a gateway whose workers are down answers within Wait
+// instead of hanging until they come back, and calls made after the tier
+// has been down for Wait fail at once (a caller that retries does not wait
+// Wait again per attempt).
+type Tier struct {
+	Name, Target string
+	Wait         time.Duration
+	Logger       *slog.Logger
+
+	once sync.Once
+	mu   sync.Mutex
+	// downSince is when the connection left Ready (zero while ready or
+	// idle: an idle connection is not down, it connects on the next call).
+	downSince time.Time
+	// failed counts calls failed since the last warning; warned is when
+	// that was.
+	failed int
+	warned time.Time
+}
+
+// DialOptions are the options that install the guard on a connection,
+// for DialWorkers.
+func (t *Tier) DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(t.unary), grpc.WithChainStreamInterceptor(t.stream)}
+}
+
+func (t *Tier) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if err := t.ready(ctx, cc); err != nil {
+		return err
+	}
+	// A worker is ready: fail fast if it goes away before the call is
+	// placed (gRPC retries reads on Unavailable, callers retry too), rather
+	// than wait unboundedly for the next one.
+	return invoker(ctx, method, req, reply, cc, append(opts, grpc.WaitForReady(false))...)
+}
+
+func (t *Tier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if err := t.ready(ctx, cc); err != nil {
+		return nil, err
+	}
+	return streamer(ctx, desc, cc, method, append(opts, grpc.WaitForReady(false))...)
+}
+
+// watch follows the connection's state, noting when it leaves Ready, until
+// the connection is closed.
+func (t *Tier) watch(cc *grpc.ClientConn) {
+	for {
+		s := cc.GetState()
+		t.mu.Lock()
+		switch s {
+		case connectivity.Ready, connectivity.Idle:
+			if !t.warned.IsZero() {
+				t.Logger.Info("worker tier ready again", "tier", t.Name, "target", t.Target)
+			}
+			t.downSince, t.failed, t.warned = time.Time{}, 0, time.Time{}
+		default:
+			if t.downSince.IsZero() {
+				t.downSince = time.Now()
+			}
+		}
+		t.mu.Unlock()
+		if s == connectivity.Shutdown {
+			return
+		}
+		cc.WaitForStateChange(context.Background(), s)
+	}
+}
+
+// ready returns nil once the connection has a ready worker, or Unavailable
+// when the tier has had none for Wait (or the context's error first).
+func (t *Tier) ready(ctx context.Context, cc *grpc.ClientConn) error {
+	t.once.Do(func() {
+		// The first state is noted before any call waits on it.
+		t.mu.Lock()
+		if s := cc.GetState(); s != connectivity.Ready && s != connectivity.Idle {
+			t.downSince = time.Now()
+		}
+		t.mu.Unlock()
+		go t.watch(cc)
+	})
+	for {
+		s := cc.GetState()
+		switch s {
+		case connectivity.Ready:
+			return nil
+		case connectivity.Idle:
+			cc.Connect()
+		case connectivity.Shutdown:
+			return status.Errorf(codes.Unavailable, "%s tier %s: connection closed", t.Name, t.Target)
+		}
+		t.mu.Lock()
+		since := t.downSince
+		t.mu.Unlock()
+		if since.IsZero() {
+			since = time.Now() // Idle or just left Ready: the watcher notes it in a moment
+		}
+		wctx, cancel := context.WithDeadline(ctx, since.Add(t.Wait))
+		changed := cc.WaitForStateChange(wctx, s)
+		cancel()
+		if changed {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return status.FromContextError(err).Err()
+		}
+		if cc.GetState() == connectivity.Ready {
+			return nil
+		}
+		return t.fail(ctx)
+	}
+}
+
+// fail logs (at most every tierWarnEvery) and returns the Unavailable
+// error of a call that found no ready worker.
+func (t *Tier) fail(ctx context.Context) error {
+	t.mu.Lock()
+	t.failed++
+	var n int
+	var down time.Duration
+	if time.Since(t.warned) >= tierWarnEvery {
+		n, t.failed, t.warned = t.failed, 0, time.Now()
+		down = time.Since(t.downSince).Round(time.Millisecond)
+	}
+	t.mu.Unlock()
+	if n > 0 {
+		t.Logger.WarnContext(ctx, "no ready worker: failing calls", "tier", t.Name, "target", t.Target,
+			"wait", t.Wait, "down_for", down, "failed_calls", n)
+	}
+	return status.Errorf(codes.Unavailable, "no ready %s worker at %s after %v", t.Name, t.Target, t.Wait)
+}
