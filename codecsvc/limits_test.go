@@ -175,7 +175,7 @@ func TestStringBombs(t *testing.T) {
 		a0, t0 := heapAlloc(), time.Now()
 		_, err = c.Decode(packed)
 		a, d := heapAlloc()-a0, time.Since(t0)
-		if !errors.Is(err, errs.ResourceExhausted) && !errors.Is(err, errs.DataLoss) {
+		if !errors.Is(err, errs.ResourceExhausted) {
 			t.Errorf("%s: %d-byte bomb of 256 MiB of strings: %v, want ResourceExhausted", bb, len(packed), err)
 		}
 		t.Logf("%s: %d-byte bomb refused in %v, %d KiB allocated (limit %d KiB): %v", bb, len(packed), d.Round(time.Millisecond), a>>10, limit>>10, err)
@@ -207,6 +207,9 @@ func TestLyingHeaders(t *testing.T) {
 	}{
 		{`{"name":"zstd"}`, zstdFrameClaiming(t, n)},
 		{`{"name":"zstd"}`, append(zstdFrameClaiming(t, n)[:13], 0x03, 0, 0x10)}, // an RLE block of 128 KiB, not 512 MiB
+		// No content size, one compressed block of garbage: at most 128
+		// KiB, and that is all the buffer gets.
+		{`{"name":"zstd"}`, []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 10 << 3, 0x25, 0, 0, 1, 2, 3, 4}},
 		{`{"name":"numcodecs.lz4"}`, lz4Lie},
 		{`{"name":"blosc","configuration":{"cname":"lz4"}}`, bloscLie("lz4")},
 		{`{"name":"blosc","configuration":{"cname":"zstd"}}`, bloscLie("zstd")},
@@ -332,6 +335,40 @@ func TestShardSharesVariableLimit(t *testing.T) {
 	}
 	if out, err := chain(t, cfg, spec).Decode(enc); err != nil || !bytes.Equal(out.Data, ch.Data) {
 		t.Errorf("2.4 MiB shard under the default limit: %v", err)
+	}
+	// The allowance is shared as the inner chunks decode, not checked
+	// after: an inner chunk that is a bomb gets only what the ones before
+	// it left. Here the first inner chunk takes 7.5 of 8 MiB, the second
+	// decompresses to 60 MiB and must stop after 0.5 MiB, not 8.
+	spec = ChunkSpec{Shape: []int{2}, DataType: zarr.MustDataType("bytes")}
+	cfg = `[{"name":"sharding_indexed","configuration":{"chunk_shape":[1],"codecs":[{"name":"vlen-bytes"},{"name":"zstd"}]}}]`
+	c, err = NewChainLimits(codecSpecs(t, cfg), spec, Limits{MaxVariableBytes: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Shard()
+	big := chain(t, `[{"name":"vlen-bytes"},{"name":"zstd"}]`, ChunkSpec{Shape: []int{1}, DataType: zarr.MustDataType("bytes")})
+	first, err := s.InnerChain().Encode(Chunk{Data: bytes.Repeat([]byte{1}, 15<<19), Offsets: []int64{0, 15 << 19}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bomb, err := big.Encode(Chunk{Data: make([]byte, 60<<20), Offsets: []int64{0, 60 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shard, err := s.Assemble([][]byte{first, bomb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Decode(shard); !errors.Is(err, errs.ResourceExhausted) {
+		t.Fatalf("bomb in the second inner chunk: %v", err)
+	}
+	a0 := heapAlloc()
+	c.Decode(shard)
+	// The first inner chunk costs twice its 7.5 MiB (decompressed, then
+	// its element bytes); the bomb may add its 0.5 MiB allowance.
+	if a := heapAlloc() - a0; a > 17<<20 {
+		t.Errorf("decoding a shard with a bomb after 7.5 MiB of an 8 MiB allowance allocated %.1f MiB", float64(a)/(1<<20))
 	}
 }
 
