@@ -450,16 +450,28 @@ func (c *Chain) DecodedBound() int64 {
 // WorkingBound bounds the memory decoding or encoding one chunk of the
 // chain holds at once beyond its input and its result: the intermediate
 // buffers of its stages, at their bounds.
-func (c *Chain) WorkingBound() int64 {
+func (c *Chain) WorkingBound() int64 { return c.workingBound(c.limits.MaxVariableBytes) }
+
+// workingBound is WorkingBound for chunks of at most varBytes element
+// bytes.
+func (c *Chain) workingBound(varBytes int64) int64 {
 	var w int64
-	abBound, bounds, _ := c.boundsFor(c.limits.MaxVariableBytes)
+	abBound, bounds, _ := c.boundsFor(varBytes)
 	if len(c.bb) > 0 {
-		w += abBound
+		// The last bytes codec's output is the chunk itself when the bytes
+		// codec takes it as it is (little-endian), already counted.
+		if bc, ok := c.ab.(bytesCodec); !ok || bc.big {
+			w += abBound
+		}
 		for _, b := range bounds[1:] {
 			w += b
 		}
 	}
-	w += int64(len(c.aa)) * c.DecodedBound()
+	decoded := c.DecodedBound()
+	if c.variable {
+		decoded += varBytes - c.limits.MaxVariableBytes
+	}
+	w += int64(len(c.aa)) * decoded
 	return w
 }
 

@@ -262,15 +262,19 @@ func (s *Server) reserveEncode(ctx context.Context, spec *BatchSpec, chunks []Ch
 	if err != nil {
 		return nil, err
 	}
-	var in, out, most int64
+	var in, out, most, mostData int64
 	for _, ch := range chunks {
 		size := int64(len(ch.Data)) + 8*int64(len(ch.Offsets))
 		in += size
 		most = max(most, size)
+		mostData = max(mostData, int64(len(ch.Data)))
 		_, _, enc := c.boundsFor(int64(len(ch.Data)))
 		out += enc
 	}
-	r, err := s.budget.Acquire(ctx, in+out+most+c.WorkingBound(), fmt.Sprintf("encoding a batch of %d chunks of %v %s", len(chunks), spec.Shape, spec.DataType))
+	// A chunk over the limits is refused by Encode without being worked
+	// on: reserve for it as if it were at the limit.
+	mostData = min(mostData, c.Limits().MaxVariableBytes)
+	r, err := s.budget.Acquire(ctx, in+out+most+c.workingBound(mostData), fmt.Sprintf("encoding a batch of %d chunks of %v %s", len(chunks), spec.Shape, spec.DataType))
 	if err != nil {
 		return nil, err
 	}
