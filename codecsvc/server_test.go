@@ -20,8 +20,8 @@ import (
 
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/codecsvc/remote"
-	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
 	"github.com/zarrgate/zarrgate/errs"
+	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
 	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/zarr"
