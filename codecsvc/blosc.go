@@ -74,6 +74,9 @@ func (bloscCodec) Decode(in []byte, limit int64) ([]byte, error) {
 		limit = 1<<31 - 1
 	}
 	if nbytes, cbytes, blocksize, err := blosc.Info(in); err == nil {
+		if int64(nbytes) > limit {
+			return nil, errs.New(errs.DataLoss, "blosc: frame decodes to %d bytes, more than the %d expected%w", nbytes, limit, errOverBound)
+		}
 		if cbytes != len(in) {
 			return nil, errs.New(errs.DataLoss, "blosc: the frame says %d bytes, the chunk has %d", cbytes, len(in))
 		}

@@ -20,13 +20,19 @@
 package codecsvc
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
+	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -39,17 +45,126 @@ type ChunkSpec struct {
 	FillValue []byte
 }
 
-// Elements is the number of elements of the representation.
+// Elements is the number of elements of the representation, or -1 when a
+// dimension is negative or the product overflows (a -1 makes any
+// allocation sized by it fail loudly instead of wrapping to a small size).
+// Chains only hold specs that CheckChunkSize accepted.
 func (s ChunkSpec) Elements() int {
-	n := 1
-	for _, d := range s.Shape {
-		n *= d
+	n, ok := s.elements()
+	if !ok {
+		return -1
 	}
-	return n
+	return int(n)
 }
 
-// Bytes is the decoded size of a fixed-size representation.
-func (s ChunkSpec) Bytes() int64 { return int64(s.Elements()) * int64(s.DataType.Size) }
+// elements is the overflow-checked element count.
+func (s ChunkSpec) elements() (int64, bool) {
+	n := int64(1)
+	for _, d := range s.Shape {
+		if d < 0 {
+			return 0, false
+		}
+		if d != 0 && n > math.MaxInt64/int64(d) {
+			return 0, false
+		}
+		n *= int64(d)
+	}
+	return n, true
+}
+
+// Bytes is the decoded size of a fixed-size representation, or -1 when it
+// overflows (see Elements).
+func (s ChunkSpec) Bytes() int64 {
+	n, ok := s.elements()
+	if !ok || int64(s.DataType.Size) > 0 && n > math.MaxInt64/int64(s.DataType.Size) {
+		return -1
+	}
+	return n * int64(s.DataType.Size)
+}
+
+// Limits bound what one chunk may cost to decode or encode. They are
+// checked when a chain is built (NewChainLimits, Local), before anything is
+// allocated, and bound every decoder's output.
+type Limits struct {
+	// MaxChunkBytes bounds a chunk's decoded size: for a fixed-size data
+	// type its elements, for a variable-length one its offsets (8 bytes
+	// per element). Above it a chain is ResourceExhausted.
+	MaxChunkBytes int64
+	// MaxVariableBytes bounds the element bytes of one chunk of a
+	// variable-length data type (strings, bytes), whose size no metadata
+	// gives: decoders stop there with ResourceExhausted, and encoding a
+	// larger chunk is refused, so that every chunk written can be read.
+	MaxVariableBytes int64
+}
+
+// Default limits. 1 GiB is above any chunk zarr-python or numcodecs users
+// choose in practice (their guidance is 1-100 MiB) and still leaves a codec
+// worker with a few GiB room for a batch. String and bytes chunks get 64
+// MiB: a variable-length chunk costs about three times its element bytes
+// while decoding (the decompressed vlen stream, the compacted elements,
+// and 8-byte offsets), and nothing but this limit bounds it, so it must be
+// far below the fixed-size one; 64 MiB is a thousand times a typical
+// string chunk (64 Ki strings of ~16 bytes) and keeps a decompression bomb
+// in a string array under ~200 MiB.
+const (
+	DefaultMaxChunkBytes    = 1 << 30
+	DefaultMaxVariableBytes = 64 << 20
+)
+
+// DefaultLimits returns the default limits.
+func DefaultLimits() Limits {
+	return Limits{MaxChunkBytes: DefaultMaxChunkBytes, MaxVariableBytes: DefaultMaxVariableBytes}
+}
+
+// withDefaults fills unset (zero or negative) limits with the defaults.
+func (l Limits) withDefaults() Limits {
+	if l.MaxChunkBytes <= 0 {
+		l.MaxChunkBytes = DefaultMaxChunkBytes
+	}
+	if l.MaxVariableBytes <= 0 {
+		l.MaxVariableBytes = DefaultMaxVariableBytes
+	}
+	return l
+}
+
+// CheckChunkSize reports whether a chunk of spec may be decoded or encoded
+// under l (zero fields: the defaults): a shape whose size overflows (or has
+// a negative dimension) is InvalidArgument; a chunk whose decoded size is
+// over l.MaxChunkBytes is ResourceExhausted naming the limit. For
+// variable-length types the decoded size is the offsets (8 bytes per
+// element) plus the fill value repeated, which must also be within
+// l.MaxVariableBytes. It allocates nothing: the gateway calls it before
+// reserving memory for a chunk, and every chain calls it when built.
+func CheckChunkSize(spec ChunkSpec, l Limits) error {
+	l = l.withDefaults()
+	n, ok := spec.elements()
+	if !ok {
+		return errs.New(errs.InvalidArgument, "chunk shape %v: the number of elements overflows", spec.Shape)
+	}
+	if spec.DataType.VariableLength() {
+		if n >= l.MaxChunkBytes/8 {
+			return errs.New(errs.ResourceExhausted, "chunk shape %v: %d %s elements need %s of offsets, more than the per-chunk limit of %s (--max-chunk-bytes)",
+				spec.Shape, n, spec.DataType, sizeOf(8*(n+1)), sizeOf(l.MaxChunkBytes))
+		}
+		if f := int64(len(spec.FillValue)); f > 0 && n > l.MaxVariableBytes/f {
+			return errs.New(errs.ResourceExhausted, "chunk shape %v: %d fill values of %d bytes are more than the per-chunk limit of %s for %s data (--max-variable-chunk-bytes)",
+				spec.Shape, n, f, sizeOf(l.MaxVariableBytes), spec.DataType)
+		}
+		return nil
+	}
+	b := spec.Bytes()
+	if b < 0 {
+		return errs.New(errs.InvalidArgument, "chunk shape %v of %s: the size in bytes overflows", spec.Shape, spec.DataType)
+	}
+	if b > l.MaxChunkBytes {
+		return errs.New(errs.ResourceExhausted, "chunk shape %v of %s is %s decoded, more than the per-chunk limit of %s (--max-chunk-bytes)",
+			spec.Shape, spec.DataType, sizeOf(b), sizeOf(l.MaxChunkBytes))
+	}
+	return nil
+}
+
+// sizeOf formats a byte count for messages.
+func sizeOf(n int64) string { return membudget.Size(n) }
 
 // fill returns the fill element, defaulting to zero.
 func (s ChunkSpec) fill() []byte {
@@ -180,27 +295,47 @@ func Codecs() []string {
 // turn it off so that a panic is found, not hidden.
 var recoverPanics = true
 
-// maxVariableBytes bounds the encoded size of a chunk of variable-length
-// elements, which nothing else bounds.
-const maxVariableBytes = 1 << 30
-
 // Chain is a codec chain bound to a chunk representation. It is safe for
 // concurrent use.
 type Chain struct {
 	spec   ChunkSpec
+	limits Limits
 	aa     []ArrayCodec
 	aaIn   []ChunkSpec // representation each array codec receives
 	ab     BytesCodec
 	abIn   ChunkSpec
 	bb     []ByteCodec
-	bounds []int64 // decoded-size bound at the output of each bytes codec's Decode
+	// variable: the array-to-bytes codec sees variable-length elements,
+	// whose encoded size depends on how many element bytes are allowed;
+	// the bounds are then worked out per decode (boundsFor).
+	variable bool
+	abBound  int64   // fixed size: the bound on the array-to-bytes codec's input
+	bounds   []int64 // fixed size: decoded-size bound at the output of each bytes codec's Decode
 }
 
-// NewChain builds a chain from its v3 JSON form for chunks of spec. An
-// unknown codec is Unimplemented, a misplaced one or a bad configuration
-// InvalidArgument; both name it.
+// variableBounder is a BytesCodec of variable-length elements that can
+// bound its encoded size given the element bytes allowed.
+type variableBounder interface {
+	variableBound(in ChunkSpec, varBytes int64) int64
+}
+
+// NewChain builds a chain from its v3 JSON form for chunks of spec, under
+// the default limits (see NewChainLimits).
 func NewChain(specs []zarr.CodecSpec, spec ChunkSpec) (*Chain, error) {
-	c := &Chain{spec: spec}
+	return NewChainLimits(specs, spec, DefaultLimits())
+}
+
+// NewChainLimits builds a chain from its v3 JSON form for chunks of spec.
+// An unknown codec is Unimplemented, a misplaced one or a bad configuration
+// InvalidArgument; both name it. The chunk (and every representation the
+// chain passes it through) must pass CheckChunkSize under l, before
+// anything is allocated for it.
+func NewChainLimits(specs []zarr.CodecSpec, spec ChunkSpec, l Limits) (*Chain, error) {
+	l = l.withDefaults()
+	if err := CheckChunkSize(spec, l); err != nil {
+		return nil, err
+	}
+	c := &Chain{spec: spec, limits: l}
 	cur := spec
 	stage := 0 // 0 array->array, 1 bytes->bytes
 	for i, cs := range specs {
@@ -213,7 +348,17 @@ func NewChain(specs []zarr.CodecSpec, spec ChunkSpec) (*Chain, error) {
 		if f == nil {
 			return nil, errs.New(errs.Unimplemented, "codec %q (codecs[%d]) is not supported; supported: %v", cs.Name, i, Codecs())
 		}
-		codec, err := f(cs.Configuration, cur)
+		var codec any
+		var err error
+		if cs.Name == "sharding_indexed" {
+			// Decoded whole, as a codec of a chain: the shard itself is a
+			// chunk under the limits, and so are its inner chunks.
+			if err = CheckChunkSize(cur, l); err == nil {
+				codec, err = NewShardLimits(cs.Configuration, cur, l)
+			}
+		} else {
+			codec, err = f(cs.Configuration, cur)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("codec %q (codecs[%d]): %w", cs.Name, i, err)
 		}
@@ -224,6 +369,10 @@ func NewChain(specs []zarr.CodecSpec, spec ChunkSpec) (*Chain, error) {
 			}
 			next, err := x.Resolve(cur)
 			if err != nil {
+				return nil, fmt.Errorf("codec %q (codecs[%d]): %w", cs.Name, i, err)
+			}
+			// A codec may widen the elements (numcodecs.delta's astype).
+			if err := CheckChunkSize(next, l); err != nil {
 				return nil, fmt.Errorf("codec %q (codecs[%d]): %w", cs.Name, i, err)
 			}
 			c.aa, c.aaIn = append(c.aa, x), append(c.aaIn, cur)
@@ -245,24 +394,42 @@ func NewChain(specs []zarr.CodecSpec, spec ChunkSpec) (*Chain, error) {
 	if c.ab == nil {
 		return nil, errs.New(errs.InvalidArgument, "codecs: the chain has no array-to-bytes codec (such as bytes)")
 	}
-	bound := c.ab.MaxEncodedSize(c.abIn)
-	if bound < 0 {
-		bound = maxVariableBytes
-	}
-	c.bounds = make([]int64, len(c.bb))
-	for i, b := range c.bb {
-		c.bounds[i] = bound
-		if bound >= 0 {
-			bound = b.MaxEncodedSize(bound)
-		}
+	c.variable = c.abIn.DataType.VariableLength()
+	if !c.variable {
+		c.abBound, c.bounds, _ = c.boundsFor(0)
 	}
 	return c, nil
+}
+
+// boundsFor works out the decoded-size bounds of the chain's stages when a
+// chunk may hold varBytes element bytes (ignored for fixed-size types):
+// the bound on the array-to-bytes codec's input, the bound at the output
+// of each bytes codec's Decode, and the bound on the encoded chunk.
+func (c *Chain) boundsFor(varBytes int64) (abBound int64, bounds []int64, encoded int64) {
+	abBound = c.ab.MaxEncodedSize(c.abIn)
+	if vb, ok := c.ab.(variableBounder); ok && c.variable {
+		abBound = vb.variableBound(c.abIn, varBytes)
+	}
+	if abBound < 0 { // no codec does this; a bound all the same
+		abBound = c.limits.MaxChunkBytes + c.limits.MaxVariableBytes
+	}
+	bounds = make([]int64, len(c.bb))
+	b := abBound
+	for i, x := range c.bb {
+		bounds[i] = b
+		b = x.MaxEncodedSize(b)
+	}
+	return abBound, bounds, b
 }
 
 // Spec is the representation the chain decodes to.
 func (c *Chain) Spec() ChunkSpec { return c.spec }
 
-// MaxEncodedSize bounds the chain's encoded size (-1: unknown).
+// Limits are the limits the chain was built under.
+func (c *Chain) Limits() Limits { return c.limits }
+
+// MaxEncodedSize bounds the chain's encoded size (-1: unknown, for
+// variable-length data).
 func (c *Chain) MaxEncodedSize() int64 {
 	b := c.ab.MaxEncodedSize(c.abIn)
 	for _, x := range c.bb {
@@ -274,16 +441,87 @@ func (c *Chain) MaxEncodedSize() int64 {
 	return b
 }
 
+// DecodedBound bounds the memory a decoded chunk of the chain holds: its
+// exact size for fixed-size data; for variable-length data its offsets
+// plus the element bytes the limits allow.
+func (c *Chain) DecodedBound() int64 {
+	if c.spec.DataType.VariableLength() {
+		return 8*int64(c.spec.Elements()+1) + c.limits.MaxVariableBytes
+	}
+	return c.spec.Bytes()
+}
+
+// WorkingBound bounds the memory decoding or encoding one chunk of the
+// chain holds at once beyond its input and its result: the intermediate
+// buffers of its stages, at their bounds.
+func (c *Chain) WorkingBound() int64 { return c.workingBound(c.limits.MaxVariableBytes) }
+
+// workingBound is WorkingBound for chunks of at most varBytes element
+// bytes.
+func (c *Chain) workingBound(varBytes int64) int64 {
+	var w int64
+	abBound, bounds, _ := c.boundsFor(varBytes)
+	if len(c.bb) > 0 {
+		// The last bytes codec's output is the chunk itself when the bytes
+		// codec takes it as it is (little-endian), already counted.
+		if bc, ok := c.ab.(bytesCodec); !ok || bc.big {
+			w += abBound
+		}
+		for _, b := range bounds[1:] {
+			w += b
+		}
+	}
+	decoded := c.DecodedBound()
+	if c.variable {
+		decoded += varBytes - c.limits.MaxVariableBytes
+	}
+	w += int64(len(c.aa)) * decoded
+	return w
+}
+
+// errOverBound marks (as the cause of a DataLoss error) a decoder's output
+// outgrowing its bound, which for variable-length data means the chunk is
+// over the limit rather than corrupt. Its text is empty so that it adds
+// nothing to messages.
+var errOverBound = overBound{}
+
+type overBound struct{}
+
+func (overBound) Error() string { return "" }
+
+// overBoundError is the error of a decoder whose output would exceed max
+// bytes.
+func overBoundError(what string, max int64) error {
+	return errs.New(errs.DataLoss, "%s: decodes to more than the %d bytes expected%w", what, max, errOverBound)
+}
+
+// tooBig is the error of a variable-length chunk over its element bytes.
+func (c *Chain) tooBig(varBytes int64) error {
+	return errs.New(errs.ResourceExhausted, "chunk of %d %s elements holds more than %s of element bytes, the per-chunk limit for variable-length data (--max-variable-chunk-bytes)",
+		c.spec.Elements(), c.spec.DataType, sizeOf(varBytes))
+}
+
 // Decode decodes one encoded chunk. Corrupt or truncated input is DataLoss
 // (or InvalidArgument), never a panic, and no stage allocates beyond the
-// chunk's expected size.
-func (c *Chain) Decode(encoded []byte) (ch Chunk, err error) {
+// chunk's expected size (fixed-size data) or the limit on element bytes
+// (variable-length data, ResourceExhausted when over it).
+func (c *Chain) Decode(encoded []byte) (Chunk, error) {
+	return c.decode(encoded, c.limits.MaxVariableBytes)
+}
+
+// decode is Decode with varBytes element bytes allowed, the part of a
+// shard's allowance left for one inner chunk.
+func (c *Chain) decode(encoded []byte, varBytes int64) (ch Chunk, err error) {
 	if recoverPanics {
 		defer func() {
 			if p := recover(); p != nil { // a last line of defence: no input may crash a worker
 				err = errs.New(errs.DataLoss, "decoding failed on malformed input: %v", p)
 			}
 		}()
+	}
+	abBound, bounds := c.abBound, c.bounds
+	if c.variable {
+		abBound, bounds, _ = c.boundsFor(varBytes)
 	}
 	// pooled is the pool buffer (from a pooledDecoder) the data being
 	// decoded lies in, if any: handed back as soon as a stage moves the
@@ -295,9 +533,17 @@ func (c *Chain) Decode(encoded []byte) (ch Chunk, err error) {
 			pooled = nil
 		}
 	}
+	defer func() {
+		if err != nil && pooled != nil {
+			bufpool.Put(pooled)
+		}
+	}()
 	b := encoded
 	for i := len(c.bb) - 1; i >= 0; i-- {
-		if b, err = c.bb[i].Decode(b, c.bounds[i]); err != nil {
+		if b, err = c.bb[i].Decode(b, bounds[i]); err != nil {
+			if c.variable && errors.Is(err, errOverBound) {
+				return Chunk{}, c.tooBig(varBytes)
+			}
 			return Chunk{}, err
 		}
 		moved(b)
@@ -305,7 +551,15 @@ func (c *Chain) Decode(encoded []byte) (ch Chunk, err error) {
 			pooled = b
 		}
 	}
-	if ch, err = c.ab.Decode(b, c.abIn); err != nil {
+	if c.variable && int64(len(b)) > abBound {
+		return Chunk{}, c.tooBig(varBytes)
+	}
+	if s, ok := c.ab.(*Shard); ok && c.variable {
+		ch, err = s.decodeLimited(b, varBytes)
+	} else {
+		ch, err = c.ab.Decode(b, c.abIn)
+	}
+	if err != nil {
 		return Chunk{}, err
 	}
 	moved(ch.Data)
@@ -319,6 +573,7 @@ func (c *Chain) Decode(encoded []byte) (ch Chunk, err error) {
 		moved(ch.Data)
 	}
 	ch.Pooled = pooled != nil
+	pooled = nil
 	return ch, nil
 }
 
@@ -329,6 +584,9 @@ type pooledDecoder interface{ decodesIntoPool() }
 // Encode encodes one chunk of the chain's representation.
 func (c *Chain) Encode(ch Chunk) ([]byte, error) {
 	if err := checkChunk(ch, c.spec); err != nil {
+		return nil, err
+	}
+	if err := c.checkContent(ch); err != nil {
 		return nil, err
 	}
 	var err error
@@ -347,6 +605,38 @@ func (c *Chain) Encode(ch Chunk) ([]byte, error) {
 		}
 	}
 	return b, nil
+}
+
+// checkContent refuses chunks that would be written but could not be read
+// back: variable-length chunks over the limit on element bytes
+// (ResourceExhausted), strings that are not valid UTF-8 and v2 "<U"
+// elements that are not Unicode code points (InvalidArgument naming the
+// element), which zarr-python and numpy cannot decode.
+func (c *Chain) checkContent(ch Chunk) error {
+	dt := c.spec.DataType
+	switch dt.Kind {
+	case zarr.KindString, zarr.KindBytes:
+		if int64(len(ch.Data)) > c.limits.MaxVariableBytes {
+			return errs.New(errs.ResourceExhausted, "chunk of %d %s elements holds %s of element bytes, more than the per-chunk limit of %s for variable-length data (--max-variable-chunk-bytes)",
+				len(ch.Offsets)-1, dt, sizeOf(int64(len(ch.Data))), sizeOf(c.limits.MaxVariableBytes))
+		}
+		if dt.Kind == zarr.KindString && !utf8.Valid(ch.Data) {
+			for i := range len(ch.Offsets) - 1 {
+				if !utf8.Valid(ch.Data[ch.Offsets[i]:ch.Offsets[i+1]]) {
+					return errs.New(errs.InvalidArgument, "string element %d of the chunk is not valid UTF-8", i)
+				}
+			}
+			// Each element is valid but the whole is not: impossible, as
+			// valid UTF-8 sequences concatenate to valid UTF-8.
+		}
+	case zarr.KindFixedUnicode:
+		for off := 0; off+4 <= len(ch.Data); off += 4 {
+			if r := binary.LittleEndian.Uint32(ch.Data[off:]); r > unicode.MaxRune {
+				return errs.New(errs.InvalidArgument, "%s element %d holds %#x, not a Unicode code point", dt, off/dt.Size, r)
+			}
+		}
+	}
+	return nil
 }
 
 // configOf unmarshals a codec configuration strictly: unknown fields are

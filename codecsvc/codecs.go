@@ -196,3 +196,9 @@ func (vlen) Decode(b []byte, in ChunkSpec) (Chunk, error) {
 }
 
 func (vlen) MaxEncodedSize(ChunkSpec) int64 { return -1 }
+
+// variableBound: the element count, then a length and the bytes of each
+// element.
+func (vlen) variableBound(in ChunkSpec, varBytes int64) int64 {
+	return 4 + 4*int64(in.Elements()) + varBytes
+}

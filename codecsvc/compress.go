@@ -29,26 +29,41 @@ func init() {
 	Register("numcodecs.bz2", newBZ2)
 }
 
-// readLimited reads a decompressor's whole output, failing with DataLoss
-// rather than reading more than max bytes (max < 0: no bound).
-func readLimited(r io.Reader, max int64, what string) ([]byte, error) {
-	if max < 0 {
-		max = maxVariableBytes
+// readLimited reads a decompressor's whole output into a buffer that
+// grows as output arrives, from initial bytes up to limit: a stream costs
+// about what it actually decodes (at most 1.5 times, while the buffer
+// grows), never what a header claims. Output beyond limit fails with
+// DataLoss marked errOverBound, without reading much further.
+func readLimited(r io.Reader, limit, initial int64, what string) ([]byte, error) {
+	initial = min(max(initial, 512), limit)
+	buf := make([]byte, 0, initial)
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) >= limit {
+				// Full at the bound: the stream must end here.
+				var one [1]byte
+				n, err := io.ReadFull(r, one[:])
+				if n > 0 {
+					return nil, overBoundError(what, limit)
+				}
+				if err != io.EOF {
+					return nil, errs.New(errs.DataLoss, "%s: corrupt or truncated data: %v", what, err)
+				}
+				return buf, nil
+			}
+			grown := make([]byte, len(buf), min(2*int64(cap(buf)), limit))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, errs.New(errs.DataLoss, "%s: corrupt or truncated data: %v", what, err)
+		}
 	}
-	// The bound is usually the exact decoded size: read straight into a
-	// buffer of that size instead of growing one by doubling.
-	var buf bytes.Buffer
-	if max <= 256<<20 {
-		buf.Grow(int(max) + bytes.MinRead)
-	}
-	n, err := buf.ReadFrom(io.LimitReader(r, max+1))
-	if err != nil {
-		return nil, errs.New(errs.DataLoss, "%s: corrupt or truncated data: %v", what, err)
-	}
-	if n > max {
-		return nil, errs.New(errs.DataLoss, "%s: decompresses to more than the %d bytes expected", what, max)
-	}
-	return buf.Bytes(), nil
 }
 
 // lenient unmarshals a numcodecs configuration, which may carry fields
@@ -71,6 +86,11 @@ type deflateCodec struct {
 	newWriter func(w io.Writer, level int) (io.WriteCloser, error)
 	newReader func(r io.Reader) (io.Reader, error)
 }
+
+// deflateRatio bounds DEFLATE's compression ratio: a match codes at most
+// 258 bytes in no less than 2 bits, so a stream never decodes to more
+// than 1032 times its size (plus a block's few bytes).
+const deflateRatio = 1032
 
 func deflateFactory(name string, defLevel int, nw func(io.Writer, int) (io.WriteCloser, error), nr func(io.Reader) (io.Reader, error)) Factory {
 	return func(cfg json.RawMessage, _ ChunkSpec) (any, error) {
@@ -121,7 +141,10 @@ func (d deflateCodec) Decode(b []byte, max int64) ([]byte, error) {
 	if err != nil {
 		return nil, errs.New(errs.DataLoss, "%s: %v", d.name, err)
 	}
-	out, err := readLimited(r, max, d.name)
+	// The output buffer starts at the most the input can decode to (for
+	// a chunk whose compressed size is in proportion to it, the exact
+	// size, allocated once) and is never larger than the bound.
+	out, err := readLimited(r, max, deflateRatio*int64(len(b))+1024, d.name)
 	if err == nil && in.Len() > 0 {
 		return nil, errs.New(errs.DataLoss, "%s: %d bytes of garbage after the stream", d.name, in.Len())
 	}
@@ -197,47 +220,113 @@ func (z zstdCodec) Encode(b []byte) ([]byte, error) {
 // Decode decodes all frames of b into a buffer of the expected size. It
 // uses DecodeAll, never a stream decoder: a stream decoder allocates the
 // window a frame header declares (up to 2 GiB from a few bytes of input),
-// DecodeAll only the output, which the buffer's capacity caps. Without a
-// content size in the header, the buffer starts small and grows by
-// decoding again, up to max.
+// DecodeAll only the output, which the buffer's capacity caps. The
+// capacity is the least of max and what the frames can hold, worked out
+// from their block headers (zstdBound) before anything is allocated, so a
+// header claiming more than its blocks can hold is refused at once and a
+// lying or missing content size never sizes the buffer.
 func (zstdCodec) Decode(b []byte, max int64) ([]byte, error) {
-	var h zstd.Header
-	if err := h.Decode(b); err != nil {
+	content, err := zstdBound(b)
+	if err != nil {
+		return nil, err
+	}
+	if content.declared > uint64(max) {
+		return nil, errs.New(errs.DataLoss, "zstd: frame claims %d bytes, more than the %d expected%w", content.declared, max, errOverBound)
+	}
+	capacity := int(min(uint64(max), content.most))
+	// A pooled buffer, not zeroed: DecodeAll writes what it returns and,
+	// capped by the capacity (exact, although the pool rounds the buffer
+	// up), never reallocates.
+	buf := bufpool.Get(capacity)
+	out, err := zstdDecoder().DecodeAll(b, buf[:0:capacity])
+	switch {
+	case err == nil:
+		if len(out) > 0 && &out[0] == &buf[0] {
+			return buf[:len(out)], nil // the whole pool buffer, for Put
+		}
+		bufpool.Put(buf)
+		return out, nil
+	case errors.Is(err, zstd.ErrDecoderSizeExceeded) && uint64(capacity) < content.most:
+		bufpool.Put(buf)
+		return nil, overBoundError("zstd", max)
+	default:
+		bufpool.Put(buf)
 		return nil, errs.New(errs.DataLoss, "zstd: %v", err)
 	}
-	if max < 0 {
-		max = maxVariableBytes
-	}
-	if h.HasFCS && h.FrameContentSize > uint64(max) {
-		return nil, errs.New(errs.DataLoss, "zstd: frame claims %d bytes, more than the %d expected", h.FrameContentSize, max)
-	}
-	capacity := min(max, 4*int64(len(b))+64<<10)
-	if h.HasFCS {
-		capacity = int64(h.FrameContentSize)
-	}
-	for {
-		// A pooled buffer, not zeroed: DecodeAll writes what it returns
-		// and, capped by the capacity (exact, although the pool rounds the
-		// buffer up), never reallocates.
-		buf := bufpool.Get(int(capacity))
-		out, err := zstdDecoder().DecodeAll(b, buf[:0:capacity])
+}
+
+// zstdContent is what zstdBound finds out about a run of frames: the
+// most they can decode to, and the content sizes their headers declare.
+type zstdContent struct{ most, declared uint64 }
+
+// zstdMaxBlock is the most a zstd block decodes to (Block_Maximum_Size).
+const zstdMaxBlock = 128 << 10
+
+// zstdBound walks the frames of b by their headers and block headers
+// (RFC 8878 section 3.1), without decoding or allocating, and returns an
+// upper bound on their decoded size: raw and RLE blocks give theirs, a
+// compressed block at most 128 KiB. A frame whose declared content size
+// exceeds what its blocks can hold, or that is truncated, is DataLoss.
+func zstdBound(b []byte) (zstdContent, error) {
+	var c zstdContent
+	for len(b) > 0 {
+		var h zstd.Header
+		rest, err := h.DecodeAndStrip(b)
 		if err != nil {
-			bufpool.Put(buf)
+			return c, errs.New(errs.DataLoss, "zstd: %v", err)
 		}
-		switch {
-		case err == nil:
-			if len(out) > 0 && &out[0] == &buf[0] {
-				out = buf[:len(out)] // the whole pool buffer, for Put
+		if h.Skippable {
+			if uint64(h.SkippableSize) > uint64(len(rest)) {
+				return c, errs.New(errs.DataLoss, "zstd: skippable frame of %d bytes is truncated", h.SkippableSize)
 			}
-			return out, nil
-		case !errors.Is(err, zstd.ErrDecoderSizeExceeded):
-			return nil, errs.New(errs.DataLoss, "zstd: %v", err)
-		case capacity >= max:
-			return nil, errs.New(errs.DataLoss, "zstd: decompresses to more than the %d bytes expected", max)
+			b = rest[h.SkippableSize:]
+			continue
 		}
-		// More frames follow, or the content size was not declared.
-		capacity = min(max, 4*capacity+64<<10)
+		var most uint64
+		for {
+			if len(rest) < 3 {
+				return c, errs.New(errs.DataLoss, "zstd: frame truncated in a block header")
+			}
+			bh := uint32(rest[0]) | uint32(rest[1])<<8 | uint32(rest[2])<<16
+			last, typ, size := bh&1 != 0, (bh>>1)&3, uint64(bh>>3)
+			rest = rest[3:]
+			in := size // bytes the block takes
+			switch typ {
+			case 0: // raw
+				most += size
+			case 1: // RLE: one byte repeated size times
+				in = 1
+				most += size
+			case 2: // compressed
+				most += zstdMaxBlock
+			default:
+				return c, errs.New(errs.DataLoss, "zstd: reserved block type")
+			}
+			if in > uint64(len(rest)) {
+				return c, errs.New(errs.DataLoss, "zstd: frame truncated in a block of %d bytes", in)
+			}
+			rest = rest[in:]
+			if last {
+				break
+			}
+		}
+		if h.HasCheckSum {
+			if len(rest) < 4 {
+				return c, errs.New(errs.DataLoss, "zstd: frame truncated in its checksum")
+			}
+			rest = rest[4:]
+		}
+		if h.HasFCS {
+			if h.FrameContentSize > most {
+				return c, errs.New(errs.DataLoss, "zstd: frame claims %d bytes, its blocks hold at most %d", h.FrameContentSize, most)
+			}
+			most = h.FrameContentSize
+			c.declared += h.FrameContentSize
+		}
+		c.most += most
+		b = rest
 	}
+	return c, nil
 }
 
 // decodesIntoPool: Decode's result is a whole bufpool buffer.
@@ -293,7 +382,13 @@ func (lz4Codec) Decode(b []byte, max int64) ([]byte, error) {
 	}
 	size := int64(binary.LittleEndian.Uint32(b))
 	if max >= 0 && size > max {
-		return nil, errs.New(errs.DataLoss, "lz4: header claims %d bytes, more than the %d expected", size, max)
+		return nil, errs.New(errs.DataLoss, "lz4: header claims %d bytes, more than the %d expected%w", size, max, errOverBound)
+	}
+	// An LZ4 sequence codes at most 255 bytes of match per byte of input:
+	// a header claiming more than the block can hold is a lie, refused
+	// before its buffer is allocated.
+	if most := lz4Ratio*int64(len(b)-4) + 64; size > most {
+		return nil, errs.New(errs.DataLoss, "lz4: header claims %d bytes, a block of %d bytes holds at most %d", size, len(b)-4, most)
 	}
 	out := make([]byte, size)
 	n, err := lz4.UncompressBlock(b[4:], out)
@@ -302,6 +397,9 @@ func (lz4Codec) Decode(b []byte, max int64) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// lz4Ratio bounds LZ4's compression ratio.
+const lz4Ratio = 256
 
 func (lz4Codec) MaxEncodedSize(n int64) int64 { return bound(n, n/255+20) }
 
@@ -338,7 +436,9 @@ func (z bz2Codec) Encode(b []byte) ([]byte, error) {
 }
 
 func (bz2Codec) Decode(b []byte, max int64) ([]byte, error) {
-	return readLimited(bzip2.NewReader(bytes.NewReader(b)), max, "bz2")
+	// bzip2's ratio has no useful bound (runs of a byte are coded twice
+	// over): the buffer starts small and grows as output arrives.
+	return readLimited(bzip2.NewReader(bytes.NewReader(b)), max, 16*int64(len(b))+64<<10, "bz2")
 }
 
 func (bz2Codec) MaxEncodedSize(n int64) int64 { return bound(n, n/100+600) }

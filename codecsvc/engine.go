@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -53,18 +55,31 @@ func (e *ItemError) Error() string { return fmt.Sprintf("chunk %d of the batch: 
 // Unwrap returns the codec's error, which carries the gRPC code.
 func (e *ItemError) Unwrap() error { return e.Err }
 
-// Local is the in-process engine. Built chains are cached by spec.
+// Local is the in-process engine. Built chains are cached by spec. It
+// charges no memory budget: its callers (the gateway, the codec worker's
+// Server) reserve memory for their batches themselves.
 type Local struct {
+	limits Limits
 	mu     sync.Mutex
 	chains map[string]*Chain
 }
 
 var _ Engine = (*Local)(nil)
 
-// NewLocal returns an in-process engine.
-func NewLocal() *Local { return &Local{chains: make(map[string]*Chain)} }
+// NewLocal returns an in-process engine under the default limits.
+func NewLocal() *Local { return NewLocalLimits(DefaultLimits()) }
 
-// Chain returns the (cached) chain of a spec.
+// NewLocalLimits returns an in-process engine whose chains are built and
+// run under l (zero fields: the defaults).
+func NewLocalLimits(l Limits) *Local {
+	return &Local{limits: l.withDefaults(), chains: make(map[string]*Chain)}
+}
+
+// Limits are the limits the engine's chains run under.
+func (l *Local) Limits() Limits { return l.limits }
+
+// Chain returns the (cached) chain of a spec. A chunk too large for the
+// limits is refused (CheckChunkSize) before anything is allocated for it.
 func (l *Local) Chain(spec *BatchSpec) (*Chain, error) {
 	k := spec.key()
 	l.mu.Lock()
@@ -75,9 +90,12 @@ func (l *Local) Chain(spec *BatchSpec) (*Chain, error) {
 	}
 	shape := make([]int, len(spec.Shape))
 	for i, d := range spec.Shape {
+		if d < 0 || d > math.MaxInt {
+			return nil, errs.New(errs.InvalidArgument, "chunk shape %v: dimension %d out of range", spec.Shape, i)
+		}
 		shape[i] = int(d)
 	}
-	c, err := NewChain(spec.Codecs, ChunkSpec{Shape: shape, DataType: spec.DataType, FillValue: spec.FillValue})
+	c, err := NewChainLimits(spec.Codecs, ChunkSpec{Shape: shape, DataType: spec.DataType, FillValue: spec.FillValue}, l.limits)
 	if err != nil {
 		return nil, err
 	}

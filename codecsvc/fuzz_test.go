@@ -3,20 +3,30 @@ package codecsvc
 import (
 	"bytes"
 	"compress/bzip2"
+	"errors"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
+// fuzzLimits are the limits fuzzed chains run under: small, so that the
+// allocation bound below means something for variable-length data.
+var fuzzLimits = Limits{MaxChunkBytes: 64 << 20, MaxVariableBytes: 256 << 10}
+
 // fuzzDecoder fuzzes one chain's decoder: whatever the input, Decode
-// returns a chunk of exactly the right size or an error, never panics
-// (panic recovery is off while fuzzing) and never allocates far beyond the
-// chunk's size.
+// returns a chunk of exactly the right size (variable-length: within the
+// limit on element bytes) or an error with a client-input code (DataLoss,
+// InvalidArgument, ResourceExhausted), never panics (panic recovery is off
+// while fuzzing) and never allocates far beyond the chunk's bound.
 func fuzzDecoder(f *testing.F, codecs, dtype string, shape []int, seeds ...[]byte) {
 	recoverPanics = false
 	spec := ChunkSpec{Shape: shape, DataType: zarr.MustDataType(dtype)}
-	c := chain(f, codecs, spec)
+	c, err := NewChainLimits(codecSpecs(f, codecs), spec, fuzzLimits)
+	if err != nil {
+		f.Fatal(err)
+	}
 	r := rand.New(rand.NewPCG(1, 1))
 	for range 3 {
 		enc, err := c.Encode(sample(r, spec))
@@ -29,19 +39,26 @@ func fuzzDecoder(f *testing.F, codecs, dtype string, shape []int, seeds ...[]byt
 	}
 	f.Add([]byte{})
 	// Whatever the input claims, decoding allocates little more than the
-	// chunk (bzip2's block buffers for up to 900 kB blocks are the floor).
-	limit := 8<<20 + 4*spec.Bytes()
+	// chunk's bound and its stages' buffers (bzip2's block buffers for up
+	// to 900 kB blocks are the floor).
+	limit := 8<<20 + 2*(c.DecodedBound()+c.WorkingBound())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a0 := heapAlloc()
 		out, err := c.Decode(data)
-		if a := heapAlloc() - a0; a > limit {
-			t.Fatalf("decoding %d bytes allocated %d KiB", len(data), a>>10)
+		if a := heapAlloc() - a0; a > limit+4*int64(len(data)) {
+			t.Fatalf("decoding %d bytes allocated %d KiB, bound %d KiB", len(data), a>>10, limit>>10)
 		}
 		if err != nil {
+			if !errors.Is(err, errs.DataLoss) && !errors.Is(err, errs.InvalidArgument) && !errors.Is(err, errs.ResourceExhausted) {
+				t.Fatalf("decode failed with %v (code %v)", err, errs.Code(err))
+			}
 			return
 		}
 		if err := checkChunk(out, spec); err != nil {
 			t.Fatalf("decode returned a malformed chunk: %v", err)
+		}
+		if int64(len(out.Data)) > max(spec.Bytes(), fuzzLimits.MaxVariableBytes) {
+			t.Fatalf("decode returned %d bytes, over the limit", len(out.Data))
 		}
 	})
 }
@@ -63,6 +80,37 @@ func FuzzDecodeZstd(f *testing.F) {
 func FuzzDecodeBlosc(f *testing.F) {
 	fuzzDecoder(f, `[`+le+`,{"name":"blosc","configuration":{"cname":"lz4","clevel":5,"shuffle":"shuffle","typesize":4,"blocksize":0}}]`, "float32", []int{300})
 }
+func FuzzDecodeBloscZstd(f *testing.F) {
+	fuzzDecoder(f, `[`+le+`,{"name":"blosc","configuration":{"cname":"zstd","clevel":5,"shuffle":"bitshuffle","typesize":4}}]`, "float32", []int{300})
+}
+func FuzzDecodeBloscZlib(f *testing.F) {
+	fuzzDecoder(f, `[`+le+`,{"name":"blosc","configuration":{"cname":"zlib","clevel":5,"shuffle":"noshuffle","typesize":8}}]`, "int64", []int{200})
+}
+func FuzzDecodeBloscBlosclz(f *testing.F) {
+	fuzzDecoder(f, `[`+le+`,{"name":"blosc","configuration":{"cname":"blosclz","clevel":9,"shuffle":"shuffle","typesize":2,"blocksize":256}}]`, "int16", []int{600})
+}
+func FuzzDecodeBloscSnappy(f *testing.F) {
+	fuzzDecoder(f, `[`+le+`,{"name":"blosc","configuration":{"cname":"snappy","clevel":5,"shuffle":"noshuffle","typesize":1}}]`, "uint8", []int{1000})
+}
+
+// Compressed strings: the element bytes come from a stream no header
+// bounds; the fuzz limits hold them to 256 KiB.
+func FuzzDecodeVlenGzip(f *testing.F) {
+	fuzzDecoder(f, `[{"name":"vlen-utf8"},{"name":"gzip","configuration":{"level":1}}]`, "string", []int{16})
+}
+func FuzzDecodeVlenZstd(f *testing.F) {
+	fuzzDecoder(f, `[{"name":"vlen-utf8"},{"name":"zstd","configuration":{"level":1}}]`, "string", []int{16})
+}
+func FuzzDecodeVlenBlosc(f *testing.F) {
+	fuzzDecoder(f, `[{"name":"vlen-bytes"},{"name":"blosc","configuration":{"cname":"lz4","clevel":5,"shuffle":"noshuffle","typesize":1}}]`, "bytes", []int{16})
+}
+func FuzzDecodeVlenBZ2(f *testing.F) {
+	fuzzDecoder(f, `[{"name":"vlen-bytes"},{"name":"numcodecs.bz2","configuration":{"level":1}}]`, "bytes", []int{4})
+}
+func FuzzDecodeVlenLZ4(f *testing.F) {
+	fuzzDecoder(f, `[{"name":"vlen-bytes"},{"name":"numcodecs.lz4"}]`, "bytes", []int{4})
+}
+
 func FuzzDecodeCRC32C(f *testing.F) {
 	fuzzDecoder(f, `[`+le+`,{"name":"crc32c"}]`, "uint16", []int{10})
 }

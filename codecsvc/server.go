@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"sync"
 	"time"
@@ -14,6 +16,7 @@ import (
 	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/wire"
 	"github.com/zarrgate/zarrgate/zarr"
 )
@@ -23,12 +26,37 @@ import (
 type Server struct {
 	codecv1.UnimplementedCodecServiceServer
 	e Engine
+	// local is e when it runs in this process: its chains tell the memory
+	// a batch needs before it is decoded or encoded.
+	local *Local
+	// budget is charged with each batch's memory (nil: nothing charged).
+	budget *membudget.Budget
 	// inflight bounds the batches a Process stream works on at once.
 	inflight int
 }
 
-// NewServer returns the CodecService of e.
-func NewServer(e Engine) *Server { return &Server{e: e, inflight: 2 * runtime.GOMAXPROCS(0)} }
+// NewServer returns the CodecService of e, charging no memory budget.
+func NewServer(e Engine) *Server {
+	s := &Server{e: e, inflight: 2 * runtime.GOMAXPROCS(0)}
+	s.local, _ = e.(*Local)
+	return s
+}
+
+// NewBudgetServer returns the CodecService of a local engine that reserves
+// each batch's memory against b before decoding or encoding it: the
+// request's bytes, the results at their bound (a fixed-size chunk's exact
+// size; for variable-length data the offsets and, one chunk at a time,
+// the limit on element bytes) and one chunk's working buffers. What is
+// left after the batch is what its results hold; it is released once the
+// response is written (Process) or handed to gRPC (Decode, Encode). A
+// batch that cannot fit in the budget is ResourceExhausted naming the
+// limit, at once; one that must wait for memory waits, first come first
+// served, for the budget's MaxWait at most.
+func NewBudgetServer(l *Local, b *membudget.Budget) *Server {
+	s := NewServer(l)
+	s.budget = b
+	return s
+}
 
 // Register registers the service.
 func (s *Server) Register(r grpc.ServiceRegistrar) { codecv1.RegisterCodecServiceServer(r, s) }
@@ -57,12 +85,18 @@ func SpecFromProto(p *codecv1.ChunkSpec) (*BatchSpec, error) {
 		return nil, errs.New(errs.InvalidArgument, "codecs_json: not a JSON array of codecs: %v", err)
 	}
 	s := &BatchSpec{Codecs: codecs, DataType: dt, FillValue: p.GetFillValue(), Shape: make([]int64, len(p.GetChunkShape()))}
+	elems := uint64(1)
 	for i, d := range p.GetChunkShape() {
 		if d > 1<<40 {
 			return nil, errs.New(errs.InvalidArgument, "chunk_shape dimension %d: %d is too large", i, d)
 		}
+		if d != 0 && elems > math.MaxInt64/d {
+			return nil, errs.New(errs.InvalidArgument, "chunk_shape %v: the number of elements overflows", p.GetChunkShape())
+		}
+		elems *= d
 		s.Shape[i] = int64(d)
 	}
+	// The limits (CheckChunkSize) are the engine's to apply: Local.Chain.
 	return s, nil
 }
 
@@ -87,39 +121,179 @@ func ChunksFromProto(p []*codecv1.Chunk) []Chunk {
 	return out
 }
 
-func (s *Server) decode(ctx context.Context, req *codecv1.DecodeRequest) (*codecv1.DecodeResponse, error) {
+// decode decodes a batch; release gives back the memory its response
+// holds, once it is written.
+func (s *Server) decode(ctx context.Context, req *codecv1.DecodeRequest) (_ *codecv1.DecodeResponse, release func(), err error) {
 	spec, err := SpecFromProto(req.GetSpec())
 	if err != nil {
-		return nil, err
+		return nil, noRelease, err
 	}
-	chunks, err := s.e.Decode(ctx, spec, req.GetEncoded())
+	var chunks []Chunk
+	release = noRelease
+	if s.budget != nil && s.local != nil {
+		chunks, release, err = s.decodeBudgeted(ctx, spec, req.GetEncoded())
+	} else {
+		chunks, err = s.e.Decode(ctx, spec, req.GetEncoded())
+	}
 	if err != nil {
-		return nil, err
+		return nil, noRelease, err
 	}
-	return &codecv1.DecodeResponse{Chunks: ChunksToProto(chunks)}, nil
+	return &codecv1.DecodeResponse{Chunks: ChunksToProto(chunks)}, release, nil
 }
 
-func (s *Server) encode(ctx context.Context, req *codecv1.EncodeRequest) (*codecv1.EncodeResponse, error) {
+func noRelease() {}
+
+// decodeBudgeted decodes a batch with its memory reserved (see
+// NewBudgetServer). Fixed-size results are reserved at once, at their
+// exact size, so that a batch never holds memory while it waits for more.
+// Variable-length results have no size until decoded: the batch reserves
+// the offsets of all its chunks and one chunk's allowance of element
+// bytes, and, as each chunk's element bytes turn out, reserves them too
+// before the next chunk gets its allowance.
+func (s *Server) decodeBudgeted(ctx context.Context, spec *BatchSpec, encoded [][]byte) ([]Chunk, func(), error) {
+	c, err := s.local.Chain(spec)
+	if err != nil {
+		return nil, noRelease, err
+	}
+	n := int64(len(encoded))
+	var in int64
+	for _, e := range encoded {
+		in += int64(len(e))
+	}
+	variable := c.Spec().DataType.VariableLength()
+	perChunk := c.DecodedBound() // fixed: exact; variable: offsets + allowance
+	allowance := int64(0)
+	if variable {
+		allowance = c.Limits().MaxVariableBytes
+		perChunk -= allowance
+	}
+	working := c.WorkingBound()
+	first, ok := sumProducts(in, n, perChunk, allowance, working)
+	if !ok {
+		return nil, noRelease, errs.New(errs.ResourceExhausted, "a batch of %d chunks of %v %s needs more memory than can be counted", n, spec.Shape, spec.DataType)
+	}
+	what := fmt.Sprintf("decoding a batch of %d chunks of %v %s", n, spec.Shape, spec.DataType)
+	r, err := s.budget.Acquire(ctx, first, what)
+	if err != nil {
+		return nil, noRelease, err
+	}
+	held := []membudget.Reservation{r}
+	release := func() {
+		for _, r := range held {
+			r.Release()
+		}
+	}
+	out := make([]Chunk, len(encoded))
+	var data int64 // element bytes of the chunks decoded so far
+	for i, e := range encoded {
+		if err := ctx.Err(); err != nil {
+			release()
+			return nil, noRelease, err
+		}
+		if out[i], err = c.Decode(e); err != nil {
+			release()
+			return nil, noRelease, &ItemError{Index: i, Err: err}
+		}
+		if variable {
+			d := int64(len(out[i].Data))
+			data += d
+			if i < len(encoded)-1 && d > 0 {
+				// Chunk i keeps its element bytes: reserve them, so that the
+				// next chunk again has a whole allowance.
+				r, err := s.budget.Acquire(ctx, d, what)
+				if err != nil {
+					release()
+					return nil, noRelease, err
+				}
+				held = append(held, r)
+			}
+		}
+	}
+	// The working buffers are garbage now, and what is left of the
+	// allowance unused: keep what the results hold.
+	keep := in + n*perChunk
+	if variable {
+		keep += int64(len(out[len(out)-1].Data))
+	}
+	held[0] = held[0].Shrink(min(keep, held[0].Bytes()))
+	return out, release, nil
+}
+
+// sumProducts is in + n*per + extra + working, or false if it overflows.
+func sumProducts(in, n, per, extra, working int64) (int64, bool) {
+	if per > 0 && n > math.MaxInt64/per {
+		return 0, false
+	}
+	t := n * per
+	for _, x := range []int64{in, extra, working} {
+		if t > math.MaxInt64-x {
+			return 0, false
+		}
+		t += x
+	}
+	return t, true
+}
+
+func (s *Server) encode(ctx context.Context, req *codecv1.EncodeRequest) (_ *codecv1.EncodeResponse, release func(), err error) {
 	spec, err := SpecFromProto(req.GetSpec())
 	if err != nil {
-		return nil, err
+		return nil, noRelease, err
 	}
-	encoded, err := s.e.Encode(ctx, spec, ChunksFromProto(req.GetChunks()))
+	chunks := ChunksFromProto(req.GetChunks())
+	release = noRelease
+	if s.budget != nil && s.local != nil {
+		if release, err = s.reserveEncode(ctx, spec, chunks); err != nil {
+			return nil, noRelease, err
+		}
+	}
+	encoded, err := s.e.Encode(ctx, spec, chunks)
+	if err != nil {
+		release()
+		return nil, noRelease, err
+	}
+	return &codecv1.EncodeResponse{Encoded: encoded}, release, nil
+}
+
+// reserveEncode reserves an encode batch's memory: its chunks, their
+// encodings at their bound and one chunk's working buffers. Unlike
+// decoding, everything is known up front, even for variable-length data.
+func (s *Server) reserveEncode(ctx context.Context, spec *BatchSpec, chunks []Chunk) (func(), error) {
+	c, err := s.local.Chain(spec)
 	if err != nil {
 		return nil, err
 	}
-	return &codecv1.EncodeResponse{Encoded: encoded}, nil
+	var in, out, most, mostData int64
+	for _, ch := range chunks {
+		size := int64(len(ch.Data)) + 8*int64(len(ch.Offsets))
+		in += size
+		most = max(most, size)
+		mostData = max(mostData, int64(len(ch.Data)))
+		_, _, enc := c.boundsFor(int64(len(ch.Data)))
+		out += enc
+	}
+	// A chunk over the limits is refused by Encode without being worked
+	// on: reserve for it as if it were at the limit.
+	mostData = min(mostData, c.Limits().MaxVariableBytes)
+	r, err := s.budget.Acquire(ctx, in+out+most+c.workingBound(mostData), fmt.Sprintf("encoding a batch of %d chunks of %v %s", len(chunks), spec.Shape, spec.DataType))
+	if err != nil {
+		return nil, err
+	}
+	return r.Release, nil
 }
 
-// Decode implements codecv1.CodecServiceServer.
+// Decode implements codecv1.CodecServiceServer. The batch's memory is
+// released when the response is handed to gRPC: a unary handler cannot
+// see it written (Process can, and is what the gateway uses).
 func (s *Server) Decode(ctx context.Context, req *codecv1.DecodeRequest) (*codecv1.DecodeResponse, error) {
-	resp, err := s.decode(ctx, req)
+	resp, release, err := s.decode(ctx, req)
+	release()
 	return resp, errs.ToStatus(err)
 }
 
 // Encode implements codecv1.CodecServiceServer.
 func (s *Server) Encode(ctx context.Context, req *codecv1.EncodeRequest) (*codecv1.EncodeResponse, error) {
-	resp, err := s.encode(ctx, req)
+	resp, release, err := s.encode(ctx, req)
+	release()
 	return resp, errs.ToStatus(err)
 }
 
@@ -136,6 +310,8 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, s.inflight)
 	var sendErr error
+	var releases releaseSet
+	defer releases.releaseAll()
 	defer wg.Wait()
 	for {
 		req, err := stream.Recv()
@@ -179,15 +355,16 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 			}()
 			resp := &codecv1.ProcessResponse{Id: req.GetId()}
 			var err error
+			release := noRelease
 			switch w := req.GetWork().(type) {
 			case *codecv1.ProcessRequest_Decode:
 				var r *codecv1.DecodeResponse
-				if r, err = s.decode(bctx, w.Decode); err == nil {
+				if r, release, err = s.decode(bctx, w.Decode); err == nil {
 					resp.Result = &codecv1.ProcessResponse_Decode{Decode: r}
 				}
 			case *codecv1.ProcessRequest_Encode:
 				var r *codecv1.EncodeResponse
-				if r, err = s.encode(bctx, w.Encode); err == nil {
+				if r, release, err = s.encode(bctx, w.Encode); err == nil {
 					resp.Result = &codecv1.ProcessResponse_Encode{Encode: r}
 				}
 			default:
@@ -199,11 +376,58 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 			sendMu.Lock()
 			defer sendMu.Unlock()
 			// Results are fresh buffers or the request's own (received)
-			// bytes, never modified: sent without a copy.
-			if e := stream.SendMsg(wire.ByRef{Msg: resp}); e != nil && sendErr == nil {
-				sendErr = e
+			// bytes, never modified: sent without a copy. Their memory is
+			// released once gRPC has written them (Done), or at once if
+			// the send fails; Done is not called for a message never
+			// written, so the stream's end releases what is left.
+			release = releases.add(release)
+			if e := stream.SendMsg(wire.ByRef{Msg: resp, Done: release}); e != nil {
+				release()
+				if sendErr == nil {
+					sendErr = e
+				}
 			}
 		}()
+	}
+}
+
+// releaseSet holds the releases of a stream's responses not yet known to
+// be written, for the stream's end to call.
+type releaseSet struct {
+	mu   sync.Mutex
+	next uint64
+	fs   map[uint64]func()
+}
+
+// add registers f and returns a function that calls it once and forgets
+// it.
+func (r *releaseSet) add(f func()) func() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fs == nil {
+		r.fs = make(map[uint64]func())
+	}
+	id := r.next
+	r.next++
+	r.fs[id] = f
+	return func() {
+		r.mu.Lock()
+		g := r.fs[id]
+		delete(r.fs, id)
+		r.mu.Unlock()
+		if g != nil {
+			g()
+		}
+	}
+}
+
+func (r *releaseSet) releaseAll() {
+	r.mu.Lock()
+	fs := r.fs
+	r.fs = nil
+	r.mu.Unlock()
+	for _, f := range fs {
+		f()
 	}
 }
 

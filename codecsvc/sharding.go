@@ -98,11 +98,19 @@ type Shard struct {
 // NewShard builds the shard layout of a sharding_indexed configuration for
 // shards of the representation spec.
 func NewShard(config json.RawMessage, spec ChunkSpec) (*Shard, error) {
+	return NewShardLimits(config, spec, DefaultLimits())
+}
+
+// NewShardLimits is NewShard with its inner chunks and its index checked
+// against l (CheckChunkSize) and decoded under it. The shard as a whole may
+// be larger: it is read and written an inner chunk at a time (a chain
+// that decodes it whole checks it as one chunk).
+func NewShardLimits(config json.RawMessage, spec ChunkSpec, l Limits) (*Shard, error) {
 	var c ShardingConfig
 	if err := configOf(config, &c); err != nil {
 		return nil, err
 	}
-	return newShard(c, spec)
+	return newShard(c, spec, l.withDefaults())
 }
 
 // NewLegacyShard builds the layout of the sharding storage transformer
@@ -110,6 +118,12 @@ func NewShard(config json.RawMessage, spec ChunkSpec) (*Shard, error) {
 // codecs, chunksPerShard of them per dimension in a shard, and an index of
 // raw 16-byte little-endian entries at the end, without checksum.
 func NewLegacyShard(codecs []zarr.CodecSpec, chunk ChunkSpec, chunksPerShard []int) (*Shard, error) {
+	return NewLegacyShardLimits(codecs, chunk, chunksPerShard, DefaultLimits())
+}
+
+// NewLegacyShardLimits is NewLegacyShard under the limits l.
+func NewLegacyShardLimits(codecs []zarr.CodecSpec, chunk ChunkSpec, chunksPerShard []int, l Limits) (*Shard, error) {
+	l = l.withDefaults()
 	if len(chunksPerShard) != len(chunk.Shape) {
 		return nil, errs.New(errs.InvalidArgument, "chunks_per_shard %v: has %d dimensions, the chunk %d", chunksPerShard, len(chunksPerShard), len(chunk.Shape))
 	}
@@ -119,18 +133,35 @@ func NewLegacyShard(codecs []zarr.CodecSpec, chunk ChunkSpec, chunksPerShard []i
 		if p <= 0 {
 			return nil, errs.New(errs.InvalidArgument, "chunks_per_shard %v must be positive", chunksPerShard)
 		}
+		if chunk.Shape[d] < 0 || chunk.Shape[d] > 0 && p > math.MaxInt/chunk.Shape[d] {
+			return nil, errs.New(errs.InvalidArgument, "chunks_per_shard %v of chunks %v: the shard's shape overflows", chunksPerShard, chunk.Shape)
+		}
 		spec.Shape[d] = chunk.Shape[d] * p
+	}
+	if _, err := zarr.Bytes("shard", convertInt64(spec.Shape), max(spec.DataType.Size, 1)); err != nil {
+		return nil, err
 	}
 	s, err := newShardLayout(chunk.Shape, spec)
 	if err != nil {
 		return nil, err
 	}
-	if s.innerChain, err = NewChain(codecs, chunk); err != nil {
+	if err := checkIndexSize(s.n, l); err != nil {
+		return nil, err
+	}
+	if s.innerChain, err = NewChainLimits(codecs, chunk, l); err != nil {
 		return nil, err
 	}
 	s.fill = FillChunk(chunk)
 	s.indexSize = 16 * int64(s.n)
 	return s, nil
+}
+
+func convertInt64(s []int) []int64 {
+	out := make([]int64, len(s))
+	for i, x := range s {
+		out[i] = int64(x)
+	}
+	return out
 }
 
 func newShardLayout(inner []int, spec ChunkSpec) (*Shard, error) {
@@ -150,9 +181,25 @@ func newShardLayout(inner []int, spec ChunkSpec) (*Shard, error) {
 	return s, nil
 }
 
-func newShard(c ShardingConfig, spec ChunkSpec) (*Shard, error) {
+// checkIndexSize refuses shards of so many inner chunks that their index
+// (16 bytes an entry) is over the per-chunk limit, before it is allocated.
+func checkIndexSize(n int, l Limits) error {
+	if int64(n) > l.MaxChunkBytes/16 {
+		return errs.New(errs.ResourceExhausted, "shard of %d inner chunks: its index of %s is more than the per-chunk limit of %s (--max-chunk-bytes)",
+			n, sizeOf(16*int64(n)), sizeOf(l.MaxChunkBytes))
+	}
+	return nil
+}
+
+func newShard(c ShardingConfig, spec ChunkSpec, l Limits) (*Shard, error) {
+	if _, err := zarr.Bytes("shard", convertInt64(spec.Shape), max(spec.DataType.Size, 1)); err != nil {
+		return nil, err
+	}
 	s, err := newShardLayout(c.ChunkShape, spec)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkIndexSize(s.n, l); err != nil {
 		return nil, err
 	}
 	switch c.IndexLocation {
@@ -163,7 +210,7 @@ func newShard(c ShardingConfig, spec ChunkSpec) (*Shard, error) {
 		return nil, errs.New(errs.InvalidArgument, "configuration.index_location %q: want \"start\" or \"end\"", c.IndexLocation)
 	}
 	innerSpec := ChunkSpec{Shape: s.inner, DataType: spec.DataType, FillValue: spec.FillValue}
-	if s.innerChain, err = NewChain(c.Codecs, innerSpec); err != nil {
+	if s.innerChain, err = NewChainLimits(c.Codecs, innerSpec, l); err != nil {
 		return nil, fmt.Errorf("configuration.codecs: %w", err)
 	}
 	s.fill = FillChunk(innerSpec)
@@ -176,7 +223,7 @@ func newShard(c ShardingConfig, spec ChunkSpec) (*Shard, error) {
 		}
 	}
 	idxShape := append(slices.Clone(s.per), 2)
-	if s.indexChain, err = NewChain(c.IndexCodecs, ChunkSpec{Shape: idxShape, DataType: zarr.MustDataType("uint64")}); err != nil {
+	if s.indexChain, err = NewChainLimits(c.IndexCodecs, ChunkSpec{Shape: idxShape, DataType: zarr.MustDataType("uint64")}, l); err != nil {
 		return nil, fmt.Errorf("configuration.index_codecs: %w", err)
 	}
 	s.indexSize = s.indexChain.MaxEncodedSize()
@@ -527,6 +574,24 @@ func (s *Shard) Encode(c Chunk, _ ChunkSpec) ([]byte, error) {
 
 // Decode implements BytesCodec.
 func (s *Shard) Decode(b []byte, _ ChunkSpec) (Chunk, error) {
+	return s.decodeLimited(b, s.innerChain.limits.MaxVariableBytes)
+}
+
+// variableBound bounds the encoded size of a shard of variable-length
+// elements holding varBytes element bytes in all: each inner chunk's
+// encoding without element bytes, the element bytes through the inner
+// chain once (its bounds are affine in them), and the index.
+func (s *Shard) variableBound(_ ChunkSpec, varBytes int64) int64 {
+	_, _, b0 := s.innerChain.boundsFor(0)
+	_, _, b1 := s.innerChain.boundsFor(varBytes)
+	return int64(s.n)*b0 + (b1 - b0) + s.indexSize
+}
+
+// decodeLimited decodes a whole shard whose inner chunks may hold varBytes
+// element bytes in all (variable-length data): each inner chunk is decoded
+// under what the ones before it left, so that the shard, not each inner
+// chunk, is held to the per-chunk limit.
+func (s *Shard) decodeLimited(b []byte, varBytes int64) (Chunk, error) {
 	ib, err := s.IndexBytes(b)
 	if err != nil {
 		return Chunk{}, err
@@ -544,8 +609,18 @@ func (s *Shard) Decode(b []byte, _ ChunkSpec) (Chunk, error) {
 		if err != nil {
 			return Chunk{}, err
 		}
-		if inner[i], err = s.decodeInner(e, p); err != nil {
+		if e.Empty() {
+			inner[i] = s.fill
+		} else if uint64(len(p)) != e.NBytes {
+			return Chunk{}, errs.New(errs.DataLoss, "inner chunk %d: %d bytes, the index says %d", i, len(p), e.NBytes)
+		} else if inner[i], err = s.innerChain.decode(p, varBytes); err != nil {
 			return Chunk{}, fmt.Errorf("inner chunk %d: %w", i, err)
+		}
+		if s.spec.DataType.VariableLength() {
+			if varBytes -= int64(len(inner[i].Data)); varBytes < 0 {
+				// Only fill values can overdraw it (decode stays within it).
+				return Chunk{}, s.innerChain.tooBig(s.innerChain.limits.MaxVariableBytes)
+			}
 		}
 	}
 	out, err := s.Gather(inner)

@@ -219,7 +219,10 @@ func TestShardRewrite(t *testing.T) {
 
 func TestShardEmpty(t *testing.T) {
 	for _, dt := range []string{"float32", "string"} {
-		spec := ChunkSpec{Shape: []int{4, 4}, DataType: zarr.MustDataType(dt), FillValue: []byte{0, 0, 0xc0, 0x7f}} // NaN / "\x00\x00\xc0\x7f"
+		// NaN, or a string (valid UTF-8: strings that are not cannot be
+		// written).
+		fv := map[string][]byte{"float32": {0, 0, 0xc0, 0x7f}, "string": []byte("\x00\x00é")}[dt]
+		spec := ChunkSpec{Shape: []int{4, 4}, DataType: zarr.MustDataType(dt), FillValue: fv}
 		c, s := shardChain(t, `{"chunk_shape":[2,2],"codecs":[{"name":"`+map[string]string{"float32": "bytes", "string": "vlen-utf8"}[dt]+`"}],"index_location":"start"}`, spec)
 		fill := FillChunk(spec)
 		enc, err := c.Encode(fill)

@@ -50,28 +50,40 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	defer store.Close()
 	return sf.serveWith(ctx, logger, "zarrgate serving", func(srv *rpc.Server) {
-		gateway.NewServer(gateway.New(store, codecsvc.NewLocal(), gcfg(logger))).Register(srv)
+		cfg, lim := gcfg(logger)
+		gateway.NewServer(gateway.New(store, codecsvc.NewLocalLimits(lim), cfg)).Register(srv)
 	}, "root", *root, "read_only", *readOnly)
 }
 
 // gatewayFlags adds the flags of commands that serve the gateway and
 // returns its configuration once they are parsed (and the budget made).
-func gatewayFlags(fs *flag.FlagSet) func(*slog.Logger) gateway.Config {
+func gatewayFlags(fs *flag.FlagSet) func(*slog.Logger) (gateway.Config, codecsvc.Limits) {
 	shared := fs.Bool("shared-memory", true, "pass block data of large reads to clients on this host, of this user, through shared memory instead of the socket")
 	size := fs.Int64("shared-memory-bytes", 32<<20, "size of one shared-memory segment; at most 4 are in use at once, 2 kept idle")
 	budget := budgetFlags(fs)
-	maxChunk := sizeFlag(fs, "max-chunk-bytes", 1<<30, "largest decoded chunk (or shard index) read or written; arrays with larger chunks are refused with RESOURCE_EXHAUSTED")
+	limits := codecLimitFlags(fs)
 	maxSlab := sizeFlag(fs, "max-slab-bytes", 64<<30, "largest slab (decoded bytes) one ReadSlab or WriteSlab may move; it streams, so this bounds work, not memory")
 	maxChunks := fs.Int64("max-slab-chunks", 1<<20, "most chunks (or shards) one ReadSlab or WriteSlab may touch: bounds its store calls")
 	writeBuf := sizeFlag(fs, "write-buffer-bytes", 256<<20, "decoded data one WriteSlab holds in memory for chunks not yet complete; beyond it partial chunks spill to --spill-dir")
 	spill := fs.String("spill-dir", "", "directory for partial chunks of large WriteSlabs (default: the system's temporary directory)")
-	return func(logger *slog.Logger) gateway.Config {
+	return func(logger *slog.Logger) (gateway.Config, codecsvc.Limits) {
+		lim := limits()
 		return gateway.Config{
 			SharedMemory: *shared, SharedMemoryBytes: *size,
 			Budget:        budget(logger),
-			MaxChunkBytes: *maxChunk, MaxSlabBytes: *maxSlab, MaxSlabChunks: *maxChunks,
+			MaxChunkBytes: lim.MaxChunkBytes, MaxSlabBytes: *maxSlab, MaxSlabChunks: *maxChunks,
 			WriteBufferBytes: *writeBuf, SpillDir: *spill,
-		}
+		}, lim
+	}
+}
+
+// codecLimitFlags adds the per-chunk limits every process that decodes
+// chunks takes, and returns them once parsed.
+func codecLimitFlags(fs *flag.FlagSet) func() codecsvc.Limits {
+	maxChunk := sizeFlag(fs, "max-chunk-bytes", codecsvc.DefaultMaxChunkBytes, "largest decoded chunk (or shard index, or a string chunk's offsets) read or written; arrays with larger chunks are refused with RESOURCE_EXHAUSTED")
+	maxVar := sizeFlag(fs, "max-variable-chunk-bytes", codecsvc.DefaultMaxVariableBytes, "most element bytes one chunk of a string or bytes array may hold decoded (nothing else bounds them); more is RESOURCE_EXHAUSTED")
+	return func() codecsvc.Limits {
+		return codecsvc.Limits{MaxChunkBytes: *maxChunk, MaxVariableBytes: *maxVar}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	codecremote "github.com/zarrgate/zarrgate/codecsvc/remote"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/gateway"
+	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/remote"
@@ -44,15 +45,27 @@ func runStoreWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 
 // runCodecWorker serves CodecService: the codec tier, CPU-bound, sized to
 // the compression load.
+//
+// Its memory is bounded by --memory-limit: every batch reserves what it
+// needs before it is decoded or encoded (codecsvc.NewBudgetServer), and
+// the Go runtime's soft limit is set to match, so that no request, however
+// large its chunks claim to be, can take the worker down.
 func runCodecWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("codec-worker", stderr)
 	sf := addServerFlags(fs, "127.0.0.1:50053")
+	budget := budgetFlags(fs)
+	limits := codecLimitFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	return sf.serve(ctx, stderr, "zarrgate codec-worker serving", func(srv *rpc.Server) {
-		codecsvc.NewServer(codecsvc.NewLocal()).Register(srv)
-	})
+	logger, err := sf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	lim := limits()
+	return sf.serveWith(ctx, logger, "zarrgate codec-worker serving", func(srv *rpc.Server) {
+		codecsvc.NewBudgetServer(codecsvc.NewLocalLimits(lim), budget(logger)).Register(srv)
+	}, "max_chunk_bytes", membudget.Size(lim.MaxChunkBytes), "max_variable_chunk_bytes", membudget.Size(lim.MaxVariableBytes))
 }
 
 // runGateway serves the gateway over pools of store workers and, with
@@ -91,7 +104,8 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var codecs codecsvc.Engine = codecsvc.NewLocal()
+	cfg, lim := gcfg(logger)
+	var codecs codecsvc.Engine = codecsvc.NewLocalLimits(lim)
 	if *codecTarget != "" {
 		codecTier := &rpc.Tier{Name: "codec", Target: *codecTarget, Wait: *tierWait, Logger: logger}
 		ccc, err := rpc.DialWorkers(*codecTarget, codecTier.DialOptions()...)
@@ -104,7 +118,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 		codecs = rc
 	}
 	return sf.serveWith(ctx, logger, "zarrgate gateway serving", func(srv *rpc.Server) {
-		gateway.NewServer(gateway.New(store, codecs, gcfg(logger))).Register(srv)
+		gateway.NewServer(gateway.New(store, codecs, cfg)).Register(srv)
 	}, "store", *storeTarget, "codec", *codecTarget, "tier_wait", *tierWait)
 }
 

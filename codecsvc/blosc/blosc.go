@@ -209,7 +209,69 @@ func (h header) check(src []byte) (layout, error) {
 	if l.nblocks > (h.cbytes-HeaderSize)/4 {
 		return l, errs.New(errs.DataLoss, "blosc: frame of %d bytes too short for %d block offsets", h.cbytes, l.nblocks)
 	}
-	return l, nil
+	return l, l.plausible()
+}
+
+// maxRatio bounds each inner codec's compression ratio: a stream of n
+// bytes decodes to at most ratio*n + maxRatioSlack bytes. LZ4 and BloscLZ
+// code at most 255 bytes of match per input byte, Snappy at most 64 per
+// 3-byte copy, DEFLATE 258 per 2 bits, and a zstd block of at least 4
+// bytes (an RLE block) decodes to at most 128 KiB.
+var maxRatio = map[int]int64{
+	formatBlosclz: 256,
+	formatLZ4:     256,
+	formatSnappy:  32,
+	formatZlib:    1032,
+	formatZstd:    32 << 10,
+}
+
+const maxRatioSlack = 128 << 10
+
+// plausible checks, from the block offsets and stream sizes alone and
+// before anything is allocated, that the frame's streams can hold the
+// decoded size its header claims: every stream lies in the frame, the
+// streams do not share bytes (c-blosc writes them one after the other),
+// and each block's streams can decode to the block at the inner codec's
+// best ratio. A header claiming a large size for a few bytes of streams
+// is refused here instead of sizing the output and scratch buffers.
+func (l *layout) plausible() error {
+	ratio := maxRatio[int(l.flags>>5)]
+	var used int64
+	for j := 0; j < l.nblocks; j++ {
+		bsize := l.blocksize
+		leftover := j == l.nblocks-1 && l.leftover > 0
+		if leftover {
+			bsize = l.leftover
+		}
+		off := int(int32(binary.LittleEndian.Uint32(l.frame[HeaderSize+4*j:])))
+		nsplits := splits(l.flags, l.typesize, bsize, leftover)
+		neblock := bsize / nsplits
+		var most int64
+		for k := 0; k < nsplits; k++ {
+			if off < HeaderSize || off > len(l.frame)-4 {
+				return errs.New(errs.DataLoss, "blosc: block %d: stream offset %d outside the %d-byte frame", j, off, len(l.frame))
+			}
+			cb := int(int32(binary.LittleEndian.Uint32(l.frame[off:])))
+			off += 4
+			if cb < 0 || cb > len(l.frame)-off {
+				return errs.New(errs.DataLoss, "blosc: block %d: stream of %d bytes overruns the frame", j, cb)
+			}
+			if cb == neblock {
+				most += int64(cb) // stored raw
+			} else {
+				most += ratio*int64(cb) + maxRatioSlack
+			}
+			used += 4 + int64(cb)
+			off += cb
+		}
+		if most < int64(neblock*nsplits) {
+			return errs.New(errs.DataLoss, "blosc: block %d of %d bytes: its streams can hold at most %d", j, bsize, most)
+		}
+	}
+	if payload := int64(len(l.frame) - HeaderSize - 4*l.nblocks); used > payload {
+		return errs.New(errs.DataLoss, "blosc: the blocks' streams (%d bytes) overlap in the %d bytes that hold them", used, payload)
+	}
+	return nil
 }
 
 // Decompress decodes a blosc frame. It never allocates more than maxSize bytes of output
