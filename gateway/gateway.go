@@ -30,6 +30,10 @@ type Config struct {
 	// for sharded arrays) or shard index the gateway reads or writes;
 	// arrays with larger ones are ResourceExhausted. Default 1 GiB.
 	MaxChunkBytes int64
+	// MaxVariableBytes is the most element bytes one decoded chunk of a
+	// string or bytes array may hold (the codecs' limit of the same name).
+	// Default 64 MiB.
+	MaxVariableBytes int64
 	// MaxSlabChunks is the most chunks (or shards) one ReadSlab or
 	// WriteSlab may touch, which bounds its store calls. Default 2^20.
 	MaxSlabChunks int64
@@ -75,6 +79,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxChunkBytes == 0 {
 		c.MaxChunkBytes = 1 << 30
+	}
+	if c.MaxVariableBytes == 0 {
+		c.MaxVariableBytes = 64 << 20
 	}
 	if c.MaxSlabChunks == 0 {
 		c.MaxSlabChunks = 1 << 20

@@ -16,6 +16,7 @@ import (
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/storesvc"
+	"github.com/zarrgate/zarrgate/storesvc/file"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
 	"github.com/zarrgate/zarrgate/zarr"
 )
@@ -274,4 +275,27 @@ func TestReadBudget(t *testing.T) {
 	if tiny.InUse() != 0 {
 		t.Fatalf("%d bytes still reserved", tiny.InUse())
 	}
+}
+
+// A value under a chunk's key far larger than any encoding of that chunk
+// (planted by a raw Set) is DataLoss naming it, refused before it is read;
+// so is a metadata document over its limit.
+func TestPlantedHugeValues(t *testing.T) {
+	fs, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New(fs, codecsvc.NewLocal(), Config{})
+	if _, err := g.CreateArray(ctx, "a", ArraySpec{Shape: []int64{64}, DataType: "uint8", ChunkShape: []int64{16}}); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 32<<20)
+	if _, err := fs.Set(ctx, "a/c/1", strings.NewReader(big), storesvc.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "32 MiB under a 16-byte chunk", errs.DataLoss, "a/c/1", 4<<20, func() error { return drainSlab(g, "a", nil) })
+	if _, err := fs.Set(ctx, "m/zarr.json", strings.NewReader(strings.Repeat(" ", maxMetadataBytes+1)), storesvc.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "metadata over its limit", errs.DataLoss, "m/zarr.json", 4<<20, func() error { _, err := g.GetNode(ctx, "m"); return err })
 }

@@ -54,15 +54,20 @@ func checkPath(path string) error {
 	return nil
 }
 
+// maxMetadataBytes bounds one metadata document (consolidated metadata of
+// a large hierarchy included): larger ones are refused before they are
+// read.
+const maxMetadataBytes = 64 << 20
+
 // loadNode reads a node's metadata with one GetPartialValues: zarr.json, or
 // .zarray / .zgroup with .zattrs (v2 and NCZarr).
-func loadNode(ctx context.Context, s storesvc.PartialReader, path string) (*node, error) {
+func loadNode(ctx context.Context, s *storesvc.Portable, path string) (*node, error) {
 	if err := checkPath(path); err != nil {
 		return nil, err
 	}
 	p := nodePrefix(path)
 	reqs := []storesvc.KeyRange{{Key: p + keyV3}, {Key: p + keyZarray}, {Key: p + keyZgroup}, {Key: p + keyZattrs}}
-	vals, err := retry(ctx, func() ([]storesvc.PartialValue, error) { return s.GetPartialValues(ctx, reqs) })
+	vals, err := retry(ctx, func() ([]storesvc.PartialValue, error) { return s.GetPartialValuesMax(ctx, reqs, maxMetadataBytes) })
 	if err != nil {
 		return nil, err
 	}

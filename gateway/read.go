@@ -429,7 +429,9 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 	for i, t := range batch {
 		reqs[i] = storesvc.KeyRange{Key: l.key(t.coords)}
 	}
-	vals, err := retry(ctx, func() ([]storesvc.PartialValue, error) { return g.store.GetPartialValues(ctx, reqs) })
+	vals, err := retry(ctx, func() ([]storesvc.PartialValue, error) {
+		return g.store.GetPartialValuesMax(ctx, reqs, g.maxEncodedUnit(l))
+	})
 	if err != nil {
 		return err
 	}
@@ -823,13 +825,14 @@ func checkIndex(key string, entries codecsvc.ShardIndex, size, indexSize int64, 
 }
 
 // maxEncodedUnit bounds the stored size of one decode unit: its decoded
-// size plus generous codec overhead (no codec grows data by more), or for
-// variable-length types the per-chunk limit.
+// size plus generous codec overhead (no codec grows data by more); for
+// variable-length types, the element bytes allowed and a 4-byte length
+// for each element.
 func (g *Gateway) maxEncodedUnit(l *layout) int64 {
-	if l.elem == 0 {
-		return g.cfg.MaxChunkBytes
-	}
 	n := l.unitBytes()
+	if l.elem == 0 {
+		n = g.cfg.MaxVariableBytes + 4*l.unitElems() + 4
+	}
 	return n + n/8 + 1<<16
 }
 

@@ -140,6 +140,16 @@ func (p *Portable) Get(ctx context.Context, key string, r ByteRange) (*Object, e
 // GetPartialValues implements PartialReader. Without a backend
 // implementation it runs up to the fanout of Gets at once.
 func (p *Portable) GetPartialValues(ctx context.Context, reqs []KeyRange) ([]PartialValue, error) {
+	return p.GetPartialValuesMax(ctx, reqs, 0)
+}
+
+// GetPartialValuesMax is GetPartialValues for a caller that knows how
+// large a value can sensibly be (a chunk, a metadata document): a value
+// (or range) over max bytes is refused with DataLoss naming the key —
+// before it is read where the backend has no batch read of its own (file,
+// the common case), after it where it has (those hold their values in
+// memory, or are bounded by gRPC's message size). 0 means no limit.
+func (p *Portable) GetPartialValuesMax(ctx context.Context, reqs []KeyRange, max int64) ([]PartialValue, error) {
 	if err := p.checkReadable(); err != nil {
 		return nil, err
 	}
@@ -155,14 +165,22 @@ func (p *Portable) GetPartialValues(ctx context.Context, reqs []KeyRange) ([]Par
 		return nil, err
 	}
 	if pr, ok := p.s.(PartialReader); ok {
-		return pr.GetPartialValues(ctx, reqs)
+		vals, err := pr.GetPartialValues(ctx, reqs)
+		if err == nil && max > 0 {
+			for i, v := range vals {
+				if int64(len(v.Data)) > max {
+					return nil, tooLarge(reqs[i].Key, int64(len(v.Data)), max)
+				}
+			}
+		}
+		return vals, err
 	}
 	out := make([]PartialValue, len(reqs))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(p.fanout)
 	for i, r := range reqs {
 		g.Go(func() error {
-			data, gen, err := readRange(gctx, p.s, r)
+			data, gen, err := readRange(gctx, p.s, r, max)
 			switch {
 			case errors.Is(err, ErrNotFound):
 				return nil
@@ -179,12 +197,19 @@ func (p *Portable) GetPartialValues(ctx context.Context, reqs []KeyRange) ([]Par
 	return out, nil
 }
 
-func readRange(ctx context.Context, s Store, r KeyRange) ([]byte, string, error) {
+func tooLarge(key string, n, max int64) error {
+	return errs.New(errs.DataLoss, "%q holds %d bytes, more than any value stored there can (%d)", key, n, max)
+}
+
+func readRange(ctx context.Context, s Store, r KeyRange, max int64) ([]byte, string, error) {
 	obj, err := s.Get(ctx, r.Key, r.Range)
 	if err != nil {
 		return nil, "", err
 	}
 	defer obj.Close()
+	if max > 0 && obj.Length > max {
+		return nil, "", tooLarge(r.Key, obj.Length, max)
+	}
 	buf := bufpool.Get(int(obj.Length))
 	if _, err := io.ReadFull(obj, buf); err != nil {
 		bufpool.Put(buf)

@@ -71,7 +71,8 @@ func gatewayFlags(fs *flag.FlagSet) func(*slog.Logger) (gateway.Config, codecsvc
 		return gateway.Config{
 			SharedMemory: *shared, SharedMemoryBytes: *size,
 			Budget:        budget(logger),
-			MaxChunkBytes: lim.MaxChunkBytes, MaxSlabBytes: *maxSlab, MaxSlabChunks: *maxChunks,
+			MaxChunkBytes: lim.MaxChunkBytes, MaxVariableBytes: lim.MaxVariableBytes,
+			MaxSlabBytes: *maxSlab, MaxSlabChunks: *maxChunks,
 			WriteBufferBytes: *writeBuf, SpillDir: *spill,
 		}, lim
 	}
