@@ -17,7 +17,7 @@ const MiB = 1 << 20
 // memoryLimit returns the --memory-limit flag (issue 12) the robustness
 // suites pass to serve, gateway and codec-worker. A binary that does not
 // know the flag exits at start, and the suite fails there.
-func memoryLimit(v string) []string { return nil } // TEMP
+func memoryLimit(v string) []string { return []string{"--memory-limit", v} }
 
 // statusBytes reads a kB field of /proc/PID/status (VmRSS, VmHWM) in bytes.
 // procStatus in bench_test.go does the same for benchmarks only (it takes a
