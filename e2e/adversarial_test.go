@@ -923,9 +923,13 @@ func adversarialCases() []advCase {
 				return writeSlabMsgs(ctx, e, hdr("w", all(100)...), hdr("w", all(100)...), blk(whole))
 			}},
 		{name: "WriteSlab block before the header", want: inv, setup: u8,
-			run: func(ctx context.Context, e *advEnv) error { return writeSlabMsgs(ctx, e, blk(whole), hdr("w", all(100)...)) }},
+			run: func(ctx context.Context, e *advEnv) error {
+				return writeSlabMsgs(ctx, e, blk(whole), hdr("w", all(100)...))
+			}},
 		{name: "Set empty stream", want: inv, run: func(ctx context.Context, e *advEnv) error { return setMsgs(ctx, e) }},
-		{name: "Set without a header", want: inv, run: func(ctx context.Context, e *advEnv) error { return setMsgs(ctx, e, &storev1.SetRequest{Data: []byte("x")}) }},
+		{name: "Set without a header", want: inv, run: func(ctx context.Context, e *advEnv) error {
+			return setMsgs(ctx, e, &storev1.SetRequest{Data: []byte("x")})
+		}},
 		{name: "Set with two headers", want: inv,
 			run: func(ctx context.Context, e *advEnv) error {
 				h := &storev1.SetHeader{Key: "k"}
