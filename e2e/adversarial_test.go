@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -989,5 +990,49 @@ func adversarialCases() []advCase {
 		{name: "GetNode of a path that is not UTF-8", want: inv, run: func(ctx context.Context, e *advEnv) error {
 			return rawCall(ctx, e, "/zarrgate.gateway.v1.ArrayService/GetNode", false, false, "g/\xff")
 		}},
+	}
+}
+
+// TestAdversarialBombsAreValid checks that the bombs of the suite are what
+// they claim, valid streams of that many bytes: a bomb that were merely
+// corrupt would be refused for that, and prove nothing.
+func TestAdversarialBombsAreValid(t *testing.T) {
+	strSize := int64(4 + strBombN*(4+strBombLen))
+	for _, c := range []struct {
+		name string
+		data []byte
+		gz   bool
+		want int64
+	}{
+		{"gzip", gzipBomb(), true, 256 << 20},
+		{"zstd RLE", newZstdFrame().rle(0, 1<<30).finish(), false, 1 << 30},
+		{"string gzip", stringGzipBomb(), true, strSize},
+		{"string zstd", stringZstdBomb(), false, strSize},
+	} {
+		var r io.Reader
+		if c.gz {
+			zr, err := gzip.NewReader(bytes.NewReader(c.data))
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			r = zr
+		} else {
+			zr, err := zstd.NewReader(bytes.NewReader(c.data))
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			defer zr.Close()
+			r = zr
+		}
+		n, err := io.Copy(io.Discard, r)
+		if err != nil || n != c.want {
+			t.Errorf("%s: %d bytes decode to %d (%v), want %d", c.name, len(c.data), n, err, c.want)
+		}
+		t.Logf("%s: %d bytes → %d", c.name, len(c.data), n)
+	}
+	// The lying frame claims 2^39 bytes in its header and holds none.
+	var h zstd.Header
+	if err := h.Decode(zstdClaiming(1 << 39)); err != nil || !h.HasFCS || h.FrameContentSize != 1<<39 {
+		t.Errorf("lying frame header: %v %+v", err, h)
 	}
 }
