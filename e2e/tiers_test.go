@@ -191,16 +191,16 @@ func TestTierDownFailsFast(t *testing.T) {
 	}
 }
 
-// rawCodec sends hand-encoded bytes: what no protobuf library marshals.
-type rawCodec struct{}
+// rawBytesCodec sends hand-encoded bytes: what no protobuf library marshals.
+type rawBytesCodec struct{}
 
 type rawMsg []byte
 
-func (rawCodec) Name() string { return "proto" }
-func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+func (rawBytesCodec) Name() string { return "proto" }
+func (rawBytesCodec) Marshal(v any) (mem.BufferSlice, error) {
 	return mem.BufferSlice{mem.SliceBuffer(*v.(*rawMsg))}, nil
 }
-func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+func (rawBytesCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	*v.(*rawMsg) = data.Materialize()
 	return nil
 }
@@ -227,7 +227,7 @@ func TestBadInputCodes(t *testing.T) {
 	}
 	rawStream := func(method string, msg []byte) error {
 		desc := &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
-		s, err := cc.NewStream(ctx, desc, method, grpc.ForceCodecV2(rawCodec{}))
+		s, err := cc.NewStream(ctx, desc, method, grpc.ForceCodecV2(rawBytesCodec{}))
 		if err != nil {
 			return err
 		}

@@ -229,6 +229,9 @@ func (s *sharedSink) alloc(ctx context.Context, n int64) ([]byte, func(*Block), 
 // once. Workers place their blocks in parallel.
 func (o *sharedOut) place(ctx context.Context, b Block, elem int, push func(Block) error) error {
 	err := splitBlock(b, elem, o.piece, func(p Block) error {
+		// The pieces own no buffer: b's is recycled below, once, whatever
+		// becomes of them (a piece may be b itself when it needs no cut).
+		p.release, p.held = nil, nil
 		if len(p.Data) == 0 {
 			return push(p) // nothing to place: an inline empty block
 		}

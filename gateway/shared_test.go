@@ -15,6 +15,7 @@ import (
 
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/storesvc"
@@ -475,5 +476,34 @@ func TestSharedSegmentsUseTheBudget(t *testing.T) {
 		if _, err := s.Recv(); err != nil {
 			break
 		}
+	}
+}
+
+// A block placed in a segment hands its buffer back once, whatever
+// becomes of the pieces sent for it: a piece may be the block itself
+// (small enough not to be cut), and a read that fails frees the pieces
+// still queued. Both freeing the buffer put it in the pool twice, and
+// under load two reads then shared one buffer and sent each other's data.
+func TestSharedPlaceRecyclesOnce(t *testing.T) {
+	if !shm.Supported {
+		t.Skip("no shared memory on this platform")
+	}
+	g := New(memory.New(), testCodecs{}, Config{SharedMemory: true, SharedMemoryBytes: 1 << 20})
+	o := g.sharedSegment()
+	if o == nil {
+		t.Fatal("no segment")
+	}
+	defer o.close(false)
+	for _, n := range []int{64 << 10, 200 << 10} { // placed whole, and cut
+		buf := bufpool.Get(n)
+		b := Block{Origin: []int64{0}, Shape: []int64{int64(n / 4)}, Data: buf, release: func() { bufpool.Put(buf) }}
+		var pieces []Block
+		if err := o.place(ctx, b, 4, func(p Block) error { pieces = append(pieces, p); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pieces {
+			p.free() // what a failed read's drain does with queued blocks
+		}
+		o.ring.Release(uint64(len(pieces)))
 	}
 }

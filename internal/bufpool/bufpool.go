@@ -30,10 +30,28 @@ func Get(n int) []byte {
 		return make([]byte, n)
 	}
 	if p, ok := pools[c].Get().(*[]byte); ok {
+		if checking.Load() {
+			pooled.Delete(unsafe.SliceData(*p))
+		}
 		return (*p)[:n]
 	}
 	return make([]byte, n, 1<<c)
 }
+
+// Checking for buffers put back twice (a bug that hands one buffer to two
+// users): off, it costs one atomic load a call.
+var (
+	checking atomic.Bool
+	// pooled maps every buffer put back to itself: the reference keeps a
+	// buffer the pool drops from being collected and its address reused,
+	// which would look like a second Put.
+	pooled sync.Map
+)
+
+// CheckDoublePuts makes Put panic when a buffer already in the pool comes
+// back again, for tests of code that recycles buffers. It stays on for the
+// process.
+func CheckDoublePuts() { checking.Store(true) }
 
 // Put hands b back for reuse. b must be a whole buffer from Get (or a
 // prefix of one), and nothing may use it afterwards. Slices whose capacity
@@ -44,6 +62,11 @@ func Put(b []byte) {
 		return
 	}
 	b = b[:c]
+	if checking.Load() {
+		if _, twice := pooled.LoadOrStore(unsafe.SliceData(b), b); twice {
+			panic("bufpool: a buffer was put back twice")
+		}
+	}
 	pools[bits.Len(uint(c))-1].Put(&b)
 }
 

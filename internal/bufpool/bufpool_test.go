@@ -58,3 +58,15 @@ func TestOverlaps(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckDoublePuts(t *testing.T) {
+	CheckDoublePuts()
+	b := Get(1 << 16)
+	Put(b)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a second Put of the same buffer did not panic")
+		}
+	}()
+	Put(b)
+}
