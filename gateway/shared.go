@@ -149,7 +149,7 @@ func (g *Gateway) sharedSegment() *sharedOut {
 		// A new segment's memory comes from the budget; without it to
 		// spare now, the blocks go inline (they are reserved as they come).
 		size := (g.cfg.SharedMemoryBytes + 4095) &^ 4095
-		res, ok := g.cfg.Budget.TryAcquire(size)
+		res, ok := g.cfg.Budget.TryAcquireOffHeap(size)
 		if !ok {
 			<-g.shared
 			return nil

@@ -104,7 +104,7 @@ func budgetFlags(fs *flag.FlagSet) func(*slog.Logger) *membudget.Budget {
 			n, src = membudget.Default()
 		}
 		b = membudget.New(n, *wait)
-		rt := membudget.SetRuntimeLimit(n)
+		rt := b.LimitRuntime()
 		logger.Info("memory budget", "bytes", n, "size", membudget.Size(n), "from", src, "runtime_limit", rt)
 		return b
 	}

@@ -41,6 +41,12 @@ type Budget struct {
 	used    atomic.Int64
 	waiting atomic.Int64
 	peak    atomic.Int64
+
+	// The Go runtime's soft memory limit while LimitRuntime is in force
+	// (0: not), lowered by the reservations held outside Go's heap.
+	rtMu    sync.Mutex
+	rtLimit int64
+	offHeap int64
 }
 
 // New returns a budget of limit bytes whose reservations wait at most
@@ -77,6 +83,7 @@ type Reservation struct {
 	b    *Budget
 	n    int64
 	once *sync.Once
+	off  bool // held outside Go's heap (see TryAcquireOffHeap)
 }
 
 // Bytes is the size of the reservation.
@@ -88,6 +95,9 @@ func (r Reservation) Release() {
 		return
 	}
 	r.once.Do(func() {
+		if r.off {
+			r.b.addOffHeap(-r.n)
+		}
 		r.b.used.Add(-r.n)
 		r.b.sem.Release(r.n)
 	})
@@ -97,7 +107,7 @@ func (r Reservation) Release() {
 // reserved at its bound turned out smaller) and returns the reservation
 // for what is left; r must not be used afterwards.
 func (r Reservation) Shrink(n int64) Reservation {
-	if r.b == nil || n >= r.n {
+	if r.b == nil || n >= r.n || r.off {
 		return r
 	}
 	n = max(n, 0)
@@ -157,6 +167,48 @@ func (b *Budget) TryAcquire(n int64) (Reservation, bool) {
 	for p := b.peak.Load(); u > p && !b.peak.CompareAndSwap(p, u); p = b.peak.Load() {
 	}
 	return Reservation{b: b, n: n, once: new(sync.Once)}, true
+}
+
+// TryAcquireOffHeap is TryAcquire for memory outside Go's heap (a
+// shared-memory segment): while it is held, the runtime's soft limit (see
+// LimitRuntime) is lowered by its size, so that the heap and it together
+// stay where the heap alone would.
+func (b *Budget) TryAcquireOffHeap(n int64) (Reservation, bool) {
+	r, ok := b.TryAcquire(n)
+	if ok && n > 0 {
+		r.off = true
+		b.addOffHeap(n)
+	}
+	return r, ok
+}
+
+func (b *Budget) addOffHeap(n int64) {
+	b.rtMu.Lock()
+	defer b.rtMu.Unlock()
+	b.offHeap += n
+	if b.rtLimit > 0 {
+		debug.SetMemoryLimit(max(b.rtLimit-b.offHeap, b.rtLimit/2))
+	}
+}
+
+// RuntimeHeadroom is what the Go runtime's soft limit allows beyond the
+// budget: memory no reservation covers (the runtime itself, gRPC's
+// buffers, caches, goroutine stacks).
+func RuntimeHeadroom(budget int64) int64 { return max(budget/16, 32<<20) }
+
+// LimitRuntime sets the Go runtime's soft memory limit to the budget plus
+// RuntimeHeadroom, less what is held outside the heap, so that the
+// garbage collector works harder before the process outgrows its budget,
+// unless GOMEMLIMIT is set. It returns the limit set, or 0.
+func (b *Budget) LimitRuntime() int64 {
+	if os.Getenv("GOMEMLIMIT") != "" || b.limit >= math.MaxInt64/2 {
+		return 0
+	}
+	b.rtMu.Lock()
+	defer b.rtMu.Unlock()
+	b.rtLimit = b.limit + RuntimeHeadroom(b.limit)
+	debug.SetMemoryLimit(max(b.rtLimit-b.offHeap, b.rtLimit/2))
+	return b.rtLimit
 }
 
 // Size formats a byte count for messages: 256 MiB, 1.5 GiB, 100 B.
@@ -274,19 +326,6 @@ func memTotal() (int64, bool) {
 		}
 	}
 	return 0, false
-}
-
-// SetRuntimeLimit tells the Go runtime to collect garbage harder as the
-// heap approaches the budget plus headroom for what the budget does not
-// cover (the runtime, gRPC buffers, caches), unless GOMEMLIMIT is set.
-// It returns the limit set, or 0.
-func SetRuntimeLimit(budget int64) int64 {
-	if os.Getenv("GOMEMLIMIT") != "" || budget <= 0 || budget >= math.MaxInt64/2 {
-		return 0
-	}
-	limit := budget + budget/8 + 64<<20
-	debug.SetMemoryLimit(limit)
-	return limit
 }
 
 // IsExhausted reports whether err is a budget refusal.

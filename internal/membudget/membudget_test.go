@@ -3,6 +3,8 @@ package membudget
 import (
 	"context"
 	"errors"
+	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -142,5 +144,26 @@ func TestDefault(t *testing.T) {
 	n, src := Default()
 	if n <= 0 || src == "" {
 		t.Fatalf("Default() = %d, %q", n, src)
+	}
+}
+
+// Reservations outside the heap lower the runtime's soft limit while held.
+func TestOffHeapLowersRuntimeLimit(t *testing.T) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		t.Fatal("the test needs GOMEMLIMIT unset")
+	}
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	b := New(1<<30, time.Second)
+	set := b.LimitRuntime()
+	if want := int64(1<<30 + 64<<20); set != want || debug.SetMemoryLimit(-1) != want {
+		t.Fatalf("runtime limit %d (set %d), want %d", debug.SetMemoryLimit(-1), set, want)
+	}
+	r, ok := b.TryAcquireOffHeap(100 << 20)
+	if !ok || debug.SetMemoryLimit(-1) != set-100<<20 {
+		t.Fatalf("with 100 MiB off the heap: runtime limit %d, want %d", debug.SetMemoryLimit(-1), set-100<<20)
+	}
+	r.Release()
+	if debug.SetMemoryLimit(-1) != set || b.InUse() != 0 {
+		t.Fatalf("after release: runtime limit %d, in use %d", debug.SetMemoryLimit(-1), b.InUse())
 	}
 }
