@@ -289,31 +289,19 @@ func unwrapStore(s storesvc.Store) storesvc.Store {
 	}
 }
 
-// cleanTemps removes the stale temporary files of a directory store: once
-// at start-up, and once more after file.StaleTempAge if some were too young
-// to judge then (a process restarted right after being killed).
+// cleanTemps removes the temporary files of writes killed before they
+// finished (in the background: it walks the whole directory): those no
+// live process holds a lock on.
 func cleanTemps(ctx context.Context, logger *slog.Logger, s *file.Store) {
-	for pass := 0; pass < 2; pass++ {
-		start := time.Now()
-		st, err := s.CleanTemps(ctx, file.StaleTempAge)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			logger.Warn("removing temporary files of killed writes", "root", s.Dir(), "error", err)
-			return
-		case st.Removed > 0 || st.Young > 0:
-			logger.Info("removed temporary files of killed writes", "root", s.Dir(), "removed", st.Removed,
-				"in_progress", st.Live, "too_recent", st.Young, "took", time.Since(start).Round(time.Millisecond))
-		}
-		if st.Young == 0 {
-			return
-		}
-		select {
-		case <-time.After(file.StaleTempAge):
-		case <-ctx.Done():
-			return
-		}
+	start := time.Now()
+	st, err := s.CleanTemps(ctx, file.StaleTempAge)
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		logger.Warn("removing temporary files of killed writes", "root", s.Dir(), "error", err)
+	case st.Removed > 0:
+		logger.Info("removed temporary files of killed writes", "root", s.Dir(), "removed", st.Removed,
+			"in_progress", st.Live, "took", time.Since(start).Round(time.Millisecond))
 	}
 }
 

@@ -50,11 +50,13 @@ import (
 const tmpPrefix = storesvc.ReservedPrefix
 
 // StaleTempAge is how long a temporary file must have gone unmodified
-// before CleanTemps considers it. The flock tells a live writer's file from
-// a dead one's; the age only covers the instant between a file's creation
-// and its writer's flock, and writers that take no flock (zarrgate before
-// this rule), whose files keep changing while they write.
-const StaleTempAge = time.Minute
+// before the serving commands' CleanTemps takes it for a dead writer's:
+// none. The flock tells a live writer's file from a dead one's, and a
+// writer that finds its file gone (or locked) between its creation and its
+// lock starts again (createTemp), so an unlocked file is dead at any age.
+// A writer of an older zarrgate sharing the directory, which takes no
+// lock, may see its write fail once (it is retried).
+const StaleTempAge = 0
 
 // Store is a directory-backed store. It is safe for concurrent use, also by
 // several processes sharing the directory.
@@ -314,12 +316,25 @@ func (s *Store) createTemp(key, dir string) (*os.File, string, error) {
 		tmpRel := filepath.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:]))
 		f, err := s.root.OpenFile(tmpRel, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 		if err == nil {
-			// Held until the file is closed: tells CleanTemps it is live. A
-			// fresh file cannot be locked by anyone else.
-			if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			// Held until the file is closed: tells CleanTemps it is live.
+			// CleanTemps may have come between the create and the lock
+			// (the file unlocked, so taken for a dead writer's): then it
+			// holds the lock, or has unlinked the file, and this writer
+			// starts again under another name.
+			if ferr := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); ferr != nil {
 				f.Close()
+				if errors.Is(ferr, unix.EWOULDBLOCK) {
+					lastErr = ferr
+					continue
+				}
 				s.root.Remove(tmpRel)
-				return nil, "", mapErr("set", key, err)
+				return nil, "", mapErr("set", key, ferr)
+			}
+			var st unix.Stat_t
+			if ferr := unix.Fstat(int(f.Fd()), &st); ferr != nil || st.Nlink == 0 {
+				f.Close()
+				lastErr = fmt.Errorf("temporary file removed before it was locked")
+				continue
 			}
 			return f, tmpRel, nil
 		}

@@ -254,7 +254,7 @@ func TestCleanTemps(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st, err := fs.CleanTemps(ctx, file.StaleTempAge)
+	st, err := fs.CleanTemps(ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,6 +270,15 @@ func TestCleanTemps(t *testing.T) {
 		if _, err := os.Stat(p); err != nil {
 			t.Errorf("%s removed: %v", p, err)
 		}
+	}
+
+	// With the serving commands' age (none), the young unlocked file goes
+	// too: the lock alone tells a live writer's file.
+	if st, err := fs.CleanTemps(ctx, file.StaleTempAge); err != nil || st != (file.TempStats{Removed: 1, Live: 1}) {
+		t.Errorf("CleanTemps(StaleTempAge) = %+v, %v, want 1 removed, 1 live", st, err)
+	}
+	if _, err := os.Stat(young); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s still there: %v", young, err)
 	}
 
 	// The live write completes intact.
