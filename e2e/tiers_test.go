@@ -65,7 +65,18 @@ func TestTierDownFailsFast(t *testing.T) {
 		return p
 	}
 	killed := plant("old/.zarrgate-tmp-0123456789abcdef", old)
-	recent := plant("new/.zarrgate-tmp-fedcba9876543210", time.Now())
+	justKilled := plant("new/.zarrgate-tmp-0000000000000001", time.Now())
+	// A live write's temporary file: its writer holds a flock on it (here
+	// this test process, as another zarrgate sharing the directory would).
+	live := plant("new/.zarrgate-tmp-fedcba9876543210", time.Now())
+	lf, err := os.Open(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
 
 	addr := freeAddr(t)
 	worker := startCommand(t, "store-worker", "--root", root, "--listen", addr)
@@ -74,11 +85,13 @@ func TestTierDownFailsFast(t *testing.T) {
 	gwSlow := startCommand(t, "gateway", "--store", addr, "--tier-wait", "1m")
 	gwCodec := startCommand(t, "gateway", "--store", addr, "--codec", codec.addr, "--tier-wait", wait.String())
 
-	if !waitFor(10*time.Second, func() bool { _, err := os.Stat(killed); return os.IsNotExist(err) }) {
-		t.Errorf("the temporary file of a killed write is still there:\n%s", worker.logs)
+	for _, p := range []string{killed, justKilled} {
+		if !waitFor(10*time.Second, func() bool { _, err := os.Stat(p); return os.IsNotExist(err) }) {
+			t.Errorf("the temporary file of a killed write %s is still there:\n%s", p, worker.logs)
+		}
 	}
-	if _, err := os.Stat(recent); err != nil {
-		t.Errorf("a recent temporary file (perhaps a live write's) was removed: %v", err)
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("a live write's temporary file was removed: %v", err)
 	}
 	if !strings.Contains(worker.logs.String(), "removed temporary files") {
 		t.Errorf("the removal is not logged:\n%s", worker.logs)
