@@ -179,6 +179,27 @@ func TestReadSlabSharedProtocol(t *testing.T) {
 
 // TestReadSlabSharedInline: a client that cannot map the segment, and a
 // gateway with shared memory off, get the blocks inline.
+// recvInline receives the rest of a read of rows of the fixture, every
+// block inline, and returns the rows.
+func recvInline(t *testing.T, s sharedStream, rows int) []byte {
+	t.Helper()
+	got := make([]byte, rows*640*4)
+	for {
+		msg, err := s.Recv()
+		if err == io.EOF {
+			return got
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := msg.GetBlock()
+		if b == nil || b.GetShared() != nil {
+			t.Fatalf("message %v, want an inline block", msg)
+		}
+		place(t, got, b, b.GetData())
+	}
+}
+
 func TestReadSlabSharedInline(t *testing.T) {
 	for _, cfg := range []Config{{SharedMemory: shm.Supported}, {}} {
 		c := sharedFixture(t, cfg)
@@ -189,22 +210,7 @@ func TestReadSlabSharedInline(t *testing.T) {
 		if cfg.SharedMemory {
 			sendAttach(s, false)
 		}
-		got := make([]byte, 200*640*4)
-		for {
-			msg, err := s.Recv()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			b := msg.GetBlock()
-			if b == nil || b.GetShared() != nil {
-				t.Fatalf("message %v, want an inline block", msg)
-			}
-			place(t, got, b, b.GetData())
-		}
-		checkRows(t, got, 100)
+		checkRows(t, recvInline(t, s, 200), 100)
 	}
 }
 
@@ -449,18 +455,7 @@ func TestSharedSegmentsUseTheBudget(t *testing.T) {
 	if h.GetSharedSegment() != nil {
 		t.Fatal("a 1 MiB segment was lent out of a 512 KiB budget")
 	}
-	got := make([]byte, 64*640*4)
-	for {
-		msg, err := s.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		place(t, got, msg.GetBlock(), msg.GetBlock().GetData())
-	}
-	checkRows(t, got, 0)
+	checkRows(t, recvInline(t, s, 64), 0)
 
 	big := membudget.New(64<<20, time.Second)
 	c = sharedFixture(t, Config{SharedMemory: true, Budget: big})

@@ -84,17 +84,25 @@ func fromProjection(p *Projection) map[string][][2][]int64 {
 	return out
 }
 
+// randomSelection is a small random array (0 to 3 dimensions), its chunk
+// shape and a selection of it with steps.
+func randomSelection(rng *rand.Rand) (shape, chunks []int64, sel []Range) {
+	nd := rng.IntN(4)
+	shape, chunks, sel = make([]int64, nd), make([]int64, nd), make([]Range, nd)
+	for i := range nd {
+		shape[i] = rng.Int64N(20)
+		chunks[i] = 1 + rng.Int64N(8)
+		a, b := rng.Int64N(shape[i]+1), rng.Int64N(shape[i]+1)
+		sel[i] = Range{min(a, b), max(a, b), 1 + rng.Int64N(7)}
+	}
+	return shape, chunks, sel
+}
+
 func TestProjectAgainstNaive(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for iter := range 3000 {
-		nd := rng.IntN(4)
-		shape, chunks, sel := make([]int64, nd), make([]int64, nd), make([]Range, nd)
-		for i := range nd {
-			shape[i] = rng.Int64N(20)
-			chunks[i] = 1 + rng.Int64N(8)
-			a, b := rng.Int64N(shape[i]+1), rng.Int64N(shape[i]+1)
-			sel[i] = Range{min(a, b), max(a, b), 1 + rng.Int64N(7)}
-		}
+		shape, chunks, sel := randomSelection(rng)
+		nd := len(shape)
 		p, err := Project(shape, chunks, sel)
 		if err != nil {
 			t.Fatalf("%d: %v", iter, err)
@@ -245,15 +253,7 @@ func TestProjectHugeIsLazy(t *testing.T) {
 func TestIterateMatchesEach(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for iter := range 300 {
-		nd := rng.IntN(4)
-		shape, chunks, sel := make([]int64, nd), make([]int64, nd), make([]Range, nd)
-		for i := range nd {
-			shape[i] = rng.Int64N(20)
-			chunks[i] = 1 + rng.Int64N(8)
-			a, b := rng.Int64N(shape[i]+1), rng.Int64N(shape[i]+1)
-			sel[i] = Range{min(a, b), max(a, b), 1 + rng.Int64N(7)}
-		}
-		p, err := Project(shape, chunks, sel)
+		p, err := Project(randomSelection(rng))
 		if err != nil {
 			t.Fatal(err)
 		}

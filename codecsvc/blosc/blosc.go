@@ -227,6 +227,20 @@ var maxRatio = map[int]int64{
 
 const maxRatioSlack = 128 << 10
 
+// stream reads the header of block j's stream at off: where its bytes
+// start and how many there are, checked to lie inside the frame.
+func (l *layout) stream(j, off int) (start, n int, err error) {
+	if off < HeaderSize || off > len(l.frame)-4 {
+		return 0, 0, errs.New(errs.DataLoss, "blosc: block %d: stream offset %d outside the %d-byte frame", j, off, len(l.frame))
+	}
+	n = int(int32(binary.LittleEndian.Uint32(l.frame[off:])))
+	off += 4
+	if n < 0 || n > len(l.frame)-off {
+		return 0, 0, errs.New(errs.DataLoss, "blosc: block %d: stream of %d bytes overruns the frame", j, n)
+	}
+	return off, n, nil
+}
+
 // plausible checks, from the block offsets and stream sizes alone and
 // before anything is allocated, that the frame's streams can hold the
 // decoded size its header claims: every stream lies in the frame, the
@@ -248,13 +262,10 @@ func (l *layout) plausible() error {
 		neblock := bsize / nsplits
 		var most int64
 		for k := 0; k < nsplits; k++ {
-			if off < HeaderSize || off > len(l.frame)-4 {
-				return errs.New(errs.DataLoss, "blosc: block %d: stream offset %d outside the %d-byte frame", j, off, len(l.frame))
-			}
-			cb := int(int32(binary.LittleEndian.Uint32(l.frame[off:])))
-			off += 4
-			if cb < 0 || cb > len(l.frame)-off {
-				return errs.New(errs.DataLoss, "blosc: block %d: stream of %d bytes overruns the frame", j, cb)
+			var cb int
+			var err error
+			if off, cb, err = l.stream(j, off); err != nil {
+				return err
 			}
 			if cb == neblock {
 				most += int64(cb) // stored raw
@@ -443,13 +454,10 @@ func (l *layout) decodeBlock(j int, dst []byte, s *scratch) error {
 	planes := planeBuf[:0]
 	source := target
 	for k := 0; k < nsplits; k++ {
-		if off < HeaderSize || off > len(l.frame)-4 {
-			return errs.New(errs.DataLoss, "blosc: block %d: stream offset %d outside the %d-byte frame", j, off, len(l.frame))
-		}
-		cb := int(int32(binary.LittleEndian.Uint32(l.frame[off:])))
-		off += 4
-		if cb < 0 || cb > len(l.frame)-off {
-			return errs.New(errs.DataLoss, "blosc: block %d: stream of %d bytes overruns the frame", j, cb)
+		var cb int
+		var err error
+		if off, cb, err = l.stream(j, off); err != nil {
+			return err
 		}
 		in := l.frame[off : off+cb]
 		o := target[k*neblock : (k+1)*neblock]
