@@ -21,21 +21,22 @@ import (
 
 // The load test of issue 12: `serve --memory-limit 512MiB` with a 256 MiB
 // float32 array (zstd, 512² chunks of 1 MiB). After a warm-up, phase A: 4
-// concurrent full readers; phase AW: the same beside 16 writers of 16-row
-// strips (partial chunks) into a second array; phase B: 64 readers (a
+// concurrent full readers, taking turns with phase B0: 64 readers (a
 // quarter full, the rest 1024² windows at random places, half of each
-// through shared memory and half over the socket) beside the 16 writers.
-// The server's RSS is sampled every 50 ms. No phase may see an error
+// through shared memory and half over the socket); then phase AW: 4 readers
+// beside 16 writers of 16-row strips (partial chunks) into a second array,
+// taking turns with phase B: the 64 readers beside the 16 writers. The
+// server's RSS is sampled every 50 ms. No phase may see an error
 // (ResourceExhausted included: under the budget a call waits its turn),
 // the server's peak RSS stays within the budget + 25 % (plus the idle
-// binary), and 64 readers read at least as fast as 4 under the same
-// writers.
+// binary), and 64 readers read at least as fast as 4 under the same load
+// (B0 against A, B against AW).
 const (
 	loadRows, loadCols = 8192, 8192 // 256 MiB of float32
 	loadChunk          = 512
 	loadBudget         = 512 * MiB
 	loadWarmUp         = 2 * time.Second
-	loadPhaseA         = 8 * time.Second
+	loadPhaseA         = 6 * time.Second // A and B0 each, in loadRounds turns
 	loadTurn           = 4 * time.Second // 3 turns of 4 + 64 readers beside the writers
 	loadRounds         = 3
 	// loadTolerance: B's read throughput must be at least this fraction
@@ -299,11 +300,6 @@ func TestLoadMemoryBudget(t *testing.T) {
 	// readers. Taking turns spreads the machine's drifts (other work on
 	// it) over both: back-to-back phases of the same load differed by up
 	// to 40 %.
-	stA, dA := phase(loadPhaseA, readers4)
-	hwmA, _ := statusBytes(pid, "VmHWM")
-	stopWriters := run(writers16)
-	stAW, stB := &loadStats{}, &loadStats{}
-	var dAW, dB time.Duration
 	add := func(sum *loadStats, st *loadStats) {
 		sum.readBytes.Add(st.readBytes.Load())
 		sum.reads.Add(st.reads.Load())
@@ -315,6 +311,21 @@ func TestLoadMemoryBudget(t *testing.T) {
 		}
 		sum.firstErrs = append(sum.firstErrs, st.firstErrs...)
 	}
+	// Phase A and B0: 4 and 64 readers alone, taking turns.
+	stA, stB0 := &loadStats{}, &loadStats{}
+	var dA, dB0 time.Duration
+	for range loadRounds {
+		st, d := phase(loadPhaseA/loadRounds, readers4)
+		add(stA, st)
+		dA += d
+		st, d = phase(loadPhaseA/loadRounds, readers64)
+		add(stB0, st)
+		dB0 += d
+	}
+	hwmA, _ := statusBytes(pid, "VmHWM")
+	stopWriters := run(writers16)
+	stAW, stB := &loadStats{}, &loadStats{}
+	var dAW, dB time.Duration
 	for range loadRounds {
 		st, d := phase(loadTurn, readers4)
 		add(stAW, st)
@@ -339,6 +350,7 @@ func TestLoadMemoryBudget(t *testing.T) {
 		hwm           int64
 	}{
 		{"A", "4 full readers", stA, dA, hwmA},
+		{"B0", "16 full + 48 window readers", stB0, dB0, hwmA},
 		{"AW", "4 full readers beside the writers", stAW, dAW, peak},
 		{"B", "16 full + 48 window readers beside the writers", stB, dB, peak},
 	} {
@@ -353,13 +365,17 @@ func TestLoadMemoryBudget(t *testing.T) {
 	if killed || !srv.alive() {
 		t.Fatalf("the server died or was killed (peak RSS %s): %s", mib(peak), crashReason(srv.logs.String()))
 	}
-	for name, st := range map[string]*loadStats{"A": stA, "AW": stAW, "B": stB, "writers": stW} {
+	for name, st := range map[string]*loadStats{"A": stA, "B0": stB0, "AW": stAW, "B": stB, "writers": stW} {
 		if n, msg := st.errors(); n > 0 {
 			t.Errorf("phase %s: %d errors: %s", name, n, msg)
 		}
 	}
 	if peak > bound {
 		t.Errorf("peak RSS %s over the bound %s", mib(peak), mib(bound))
+	}
+	readA, readB0 := mbps(stA.readBytes.Load(), dA), mbps(stB0.readBytes.Load(), dB0)
+	if readB0 < loadTolerance*readA {
+		t.Errorf("64 readers read %.0f MB/s, less than %.1f × the %.0f MB/s of 4 readers", readB0, loadTolerance, readA)
 	}
 	readAW, readB := mbps(stAW.readBytes.Load(), dAW), mbps(stB.readBytes.Load(), dB)
 	if readB < loadTolerance*readAW {
