@@ -227,64 +227,88 @@ func TestParentsConcurrentSiblings(t *testing.T) {
 	for _, format := range []Format{FormatV3, FormatV2, FormatNCZarr} {
 		t.Run(format.String(), func(t *testing.T) {
 			g, cs := newCountingGateway(t)
-			const n = 8
-			start := make(chan struct{})
-			errc := make(chan error, n)
-			var wg sync.WaitGroup
-			for i := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					spec := smallArray
-					spec.Format = format
-					if format == FormatNCZarr {
-						spec.Shape, spec.ChunkShape = nil, nil // a scalar: no dimensions to declare
-					}
-					_, err := g.CreateArray(ctx, fmt.Sprintf("p/q/a%d", i), spec)
-					errc <- err
-				}()
-			}
-			close(start)
-			wg.Wait()
-			close(errc)
-			for err := range errc {
-				if err != nil {
-					t.Fatal(err)
-				}
+			// Several rounds, each under new missing groups, as one round
+			// may not meet every interleaving.
+			const rounds = 6
+			var tops []string
+			for r := range rounds {
+				top := fmt.Sprintf("p%d", r)
+				tops = append(tops, top)
+				createSiblings(t, g, top+"/q", format)
 			}
 			defining := "zarr.json"
 			if format != FormatV3 {
 				defining = ".zgroup"
 			}
-			for _, p := range []string{"", "p", "p/q"} {
+			parents := []string{""}
+			for _, top := range tops {
+				parents = append(parents, top, top+"/q")
+			}
+			for _, p := range parents {
 				wantGroup(t, g, p, format)
 				if c := cs.count(nodePrefix(p) + defining); c != 1 {
 					t.Errorf("%s of %q written %d times", defining, p, c)
 				}
 			}
-			var want []string
-			for i := range n {
-				want = append(want, fmt.Sprintf("p/q/a%d", i))
-			}
-			var got []string
-			if err := g.Children(ctx, "p/q", false, func(n *Node) error { got = append(got, n.Path); return nil }); err != nil {
-				t.Fatal(err)
-			}
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Fatalf("children of p/q = %v", got)
-			}
 			if format == FormatNCZarr {
-				q := wantGroup(t, g, "p/q", format).Group.NCZarr
-				vars := slices.Sorted(slices.Values(q.Arrays))
-				if fmt.Sprint(vars) != "[a0 a1 a2 a3 a4 a5 a6 a7]" {
-					t.Fatalf("p/q lists %v", q.Arrays)
+				if r := wantGroup(t, g, "", format).Group.NCZarr; fmt.Sprint(slices.Sorted(slices.Values(r.Groups))) != fmt.Sprint(tops) {
+					t.Errorf("root lists %v", r.Groups)
 				}
-				if r, p := wantGroup(t, g, "", format).Group.NCZarr, wantGroup(t, g, "p", format).Group.NCZarr; fmt.Sprint(r.Groups, p.Groups) != "[p] [q]" {
-					t.Fatalf("root lists %v, p lists %v", r.Groups, p.Groups)
+				for _, top := range tops {
+					if p := wantGroup(t, g, top, format).Group.NCZarr; fmt.Sprint(p.Groups) != "[q]" {
+						t.Errorf("%s lists %v", top, p.Groups)
+					}
 				}
 			}
 		})
+	}
+}
+
+// createSiblings creates 8 arrays under parent at once, checks they all
+// succeed and are all its children (and, NCZarr, listed in it).
+func createSiblings(t *testing.T, g *Gateway, parent string, format Format) {
+	t.Helper()
+	const n = 8
+	start := make(chan struct{})
+	errc := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			spec := smallArray
+			spec.Format = format
+			if format == FormatNCZarr {
+				spec.Shape, spec.ChunkShape = nil, nil // a scalar: no dimensions to declare
+			}
+			_, err := g.CreateArray(ctx, fmt.Sprintf("%s/a%d", parent, i), spec)
+			errc <- err
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want, got []string
+	for i := range n {
+		want = append(want, fmt.Sprintf("%s/a%d", parent, i))
+	}
+	if err := g.Children(ctx, parent, false, func(n *Node) error { got = append(got, n.Path); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("children of %s = %v", parent, got)
+	}
+	if format == FormatNCZarr {
+		q := wantGroup(t, g, parent, format).Group.NCZarr
+		if vars := slices.Sorted(slices.Values(q.Arrays)); fmt.Sprint(vars) != "[a0 a1 a2 a3 a4 a5 a6 a7]" {
+			t.Fatalf("%s lists %v", parent, q.Arrays)
+		}
 	}
 }
 
