@@ -1,14 +1,21 @@
 package e2e
 
 import (
+	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/zarrgate/zarrgate/codecsvc"
+	"github.com/zarrgate/zarrgate/gateway"
 	"github.com/zarrgate/zarrgate/internal/testenv"
+	"github.com/zarrgate/zarrgate/storesvc/file"
+	"github.com/zarrgate/zarrgate/zarr"
 )
 
 // zarr-python opens the hierarchy the CLI made, reads it with the given
@@ -98,5 +105,46 @@ func TestParentsVisibleEverywhere(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// An NCZarr variable made under missing groups: netCDF's ncdump finds the
+// groups the gateway made for it, nested, and the variable in the
+// innermost one with its dimension (declared by the root) and values.
+func TestNcdumpReadsNCZarrParents(t *testing.T) {
+	ncdump := testenv.Tool(t, "ncdump")
+	dir := t.TempDir()
+	fs, err := file.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(fs, codecsvc.NewLocal(), gateway.Config{})
+	ctx := context.Background()
+	if _, err := g.CreateGroup(ctx, "", gateway.GroupSpec{Format: gateway.FormatNCZarr, Dimensions: []zarr.Dimension{{Name: "n", Size: 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Uncompressed: see TestNcdumpReadsGatewayV2.
+	if _, err := g.CreateArray(ctx, "model/run1/x", gateway.ArraySpec{Format: gateway.FormatNCZarr, Shape: []int64{3}, DataType: "int32",
+		DimensionNames: []string{"n"}, Codecs: json.RawMessage(`[{"name":"bytes","configuration":{"endian":"little"}}]`)}); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	if _, err := g.WriteSlab(ctx, "model/run1/x", nil, func() (gateway.Block, error) {
+		if done {
+			return gateway.Block{}, io.EOF
+		}
+		done = true
+		return gateway.Block{Origin: []int64{0}, Shape: []int64{3}, Data: binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, 7), 8), 9)}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(ncdump, "file://"+dir+"#mode=nczarr,file").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ncdump: %v\n%s", err, out)
+	}
+	text := strings.Join(strings.Fields(string(out)), " ")
+	model, run1, x := strings.Index(text, "group: model {"), strings.Index(text, "group: run1 {"), strings.Index(text, "int x(n) ;")
+	if !strings.Contains(text, "n = 3 ;") || model < 0 || run1 < model || x < run1 || !strings.Contains(text, "x = 7, 8, 9 ;") {
+		t.Fatalf("ncdump does not show x(n) in group run1 in group model:\n%s", out)
 	}
 }
