@@ -172,7 +172,9 @@ type ArraySpec struct {
 	Attributes     string // JSON object
 }
 
-// CreateArray creates an array.
+// CreateArray creates an array, and the groups missing above it (the root
+// included) in its format, as zarr-python does; an array above it is
+// FailedPrecondition.
 func (c *Client) CreateArray(ctx context.Context, path string, s ArraySpec) (*Array, error) {
 	resp, err := c.arrays.CreateArray(ctx, &gatewayv1.CreateArrayRequest{
 		Path: path, Format: s.Format, Shape: u64s(s.Shape), DataType: s.DataType, ChunkShape: u64s(s.ChunkShape),
@@ -185,7 +187,8 @@ func (c *Client) CreateArray(ctx context.Context, path string, s ArraySpec) (*Ar
 	return &Array{c: c, Node: nodeFromProto(resp.GetNode())}, nil
 }
 
-// CreateGroup creates a group with optional attributes (a JSON object).
+// CreateGroup creates a group with optional attributes (a JSON object), and
+// the groups missing above it as CreateArray does.
 func (c *Client) CreateGroup(ctx context.Context, path string, format Format, attributes string) (*Group, error) {
 	resp, err := c.arrays.CreateGroup(ctx, &gatewayv1.CreateGroupRequest{Path: path, Format: format, AttributesJson: attributes}, noRetry)
 	if err != nil {

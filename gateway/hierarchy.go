@@ -153,8 +153,8 @@ type GroupSpec struct {
 	Dimensions []zarr.Dimension // NCZarr only
 }
 
-// CreateGroup creates a group at path. A node already there is
-// AlreadyExists.
+// CreateGroup creates a group at path, and the groups missing above it
+// (see ensureParents). A node already there is AlreadyExists.
 func (g *Gateway) CreateGroup(ctx context.Context, path string, spec GroupSpec) (*Node, error) {
 	if err := g.checkFree(ctx, path); err != nil {
 		return nil, err
@@ -177,6 +177,9 @@ func (g *Gateway) CreateGroup(ctx context.Context, path string, spec GroupSpec) 
 	}
 	if len(spec.Dimensions) > 0 && spec.Format != FormatNCZarr {
 		return nil, errs.New(errs.InvalidArgument, "create group %q: dimensions are an NCZarr feature; ask for the NCZarr format", path)
+	}
+	if err := g.ensureParents(ctx, path, spec.Format); err != nil {
+		return nil, err
 	}
 	n := &node{path: path, group: grp}
 	if err := g.writeNew(ctx, n); err != nil {
@@ -210,8 +213,8 @@ type ArraySpec struct {
 // DefaultCodecs is the chain of a new array that names none.
 var DefaultCodecs = json.RawMessage(`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":3,"checksum":false}}]`)
 
-// CreateArray creates an array at path. A node already there is
-// AlreadyExists; a specification the format cannot express is
+// CreateArray creates an array at path, and the groups missing above it
+// (see ensureParents). A node already there is AlreadyExists; a specification the format cannot express is
 // InvalidArgument naming the field.
 func (g *Gateway) CreateArray(ctx context.Context, path string, spec ArraySpec) (*Node, error) {
 	a, err := buildArray(path, spec)
@@ -226,6 +229,9 @@ func (g *Gateway) CreateArray(ctx context.Context, path string, spec ArraySpec) 
 		return nil, fmt.Errorf("create array %q: %w", path, err)
 	}
 	if err := g.checkFree(ctx, path); err != nil {
+		return nil, err
+	}
+	if err := g.ensureParents(ctx, path, spec.Format); err != nil {
 		return nil, err
 	}
 	if err := g.writeNew(ctx, n); err != nil {

@@ -37,6 +37,7 @@ var commands = []command{
 	{"put", "store stdin or a file under a raw key", runPut},
 	{"rm", "remove a raw key (-r: a prefix)", runRm},
 	{"mkarray", "create an array", runMkarray},
+	{"mkgroup", "create a group (and the groups missing above it)", runMkgroup},
 	{"cp", "copy every key between two stores (servers or local), resumably", runCp},
 }
 
