@@ -292,3 +292,42 @@ func TestNetCDF4ReadsGatewayNCZarrSubgroups(t *testing.T) {
 		t.Errorf("netCDF-C %s reads\n%s\nwant\n%s", got.Lib, g, want)
 	}
 }
+
+// A dataset ncgen 4.9.0 wrote keeps its form when the gateway adds to it:
+// the new array in the subgroup uses the subgroup's own dimension, and the
+// subgroup's updated list of variables stays where 4.9.0 reads it.
+func TestNcdumpReadsNcgenDatasetExtended(t *testing.T) {
+	ncgen, ncdump := testenv.Tool(t, "ncgen"), testenv.Tool(t, "ncdump")
+	tmp := t.TempDir()
+	cdl := filepath.Join(tmp, "sub.cdl")
+	if err := os.WriteFile(cdl, []byte(`netcdf sub { dimensions: x = 3 ; variables: int x(x) ; data: x = 7, 8, 9 ;
+		group: sub { dimensions: level = 2 ; variables: double v(level) ; v:units = "m" ; data: v = 0.5, 1.5 ; } }`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(tmp, "sub.ncz")
+	if out, err := exec.Command(ncgen, "-4", "-lb", "-o", "file://"+dir+"#mode=nczarr,file", cdl).CombinedOutput(); err != nil {
+		t.Fatalf("ncgen: %v\n%s", err, out)
+	}
+	fs, err := file.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateway.New(fs, codecsvc.NewLocal(), gateway.Config{})
+	ctx := context.Background()
+	if _, err := g.CreateArray(ctx, "sub/w", gateway.ArraySpec{Format: gateway.FormatNCZarr, Shape: []int64{3, 2}, DataType: "int16",
+		DimensionNames: []string{"x", "level"}, FillValue: json.RawMessage(`-3`), Attributes: json.RawMessage(`{"n":5}`),
+		Codecs: json.RawMessage(`[{"name":"bytes","configuration":{"endian":"little"}}]`)}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(ncdump, "file://"+dir+"#mode=nczarr,file").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ncdump: %v\n%s", err, out)
+	}
+	text := strings.Join(strings.Fields(string(out)), " ")
+	for _, w := range []string{"dimensions: x = 3 ; variables: int x(x) ;", "group: sub { dimensions: level = 2 ; variables: double v(level) ;",
+		"short w(x, level) ;", "w:n = 5 ;", "x = 7, 8, 9 ;", "v = 0.5, 1.5 ;", "w = -3, -3, -3, -3, -3, -3 ;"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("ncdump output lacks %q:\n%s", w, out)
+		}
+	}
+}

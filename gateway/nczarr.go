@@ -58,18 +58,26 @@ func (g *Gateway) newNCZarrGroup(ctx context.Context, path string, spec GroupSpe
 		seen[d.Name] = true
 	}
 	nc := &zarr.NCZarrGroup{Superblock: path == "", Version: "2.0.0", Legacy: spec.NCZarrLegacy}
-	if path == "" {
-		return nc, nil
-	}
-	parent, err := g.loadGroup(ctx, enclosingGroups(path)[0])
-	if err != nil {
-		return nil, err
+	var parent *zarr.Group
+	if path != "" {
+		var err error
+		if parent, err = g.loadGroup(ctx, enclosingGroups(path)[0]); err != nil {
+			return nil, err
+		}
 	}
 	if parent != nil && parent.NCZarr != nil {
 		if spec.NCZarrLegacy && !parent.NCZarr.Legacy {
 			return nil, errs.New(errs.InvalidArgument, "create group %q: the NCZarr dataset around it uses the current (lower-case) form; one dataset cannot mix it with netCDF 4.9.0's", path)
 		}
 		nc.Legacy = parent.NCZarr.Legacy
+	}
+	if nc.Legacy {
+		for _, d := range spec.Dimensions {
+			if d.Unlimited {
+				// ncgen 4.9.0 itself fails on one ("Invalid dimension size").
+				return nil, errs.New(errs.InvalidArgument, "create group %q: dimension %q: netCDF 4.9.0's NCZarr form has no unlimited dimensions", path, d.Name)
+			}
+		}
 	}
 	return nc, nil
 }

@@ -90,6 +90,10 @@ func TestNCZarrDimensionErrors(t *testing.T) {
 	if _, err := g.CreateGroup(ctx, "g", GroupSpec{Format: FormatV2, NCZarrLegacy: true}); !errors.Is(err, errs.InvalidArgument) {
 		t.Errorf("the legacy form of a plain v2 group: %v", err)
 	}
+	if _, err := newTestGateway(t).CreateGroup(ctx, "", GroupSpec{Format: FormatNCZarr, NCZarrLegacy: true,
+		Dimensions: []zarr.Dimension{{Name: "t", Unlimited: true}}}); !errors.Is(err, errs.InvalidArgument) || !strings.Contains(err.Error(), "unlimited") {
+		t.Errorf("an unlimited dimension in the legacy form: %v", err)
+	}
 	// One dataset, one form: a 4.9.0-form subgroup under a current root
 	// would be unreadable to both netCDF versions.
 	if _, err := g.CreateGroup(ctx, "g", GroupSpec{Format: FormatNCZarr, NCZarrLegacy: true}); !errors.Is(err, errs.InvalidArgument) {
