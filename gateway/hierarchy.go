@@ -151,6 +151,12 @@ type GroupSpec struct {
 	Format     Format
 	Attributes json.RawMessage
 	Dimensions []zarr.Dimension // NCZarr only
+	// NCZarrLegacy writes the NCZarr metadata in netCDF-C 4.9.0's form
+	// (upper-case _NCZARR_* keys, partly in .zgroup and .zarray), the only
+	// one 4.9.0 (Debian 12's netcdf-bin) reads; netCDF 4.10 reads only the
+	// default lower-case form. Groups and arrays created below an NCZarr
+	// group take its form whatever this says.
+	NCZarrLegacy bool
 }
 
 // CreateGroup creates a group at path, and the groups missing above it
@@ -170,13 +176,15 @@ func (g *Gateway) CreateGroup(ctx context.Context, path string, spec GroupSpec) 
 		grp.ZarrFormat = 2
 	case FormatNCZarr:
 		grp.ZarrFormat = 2
-		grp.NCZarr = &zarr.NCZarrGroup{Superblock: path == "", Version: "2.0.0"}
+		if grp.NCZarr, err = g.newNCZarrGroup(ctx, path, spec); err != nil {
+			return nil, err
+		}
 		grp.Dimensions = spec.Dimensions
 	default:
 		return nil, errs.New(errs.InvalidArgument, "create group %q: unknown format %d", path, spec.Format)
 	}
-	if len(spec.Dimensions) > 0 && spec.Format != FormatNCZarr {
-		return nil, errs.New(errs.InvalidArgument, "create group %q: dimensions are an NCZarr feature; ask for the NCZarr format", path)
+	if (len(spec.Dimensions) > 0 || spec.NCZarrLegacy) && spec.Format != FormatNCZarr {
+		return nil, errs.New(errs.InvalidArgument, "create group %q: dimensions and the legacy form are NCZarr features; ask for the NCZarr format", path)
 	}
 	if err := g.ensureParents(ctx, path, spec.Format); err != nil {
 		return nil, err
@@ -205,7 +213,11 @@ type ArraySpec struct {
 	// means bytes + zstd.
 	Codecs json.RawMessage
 	// FillValue in v3 JSON form; empty means the data type's zero.
-	FillValue      json.RawMessage
+	FillValue json.RawMessage
+	// DimensionNames name the dimensions. In NCZarr each must be a shared
+	// dimension of the array's group or of an enclosing group (the
+	// innermost declaring it wins, as in netCDF), or a full reference to
+	// one ("/sub/level"), with the array's length along it.
 	DimensionNames []string
 	Attributes     json.RawMessage
 }
@@ -220,6 +232,11 @@ func (g *Gateway) CreateArray(ctx context.Context, path string, spec ArraySpec) 
 	a, err := buildArray(path, spec)
 	if err != nil {
 		return nil, err
+	}
+	if spec.Format == FormatNCZarr {
+		if err := g.resolveNCZarrDims(ctx, path, a); err != nil {
+			return nil, err
+		}
 	}
 	n := &node{path: path, array: a}
 	// An array this gateway could not read or write is refused up front

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh machine, idempotently: the
 # S3-compatible test server (built from the Go module proxy), netCDF's
-# ncgen/ncdump (Debian netcdf-bin) and the pinned Python venv.
+# ncgen/ncdump (Debian netcdf-bin, netCDF-C 4.9.0) and the pinned Python venv
+# (zarr-python, numcodecs, and netCDF4, whose wheel bundles netCDF-C 4.10).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/s3server.sh build >/dev/null

@@ -3,6 +3,7 @@ package zarr
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"strconv"
 	"strings"
 
@@ -21,6 +22,11 @@ type NCZarrArray struct {
 	AttributeTypes map[string]string
 	// MaxStrLen is _nczarr_maxstrlen, 0 when absent.
 	MaxStrLen int
+	// Legacy is set when the array is stored in netCDF-C 4.9.0's form
+	// (_NCZARR_ARRAY in .zarray, _NCZARR_ATTR in .zattrs): 4.9.0 reads
+	// only that form, 4.10 only the lower-case one, so an array keeps the
+	// form its dataset was written in.
+	Legacy bool
 }
 
 // NCZarrGroup is the netCDF information of an NCZarr group (its shared
@@ -37,6 +43,10 @@ type NCZarrGroup struct {
 	AttributeTypes map[string]string
 	// DefaultMaxStrLen is _nczarr_default_maxstrlen, 0 when absent.
 	DefaultMaxStrLen int
+	// Legacy is set when the group is stored in netCDF-C 4.9.0's form
+	// (_NCZARR_SUPERBLOCK and _NCZARR_GROUP in .zgroup, _NCZARR_ATTR in
+	// .zattrs); see NCZarrArray.Legacy.
+	Legacy bool
 }
 
 type ncArrayRaw struct{ array json.RawMessage }
@@ -170,6 +180,8 @@ func (a *Array) applyV2Attrs(zattrs []byte, nc ncArrayRaw) error {
 			info.DimensionRefs = raw.Dimensions
 		}
 		info.Storage = raw.Storage
+		// Only netCDF 4.9.0 and older put it into .zarray.
+		info.Legacy = nc.array != nil
 		if info.AttributeTypes, err = parseAttrTypes(firstOf(res, "_nczarr_attr", "_nczarr_attrs"), "_nczarr_attr"); err != nil {
 			return err
 		}
@@ -239,7 +251,8 @@ func (g *Group) applyV2Attrs(zattrs []byte, nc ncGroupRaw) error {
 	if sb == nil && grp == nil {
 		return nil
 	}
-	info := &NCZarrGroup{}
+	// Only netCDF 4.9.0 and older put them into .zgroup.
+	info := &NCZarrGroup{Legacy: nc.superblock != nil || nc.group != nil}
 	if sb != nil {
 		var s struct {
 			Version any `json:"version"`
@@ -366,15 +379,149 @@ func encodeUserAttrs(w *objWriter, attrs json.RawMessage) error {
 	return nil
 }
 
-func attrTypes(user map[string]string, reserved ...string) map[string]string {
-	t := make(map[string]string, len(user)+len(reserved))
-	for k, v := range user {
-		t[k] = v
+// userAttrTypes returns the netCDF type of each user attribute, as
+// _nczarr_attr records them: the recorded type while it still fits the
+// value, else the type the value implies. Without it netCDF guesses from
+// the JSON, and 4.10 reads a number such as 7 as a byte; attributes with no
+// type netCDF 4.9.0 can spell are left out (it guesses those itself).
+func userAttrTypes(attrs json.RawMessage, recorded map[string]string, legacy bool) (map[string]string, error) {
+	t := map[string]string{}
+	if attrs == nil {
+		return t, nil
 	}
+	members, err := parseObject(attrs, "attributes")
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range members {
+		if r, ok := recorded[kv.Key]; ok && typeFits(r, kv.Value, legacy) {
+			t[kv.Key] = r
+		} else if typ := attrType(kv.Value, legacy); typ != "" {
+			t[kv.Key] = typ
+		}
+	}
+	return t, nil
+}
+
+// attrType is the netCDF type an attribute value implies, as a numpy
+// typestring, chosen as netCDF-C writes such values: char (">S1"; 4.9.0
+// spells it "<U1") for a string; int ("<i4") for integers that fit, int64,
+// then uint64 beyond; double for any number with a fraction or exponent;
+// JSON ("|J0") for anything else, which 4.9.0 cannot type ("").
+func attrType(v json.RawMessage, legacy bool) string {
+	var x any
+	if decodeNumber(v, &x) != nil {
+		return ""
+	}
+	other := "|J0"
+	if legacy {
+		other = ""
+	}
+	var nums []json.Number
+	switch x := x.(type) {
+	case string:
+		if legacy {
+			return "<U1"
+		}
+		return ">S1"
+	case json.Number:
+		nums = []json.Number{x}
+	case []any:
+		for _, e := range x {
+			n, ok := e.(json.Number)
+			if !ok {
+				return other
+			}
+			nums = append(nums, n)
+		}
+	}
+	if len(nums) == 0 {
+		return other
+	}
+	var minI, maxI int64
+	unsigned, float := false, false
+	for _, n := range nums {
+		i, err := strconv.ParseInt(string(n), 10, 64)
+		switch {
+		case err == nil:
+			minI, maxI = min(minI, i), max(maxI, i)
+		case func() bool { _, err := strconv.ParseUint(string(n), 10, 64); return err == nil }():
+			unsigned = true
+		default:
+			float = true
+		}
+	}
+	switch {
+	case float, unsigned && minI < 0:
+		return "<f8"
+	case unsigned:
+		return "<u8"
+	case minI >= math.MinInt32 && maxI <= math.MaxInt32:
+		return "<i4"
+	}
+	return "<i8"
+}
+
+// typeFits reports whether a recorded attribute type still describes the
+// value (a string type for a string, an integer type for integers, a
+// floating type for numbers), so an attribute rewritten with a value of
+// another kind is typed afresh rather than mislabelled.
+func typeFits(t string, v json.RawMessage, legacy bool) bool {
+	implied := attrType(v, false)
+	if t == "|J0" {
+		return !legacy
+	}
+	if len(t) < 2 {
+		return false
+	}
+	switch t[1] {
+	case 'S', 'U':
+		return implied == ">S1"
+	case 'f':
+		return implied == "<f8" || implied == "<i4" || implied == "<i8" || implied == "<u8"
+	case 'i', 'u':
+		return implied == "<i4" || implied == "<i8" || implied == "<u8"
+	}
+	return false
+}
+
+// withReserved adds the types of NCZarr's own attributes, which netCDF
+// 4.10 lists with the user ones.
+func withReserved(t map[string]string, reserved ...string) map[string]string {
 	for _, r := range reserved {
 		t[r] = "|J0"
 	}
 	return t
+}
+
+// ncArrayInfo is the _nczarr_array object, the same in both forms.
+func (a *Array) ncArrayInfo() (json.RawMessage, error) {
+	nc := a.NCZarr
+	refs := nc.DimensionRefs
+	storage := nc.Storage
+	if len(a.Shape) == 0 {
+		refs, storage = []string{}, "scalar"
+	} else if len(refs) != len(a.Shape) {
+		refs = make([]string, len(a.Shape))
+		for i := range refs {
+			name := ""
+			if i < len(a.DimensionNames) {
+				name = a.DimensionNames[i]
+			}
+			if name == "" {
+				return nil, errs.New(errs.InvalidArgument, "NCZarr: dimension %d has no name", i)
+			}
+			refs[i] = "/" + name
+		}
+	}
+	if storage == "" || storage == "scalar" && len(a.Shape) > 0 {
+		storage = "chunked"
+	}
+	var arr objWriter
+	arr.add("dimrefs", refs)
+	arr.add("storage", storage)
+	arr.buf.WriteByte('}')
+	return arr.buf.Bytes(), arr.err
 }
 
 func (a *Array) encodeV2Attrs() ([]byte, error) {
@@ -390,37 +537,73 @@ func (a *Array) encodeV2Attrs() ([]byte, error) {
 		w.add("_ARRAY_DIMENSIONS", a.DimensionNames)
 	}
 	if nc := a.NCZarr; nc != nil {
-		refs := nc.DimensionRefs
-		storage := nc.Storage
-		if len(a.Shape) == 0 {
-			refs, storage = []string{}, "scalar"
-		} else if len(refs) != len(a.Shape) {
-			refs = make([]string, len(a.Shape))
-			for i := range refs {
-				name := ""
-				if i < len(a.DimensionNames) {
-					name = a.DimensionNames[i]
-				}
-				if name == "" {
-					return nil, errs.New(errs.InvalidArgument, "NCZarr: dimension %d has no name", i)
-				}
-				refs[i] = "/" + name
-			}
+		types, err := userAttrTypes(a.Attributes, nc.AttributeTypes, nc.Legacy)
+		if err != nil {
+			return nil, err
 		}
-		if storage == "" || storage == "scalar" && len(a.Shape) > 0 {
-			storage = "chunked"
+		if nc.Legacy {
+			// _NCZARR_ARRAY goes into .zarray (encodeV2Legacy).
+			w.add("_NCZARR_ATTR", map[string]any{"types": types})
+			return w.bytes()
 		}
-		var arr objWriter
-		arr.add("dimrefs", refs)
-		arr.add("storage", storage)
-		arr.buf.WriteByte('}')
-		w.raw("_nczarr_array", arr.buf.Bytes())
+		info, err := a.ncArrayInfo()
+		if err != nil {
+			return nil, err
+		}
+		w.raw("_nczarr_array", info)
 		if nc.MaxStrLen > 0 {
 			w.add("_nczarr_maxstrlen", nc.MaxStrLen)
 		}
-		w.add("_nczarr_attr", map[string]any{"types": attrTypes(nc.AttributeTypes, "_nczarr_array", "_nczarr_attr")})
+		w.add("_nczarr_attr", map[string]any{"types": withReserved(types, "_nczarr_array", "_nczarr_attr")})
 	}
 	return w.bytes()
+}
+
+// encodeV2Legacy adds what netCDF 4.9.0 reads from .zarray (and nothing
+// for arrays in the current form).
+func (a *Array) encodeV2Legacy(w *objWriter) error {
+	if a.NCZarr == nil || !a.NCZarr.Legacy {
+		return nil
+	}
+	info, err := a.ncArrayInfo()
+	if err != nil {
+		return err
+	}
+	w.raw("_NCZARR_ARRAY", info)
+	return nil
+}
+
+// ncGroupInfo is the _nczarr_group object, the same in both forms.
+func (g *Group) ncGroupInfo(nc *NCZarrGroup) json.RawMessage {
+	var dims objWriter
+	for _, d := range g.Dimensions {
+		if d.Unlimited {
+			dims.add(d.Name, map[string]int64{"size": d.Size, "unlimited": 1})
+		} else {
+			dims.add(d.Name, d.Size)
+		}
+	}
+	if dims.buf.Len() == 0 {
+		dims.buf.WriteByte('{')
+	}
+	dims.buf.WriteByte('}')
+	var grp objWriter
+	grp.raw("dims", dims.buf.Bytes())
+	grp.add("vars", nonNilStrings(nc.Arrays))
+	grp.add("groups", nonNilStrings(nc.Groups))
+	grp.buf.WriteByte('}')
+	return grp.buf.Bytes()
+}
+
+func (nc *NCZarrGroup) superblock() map[string]any {
+	v := nc.Version
+	if v == "" {
+		v = "2.0.0"
+	}
+	if nc.Legacy {
+		return map[string]any{"version": v}
+	}
+	return map[string]any{"version": v, "format": 2}
 }
 
 func (g *Group) encodeV2Attrs() ([]byte, error) {
@@ -432,39 +615,40 @@ func (g *Group) encodeV2Attrs() ([]byte, error) {
 		if nc == nil {
 			nc = &NCZarrGroup{}
 		}
-		var dims objWriter
-		for _, d := range g.Dimensions {
-			if d.Unlimited {
-				dims.add(d.Name, map[string]int64{"size": d.Size, "unlimited": 1})
-			} else {
-				dims.add(d.Name, d.Size)
-			}
+		types, err := userAttrTypes(g.Attributes, nc.AttributeTypes, nc.Legacy)
+		if err != nil {
+			return nil, err
 		}
-		if dims.buf.Len() == 0 {
-			dims.buf.WriteByte('{')
+		if nc.Legacy {
+			// _NCZARR_SUPERBLOCK and _NCZARR_GROUP go into .zgroup
+			// (encodeV2Legacy).
+			w.add("_NCZARR_ATTR", map[string]any{"types": types})
+			return w.bytes()
 		}
-		dims.buf.WriteByte('}')
-		var grp objWriter
-		grp.raw("dims", dims.buf.Bytes())
-		grp.add("vars", nonNilStrings(nc.Arrays))
-		grp.add("groups", nonNilStrings(nc.Groups))
-		grp.buf.WriteByte('}')
-		w.raw("_nczarr_group", grp.buf.Bytes())
+		w.raw("_nczarr_group", g.ncGroupInfo(nc))
 		reserved := []string{"_nczarr_group", "_nczarr_attr"}
 		if nc.Superblock {
-			v := nc.Version
-			if v == "" {
-				v = "2.0.0"
-			}
-			w.add("_nczarr_superblock", map[string]any{"version": v, "format": 2})
+			w.add("_nczarr_superblock", nc.superblock())
 			reserved = append(reserved, "_nczarr_superblock")
 		}
 		if nc.DefaultMaxStrLen > 0 {
 			w.add("_nczarr_default_maxstrlen", nc.DefaultMaxStrLen)
 		}
-		w.add("_nczarr_attr", map[string]any{"types": attrTypes(nc.AttributeTypes, reserved...)})
+		w.add("_nczarr_attr", map[string]any{"types": withReserved(types, reserved...)})
 	}
 	return w.bytes()
+}
+
+// encodeV2Legacy adds what netCDF 4.9.0 reads from .zgroup.
+func (g *Group) encodeV2Legacy(w *objWriter) {
+	nc := g.NCZarr
+	if nc == nil || !nc.Legacy {
+		return
+	}
+	if nc.Superblock {
+		w.add("_NCZARR_SUPERBLOCK", nc.superblock())
+	}
+	w.raw("_NCZARR_GROUP", g.ncGroupInfo(nc))
 }
 
 func nonNilStrings(s []string) []string {

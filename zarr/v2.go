@@ -459,7 +459,8 @@ func ParseV2Array(zarray, zattrs []byte) (*Array, error) {
 
 // EncodeV2 returns the array's .zarray and .zattrs as zarr-python 2 writes
 // them (zattrs is "{}" when there are no attributes). NCZarr metadata is
-// written in the lower-case form into .zattrs when NCZarr is set; named
+// written in the lower-case form into .zattrs when NCZarr is set (or in
+// netCDF 4.9.0's, partly into .zarray, when NCZarr.Legacy is); named
 // dimensions become xarray's _ARRAY_DIMENSIONS. The codec chain must be
 // expressible in v2: an optional leading transpose reversing the
 // dimensions (order "F"), array->array numcodecs filters, "bytes" or a vlen
@@ -553,6 +554,9 @@ func (a *Array) EncodeV2() (zarray, zattrs []byte, err error) {
 	w.add("shape", shape)
 	w.add("zarr_format", 2)
 	writeExtensions(&w, a.Extensions)
+	if err := a.encodeV2Legacy(&w); err != nil {
+		return nil, nil, err
+	}
 	zarray, err = w.bytes()
 	if err != nil {
 		return nil, nil, err
@@ -600,11 +604,13 @@ func ParseV2Group(zgroup, zattrs []byte) (*Group, error) {
 }
 
 // EncodeV2 returns the group's .zgroup and .zattrs; NCZarr metadata goes
-// into .zattrs in the lower-case form when NCZarr is set.
+// into .zattrs in the lower-case form when NCZarr is set (into .zgroup in
+// netCDF 4.9.0's upper-case form when NCZarr.Legacy is).
 func (g *Group) EncodeV2() (zgroup, zattrs []byte, err error) {
 	w := objWriter{indent: "    "}
 	w.add("zarr_format", 2)
 	writeExtensions(&w, g.Extensions)
+	g.encodeV2Legacy(&w)
 	zgroup, err = w.bytes()
 	if err != nil {
 		return nil, nil, err

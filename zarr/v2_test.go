@@ -235,7 +235,7 @@ func TestNCZarr490(t *testing.T) {
 		t.Errorf("scalar written as %v", m.Shape)
 	}
 	roundTripV2(t, s)
-	// Group round trip through the newer form.
+	// Group round trip, in the form it was read in (4.9.0's).
 	zg, zt, err := g.EncodeV2()
 	if err != nil {
 		t.Fatal(err)
