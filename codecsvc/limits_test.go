@@ -155,12 +155,13 @@ var bombCodecs = []string{
 // Now a string chunk's element bytes stop at the per-chunk limit with
 // ResourceExhausted, fast, costing memory in proportion to the limit.
 func TestStringBombs(t *testing.T) {
-	const limit = 8 << 20
+	const limit = 2 << 20
 	lim := Limits{MaxVariableBytes: limit}
 	spec := ChunkSpec{Shape: []int{16}, DataType: zarr.MustDataType("string")}
-	// A vlen stream of 16 strings, the last of 256 MiB of zeros (valid
-	// UTF-8: a decoder cannot tell it from real data before it ends).
-	const big = 256 << 20
+	// A vlen stream of 16 strings, the last of 32 MiB of zeros, 16 times
+	// the limit (valid UTF-8: a decoder cannot tell it from real data
+	// before it ends). Small enough to compress quickly under -race.
+	const big = 32 << 20
 	stream := binary.LittleEndian.AppendUint32(nil, 16)
 	for range 15 {
 		stream = binary.LittleEndian.AppendUint32(stream, 1)
@@ -185,7 +186,7 @@ func TestStringBombs(t *testing.T) {
 		_, err = c.Decode(packed)
 		a, d := heapAlloc()-a0, time.Since(t0)
 		if !errors.Is(err, errs.ResourceExhausted) {
-			t.Errorf("%s: %d-byte bomb of 256 MiB of strings: %v, want ResourceExhausted", bb, len(packed), err)
+			t.Errorf("%s: %d-byte bomb of 32 MiB of strings: %v, want ResourceExhausted", bb, len(packed), err)
 		}
 		t.Logf("%s: %d-byte bomb refused in %v, %d KiB allocated (limit %d KiB): %v", bb, len(packed), d.Round(time.Millisecond), a>>10, limit>>10, err)
 		if a > 3*limit {
@@ -243,11 +244,11 @@ func TestLyingHeaders(t *testing.T) {
 func TestFixedBombs(t *testing.T) {
 	spec := ChunkSpec{Shape: []int{1 << 20}, DataType: zarr.MustDataType("uint8")}
 	for _, bb := range bombCodecs {
-		packed := zeroBomb(t, bb, 64<<20)
+		packed := zeroBomb(t, bb, 16<<20)
 		c := chain(t, `[{"name":"bytes"},`+bb+`]`, spec)
 		a0 := heapAlloc()
 		if _, err := c.Decode(packed); !errors.Is(err, errs.DataLoss) {
-			t.Errorf("%s: 64 MiB into 1 MiB: %v, want DataLoss", bb, err)
+			t.Errorf("%s: 16 MiB into 1 MiB: %v, want DataLoss", bb, err)
 		}
 		if a := heapAlloc() - a0; a > 4<<20 {
 			t.Errorf("%s: 64 MiB into 1 MiB allocated %d MiB", bb, a>>20)
