@@ -137,19 +137,9 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // parseWithPath parses flags and one optional (or required) positional
 // path. Flags may follow the path.
 func parseWithPath(fs *flag.FlagSet, args []string, optional bool) (string, error) {
-	var pos []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return "", err
-			}
-			return "", usageError{err}
-		}
-		args = fs.Args()
-		if len(args) > 0 {
-			pos = append(pos, args[0])
-			args = args[1:]
-		}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return "", err
 	}
 	switch {
 	case len(pos) > 1:
@@ -160,6 +150,40 @@ func parseWithPath(fs *flag.FlagSet, args []string, optional bool) (string, erro
 		return "", nil
 	}
 	return strings.Trim(pos[0], "/"), nil
+}
+
+// parseInterspersed parses flags anywhere among the operands and returns
+// the operands. Unlike the flag package it takes "-1" or "-3:" for an
+// operand (a selection counting from the end: no flag name starts with a
+// digit); "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for len(args) > 0 {
+		a := args[0]
+		switch {
+		case a == "--":
+			return append(pos, args[1:]...), nil
+		case len(a) < 2 || a[0] != '-' || strings.ContainsRune("0123456789.:", rune(a[1])):
+			pos, args = append(pos, a), args[1:]
+			continue
+		}
+		// One flag, with its value when it takes one and has no "=".
+		n := 1
+		name := strings.TrimLeft(a, "-")
+		if f := fs.Lookup(name); f != nil && !strings.Contains(name, "=") {
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+				n = min(2, len(args))
+			}
+		}
+		if err := fs.Parse(args[:n]); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err}
+		}
+		args = args[n:]
+	}
+	return pos, nil
 }
 
 func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -328,18 +352,9 @@ func runCat(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	format := fs.String("format", "text", "output format: text, csv or npy")
 	output := fs.String("o", "-", "output file (- for stdout)")
 	all := fs.Bool("all", false, fmt.Sprintf("print a whole array of more than %s elements to stdout (without a SELECTION)", humanCount(catAllLimit)))
-	var pos []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return usageError{err}
-		}
-		args = fs.Args()
-		if len(args) > 0 {
-			pos, args = append(pos, args[0]), args[1:]
-		}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
 	}
 	if len(pos) < 1 || len(pos) > 2 {
 		return usageError{errors.New("want PATH and an optional SELECTION such as 0:10,5:20:2")}
@@ -493,7 +508,16 @@ func printRows(w io.Writer, shape []int64, format string, elem func(int64) strin
 	if format == "csv" {
 		cw = csv.NewWriter(w)
 		defer cw.Flush()
-		writeRow = cw.Write
+		writeRow = func(parts []string) error {
+			if len(parts) == 1 && parts[0] == "" {
+				// encoding/csv writes a lone empty field as an empty line,
+				// which readers skip: quote it so the row stays.
+				cw.Flush()
+				_, err := io.WriteString(w, "\"\"\n")
+				return err
+			}
+			return cw.Write(parts)
+		}
 	}
 	if len(shape) == 0 {
 		return writeRow([]string{elem(0)})
