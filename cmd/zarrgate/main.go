@@ -178,6 +178,9 @@ func commandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "\nflags:")
 	fs.VisitAll(func(f *flag.Flag) {
 		typ, text := flag.UnquoteUsage(f)
+		if _, ok := f.Value.(*sizeValue); ok {
+			typ = "size"
+		}
 		line := "  --" + f.Name
 		if len(f.Name) == 1 {
 			line = "  -" + f.Name // one letter: -o, as is usual
