@@ -29,6 +29,9 @@ import (
 	"github.com/zarrgate/zarrgate/errs"
 )
 
+// command is a subcommand. Its run must parse its flags (made with
+// newFlags) before doing anything else and return flag.ErrHelp for
+// --help: run learns a command's flags that way (flagsOf).
 type command struct {
 	name, summary string
 	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
