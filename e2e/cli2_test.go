@@ -474,7 +474,14 @@ func TestServeRootMissing(t *testing.T) {
 	base := t.TempDir()
 	deep := filepath.Join(base, "typo", "data", "store")
 	for _, cmd := range []string{"serve", "store-worker"} {
-		out, errOut, code := zg(t, "", cmd, "--root", deep, "--listen", "127.0.0.1:0")
+		// Bounded: a server that starts instead of refusing would run on.
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		c := exec.CommandContext(ctx, bin, cmd, "--root", deep, "--listen", "127.0.0.1:0")
+		var stdout, stderr bytes.Buffer
+		c.Stdout, c.Stderr = &stdout, &stderr
+		c.Run()
+		cancel()
+		out, errOut, code := stdout.String(), stderr.String(), c.ProcessState.ExitCode()
 		if code != 2 || out != "" || !strings.Contains(errOut, "--create") || !strings.Contains(errOut, filepath.Join(base, "typo", "data")) {
 			t.Errorf("%s --root %s: exit %d, stderr %q", cmd, deep, code, errOut)
 		}
