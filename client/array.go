@@ -9,7 +9,6 @@ import (
 	"io"
 	"iter"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -208,78 +207,6 @@ type Slice struct{ Start, Stop, Step int64 }
 
 // Selection is one Slice per dimension; nil selects the whole array.
 type Selection []Slice
-
-// ParseSelection parses NumPy-style slices separated by commas:
-// "0:10,5:20:2,:,7" (a bare index selects one element; empty bounds mean
-// the whole dimension, which needs the shape: pass it, or nil to require
-// explicit bounds).
-func ParseSelection(s string, shape []int64) (Selection, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	parts := strings.Split(s, ",")
-	if shape != nil && len(parts) != len(shape) {
-		return nil, errs.New(errs.InvalidArgument, "selection %q has %d dimensions, the array %d", s, len(parts), len(shape))
-	}
-	sel := make(Selection, len(parts))
-	for d, p := range parts {
-		p = strings.TrimSpace(p)
-		fields := strings.Split(p, ":")
-		if len(fields) > 3 {
-			return nil, errs.New(errs.InvalidArgument, "selection dimension %d: %q is not start:stop[:step]", d, p)
-		}
-		num := func(f string, def int64) (int64, error) {
-			if f == "" {
-				if def < 0 {
-					return 0, errs.New(errs.InvalidArgument, "selection dimension %d: %q needs explicit bounds", d, p)
-				}
-				return def, nil
-			}
-			v, err := strconv.ParseInt(f, 10, 64)
-			if err != nil || v < 0 {
-				return 0, errs.New(errs.InvalidArgument, "selection dimension %d: %q is not a non-negative integer", d, f)
-			}
-			return v, nil
-		}
-		end := int64(-1)
-		if shape != nil {
-			end = shape[d]
-		}
-		start, err := num(fields[0], 0)
-		if err != nil {
-			return nil, err
-		}
-		if len(fields) == 1 {
-			sel[d] = Slice{Start: start, Stop: start + 1, Step: 1}
-			continue
-		}
-		stop, err := num(fields[1], end)
-		if err != nil {
-			return nil, err
-		}
-		step := int64(1)
-		if len(fields) == 3 {
-			if step, err = num(fields[2], 1); err != nil {
-				return nil, err
-			}
-			if step == 0 {
-				return nil, errs.New(errs.InvalidArgument, "selection dimension %d: step must be at least 1", d)
-			}
-		}
-		sel[d] = Slice{Start: start, Stop: stop, Step: step}
-	}
-	return sel, nil
-}
-
-// MustParseSelection is ParseSelection with explicit bounds, panicking on
-// a malformed literal; for constants in code.
-func MustParseSelection(s string) Selection {
-	sel, err := ParseSelection(s, nil)
-	if err != nil {
-		panic(err)
-	}
-	return sel
-}
 
 func (sel Selection) proto() []*gatewayv1.Slice {
 	out := make([]*gatewayv1.Slice, len(sel))

@@ -123,13 +123,17 @@ func ExampleClient_Store() {
 }
 
 func ExampleParseSelection() {
-	sel, _ := client.ParseSelection("0:10, 5:20:2, :, 7", []int64{100, 100, 30, 10})
-	fmt.Println(sel, sel.Shape([]int64{100, 100, 30, 10}))
-	_, err := client.ParseSelection("0:10:0", nil)
+	shape := []int64{100, 100, 30, 10}
+	sel, _ := client.ParseSelection("0:10, 5:20:2, :, 7", shape)
+	fmt.Println(sel, sel.Shape(shape))
+	sel, _ = client.ParseSelection("-1, ..., -3:", shape)
+	fmt.Println(sel, sel.Shape(shape))
+	_, err := client.ParseSelection("0:10,0:a", shape)
 	fmt.Println(err)
 	// Output:
 	// [{0 10 1} {5 20 2} {0 30 1} {7 8 1}] [10 8 30 1]
-	// selection dimension 0: step must be at least 1
+	// [{99 100 1} {0 100 1} {0 30 1} {7 10 1}] [1 100 30 3]
+	// selection dimension 1 ("0:a"): stop "a" is not an integer
 }
 
 func TestTypedReadsCheckTypes(t *testing.T) {

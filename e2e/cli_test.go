@@ -201,11 +201,11 @@ func TestCLICat(t *testing.T) {
 			t.Fatalf("numpy reads the .npy as %q: %v", out, err)
 		}
 	}
-	if out := mustZg(t, "", "cat", a, "names"); out != " \n" {
+	if out := mustZg(t, "", "cat", a, "names"); out != `"" ""`+"\n" {
 		t.Fatalf("cat of a fresh string array (two empty strings) = %q", out)
 	}
 	_, errOut, code := zg(t, "", "cat", a, "m", "0:9,0:1")
-	if code != 1 || !strings.Contains(errOut, "dimension 0") {
+	if code != 2 || !strings.Contains(errOut, "dimension 0") {
 		t.Fatalf("cat out of bounds: exit %d: %s", code, errOut)
 	}
 	_, errOut, code = zg(t, "", "cat", a, "m", "0:1:0,0:1")

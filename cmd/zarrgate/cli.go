@@ -5,17 +5,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/x448/float16"
 
@@ -33,12 +37,8 @@ type serverOpts struct {
 
 // addrFlag adds the --addr and --timeout flags every client command takes.
 func addrFlag(fs *flag.FlagSet) serverOpts {
-	def := os.Getenv("ZARRGATE_ADDR")
-	if def == "" {
-		def = DefaultListen
-	}
 	return serverOpts{
-		addr:    fs.String("addr", def, "gateway address; $ZARRGATE_ADDR sets the default"),
+		addr:    fs.String("addr", DefaultListen, "gateway address: host:port (a host alone: port "+defaultPort+"), unix:///path/to.sock or a gRPC target such as dns:///name:port"),
 		timeout: fs.Duration("timeout", 0, "give up after this long (e.g. 30s, 5m); 0: no limit"),
 	}
 }
@@ -75,12 +75,34 @@ func (c cliClient) Close() error {
 // which stops working on them when it passes.
 func dial(ctx context.Context, o serverOpts) (context.Context, cliClient, error) {
 	ctx, cancel := withTimeout(ctx, *o.timeout)
-	c, err := client.Dial(ctx, *o.addr)
+	c, err := client.Dial(ctx, withDefaultPort(*o.addr))
 	if err != nil {
 		cancel()
 		return ctx, cliClient{}, err
 	}
 	return ctx, cliClient{Client: c, cancel: cancel}, nil
+}
+
+// defaultPort is the port of DefaultListen, which clients dial when
+// --addr names only a host.
+const defaultPort = "50051"
+
+// withDefaultPort adds defaultPort to an address that is a bare host
+// ("localhost", "10.0.0.5", "::1"): gRPC would dial port 443 for it, which
+// no zarrgate listens on by default. Targets with a scheme (unix:,
+// dns:///) and addresses with a port are left alone.
+func withDefaultPort(addr string) string {
+	if addr == "" || strings.Contains(addr, "/") || strings.HasPrefix(addr, "unix:") {
+		return addr
+	}
+	if _, _, err := net.SplitHostPort(addr); err == nil {
+		return addr
+	}
+	host := strings.TrimSuffix(strings.TrimPrefix(addr, "["), "]")
+	if strings.Contains(host, ":") && net.ParseIP(host) == nil {
+		return addr // host:port with a bad port, or a scheme gRPC resolves: its error is clearer
+	}
+	return net.JoinHostPort(host, defaultPort)
 }
 
 func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -115,19 +137,9 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // parseWithPath parses flags and one optional (or required) positional
 // path. Flags may follow the path.
 func parseWithPath(fs *flag.FlagSet, args []string, optional bool) (string, error) {
-	var pos []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return "", err
-			}
-			return "", usageError{err}
-		}
-		args = fs.Args()
-		if len(args) > 0 {
-			pos = append(pos, args[0])
-			args = args[1:]
-		}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return "", err
 	}
 	switch {
 	case len(pos) > 1:
@@ -138,6 +150,40 @@ func parseWithPath(fs *flag.FlagSet, args []string, optional bool) (string, erro
 		return "", nil
 	}
 	return strings.Trim(pos[0], "/"), nil
+}
+
+// parseInterspersed parses flags anywhere among the operands and returns
+// the operands. Unlike the flag package it takes "-1" or "-3:" for an
+// operand (a selection counting from the end: no flag name starts with a
+// digit); "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for len(args) > 0 {
+		a := args[0]
+		switch {
+		case a == "--":
+			return append(pos, args[1:]...), nil
+		case len(a) < 2 || a[0] != '-' || strings.ContainsRune("0123456789.:", rune(a[1])):
+			pos, args = append(pos, a), args[1:]
+			continue
+		}
+		// One flag, with its value when it takes one and has no "=".
+		n := 1
+		name := strings.TrimLeft(a, "-")
+		if f := fs.Lookup(name); f != nil && !strings.Contains(name, "=") {
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+				n = min(2, len(args))
+			}
+		}
+		if err := fs.Parse(args[:n]); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err}
+		}
+		args = args[n:]
+	}
+	return pos, nil
 }
 
 func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -182,7 +228,7 @@ func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if n.IsArray {
 		kind = "array"
 	}
-	fmt.Fprintf(w, "path:        /%s\nkind:        %s\nformat:      %s\n", n.Path, kind, n.Format)
+	fmt.Fprintf(w, "path:        /%s\nkind:        %s\nformat:      %s\n", n.Path, kind, formatName(n.Format))
 	if n.IsArray {
 		fmt.Fprintf(w, "shape:       %v\ndata type:   %s\nchunks:      %v\n", n.Shape, n.DataType, n.ChunkShape)
 		if n.ShardShape != nil {
@@ -200,8 +246,29 @@ func runInfo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if json.Compact(&compact, n.Attributes) == nil && compact.Len() > 2 {
 		fmt.Fprintf(w, "attributes:  %s\n", compact.String())
 	}
-	fmt.Fprintf(w, "stored:      %s in %d keys\n", humanBytes(stored), count)
+	fmt.Fprintf(w, "stored:      %s in %s\n", humanBytes(stored), countOf(count, "key"))
 	return nil
+}
+
+// formatName is a storage format as users call it.
+func formatName(f client.Format) string {
+	switch f {
+	case client.FormatV3:
+		return "Zarr v3"
+	case client.FormatV2:
+		return "Zarr v2"
+	case client.FormatNCZarr:
+		return "NCZarr"
+	}
+	return strings.ToLower(strings.TrimPrefix(f.String(), "FORMAT_"))
+}
+
+// countOf is "1 key", "2 keys".
+func countOf(n int64, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.FormatInt(n, 10) + " " + word + "s"
 }
 
 // storedBytes sums the sizes of the keys under a node's prefix.
@@ -284,21 +351,13 @@ func runCat(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	addr := addrFlag(fs)
 	format := fs.String("format", "text", "output format: text, csv or npy")
 	output := fs.String("o", "-", "output file (- for stdout)")
-	var pos []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return usageError{err}
-		}
-		args = fs.Args()
-		if len(args) > 0 {
-			pos, args = append(pos, args[0]), args[1:]
-		}
+	all := fs.Bool("all", false, fmt.Sprintf("print a whole array of more than %s elements to stdout (without a SELECTION)", humanCount(catAllLimit)))
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
 	}
 	if len(pos) < 1 || len(pos) > 2 {
-		return usageError{errors.New("usage: zarrgate cat [flags] PATH [SELECTION such as 0:10,5:20:2]")}
+		return usageError{errors.New("want PATH and an optional SELECTION such as 0:10,5:20:2")}
 	}
 	switch *format {
 	case "text", "csv", "npy":
@@ -319,6 +378,9 @@ func runCat(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if sel, err = client.ParseSelection(pos[1], a.Shape); err != nil {
 			return usageError{err}
 		}
+	} else if n := elements(a.Shape); n > catAllLimit && !*all && *output == "-" {
+		return usageError{fmt.Errorf("/%s has %d elements (shape %v), more than the %s cat prints whole: give a SELECTION (such as 0:10 or ...,-1) or pass --all",
+			a.Path, n, a.Shape, humanCount(catAllLimit))}
 	}
 	out := stdout
 	if *output != "-" {
@@ -330,6 +392,50 @@ func runCat(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		out = f
 	}
 	return catArray(ctx, a, sel, *format, out)
+}
+
+// catAllLimit is the most elements cat prints to stdout without a
+// selection or --all: a whole large array on a terminal is a mistake more
+// often than not.
+const catAllLimit = 1 << 20
+
+// catHelp is cat's help beyond its flags.
+const catHelp = `
+SELECTION is NumPy's: one item per dimension, separated by commas:
+  7          one element (-1: the last)
+  2:10       elements 2 to 9; either bound may be left out or negative
+  0:100:5    every 5th (steps are positive)
+  :          the whole dimension
+  ...        as many ':' as the dimensions not named
+Dimensions after the last item are whole. Unlike NumPy, a bound past the
+end is an error, not clipped.
+
+Text output separates elements by spaces, rows by lines and planes by
+blank lines; strings that are empty or hold spaces, quotes, backslashes or
+control characters are quoted with Go's escapes ("a b", "tab\there").
+CSV output is RFC 4180, as spreadsheets and csv readers expect.
+Without a SELECTION, arrays of more than 1 Mi elements need --all (or -o).
+`
+
+func elements(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// humanCount is a power-of-two element count as "1 Mi".
+func humanCount(n int64) string {
+	for _, u := range []struct {
+		n    int64
+		name string
+	}{{1 << 30, "Gi"}, {1 << 20, "Mi"}, {1 << 10, "Ki"}} {
+		if n >= u.n && n%u.n == 0 {
+			return fmt.Sprintf("%d %s", n/u.n, u.name)
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // catArray prints a slab. The slab is assembled in memory, as text and
@@ -346,10 +452,10 @@ func catArray(ctx context.Context, a *client.Array, sel client.Selection, format
 			return errs.New(errs.Unimplemented, "cat: .npy output of variable-length strings is not supported; use text or csv")
 		}
 		return printRows(w, shape, format, func(i int64) string {
-			if format == "csv" {
-				return strconv.Quote(vals[i])
+			if format == "text" {
+				return textString(vals[i])
 			}
-			return vals[i]
+			return vals[i] // the CSV writer quotes
 		})
 	}
 	n := int64(1)
@@ -375,16 +481,46 @@ func catArray(ctx context.Context, a *client.Array, sel client.Selection, format
 	})
 }
 
+// textString is a string as text output shows it: as it is when that is
+// unambiguous, else quoted with Go's escapes, so that elements stay apart
+// and an empty string is visible.
+func textString(v string) string {
+	if v == "" || v[0] == '"' {
+		return strconv.Quote(v)
+	}
+	for _, r := range v {
+		if r == '\\' || r == '"' || r == utf8.RuneError || unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return strconv.Quote(v)
+		}
+	}
+	return v
+}
+
 // printRows prints a C-order slab: one line per row of the last
-// dimension, a blank line between 2-D planes (text), or CSV rows.
+// dimension, a blank line between 2-D planes (text), or CSV rows (RFC
+// 4180: encoding/csv quotes what needs it).
 func printRows(w io.Writer, shape []int64, format string, elem func(int64) string) error {
-	sep := " "
+	var cw *csv.Writer
+	writeRow := func(parts []string) error {
+		_, err := fmt.Fprintln(w, strings.Join(parts, " "))
+		return err
+	}
 	if format == "csv" {
-		sep = ","
+		cw = csv.NewWriter(w)
+		defer cw.Flush()
+		writeRow = func(parts []string) error {
+			if len(parts) == 1 && parts[0] == "" {
+				// encoding/csv writes a lone empty field as an empty line,
+				// which readers skip: quote it so the row stays.
+				cw.Flush()
+				_, err := io.WriteString(w, "\"\"\n")
+				return err
+			}
+			return cw.Write(parts)
+		}
 	}
 	if len(shape) == 0 {
-		_, err := fmt.Fprintln(w, elem(0))
-		return err
+		return writeRow([]string{elem(0)})
 	}
 	row := shape[len(shape)-1]
 	total := int64(1)
@@ -403,7 +539,7 @@ func printRows(w io.Writer, shape []int64, format string, elem func(int64) strin
 		for j := range row {
 			parts[j] = elem(i + j)
 		}
-		if _, err := fmt.Fprintln(w, strings.Join(parts, sep)); err != nil {
+		if err := writeRow(parts); err != nil {
 			return err
 		}
 		if row == 0 {
@@ -526,6 +662,7 @@ func runPut(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	addr := addrFlag(fs)
 	input := fs.String("i", "-", "input file (- for stdin)")
 	ifAbsent := fs.Bool("if-absent", false, "only write if the key does not exist")
+	verbose := fs.Bool("v", false, "print the key's new generation to stderr")
 	key, err := parseWithPath(fs, args, false)
 	if err != nil {
 		return err
@@ -552,7 +689,9 @@ func runPut(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s generation %s\n", key, gen)
+	if *verbose {
+		fmt.Fprintf(stderr, "%s generation %s\n", key, gen)
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -130,11 +131,33 @@ func sizeFlag(fs *flag.FlagSet, name string, def int64, usage string) *int64 {
 	return (*int64)(&v)
 }
 
-// storeFlags adds --root and --read-only.
+// storeFlags adds --root, --create and --read-only.
 func storeFlags(fs *flag.FlagSet) (root *string, readOnly *bool) {
-	root = fs.String("root", "./data", "the store: a directory (created if missing) or a store URL such as s3://bucket/prefix?endpoint=http://127.0.0.1:9000 or zip:///path/data.zip")
+	root = fs.String("root", "./data", "the store: a directory or a store URL such as s3://bucket/prefix?endpoint=http://127.0.0.1:9000 or zip:///path/data.zip; a missing directory is created if its parent exists, deeper ones need --create")
+	create := fs.Bool("create", false, "create --root's directory and any missing parents")
 	readOnly = fs.Bool("read-only", false, "refuse every write with FailedPrecondition")
+	afterParse(fs, func() error { return checkRoot(*root, *create) })
 	return root, readOnly
+}
+
+// checkRoot refuses a directory store whose directory and parent are both
+// missing, unless create is set: a mistyped --root would otherwise serve a
+// new, empty store under a tree of fresh directories. A missing last
+// component alone is created, as mkdir would (the default ./data needs
+// that). Other errors are left to opening the store, which names them.
+func checkRoot(root string, create bool) error {
+	loc, err := storeurl.Parse(root)
+	if err != nil || loc.Backend != storeurl.File || create {
+		return nil
+	}
+	if _, err := os.Stat(loc.Path); !errors.Is(err, iofs.ErrNotExist) {
+		return nil
+	}
+	parent := filepath.Dir(filepath.Clean(loc.Path))
+	if _, err := os.Stat(parent); !errors.Is(err, iofs.ErrNotExist) {
+		return nil
+	}
+	return usageError{fmt.Errorf("--root %s: neither the directory nor its parent %s exists; pass --create to create them (or fix the path)", root, parent)}
 }
 
 // openServedStore opens the store a serving command serves. A writable
