@@ -1,16 +1,28 @@
 package main
 
 import (
+	"bufio"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/zarrgate/zarrgate/client"
+	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/storesvc"
 )
 
@@ -37,10 +49,18 @@ func openLocation(ctx context.Context, loc string) (storesvc.Store, func(), erro
 	return s, func() { s.Close() }, nil
 }
 
+const cpUsage = "usage: zarrgate cp [-j N] [--delete] [--dry-run] [--checksum] [--prefix PATH] [-v] [-q] SRC DST   (each grpc://HOST:PORT or a store URL or directory)"
+
 func runCp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("cp", stderr)
 	workers := fs.Int("j", 8, "keys copied in parallel")
-	quiet := fs.Bool("q", false, "no progress line")
+	quiet := fs.Bool("q", false, "no progress line (it is drawn only when stderr is a terminal)")
+	verbose := fs.Bool("v", false, "list every key with what was done to it and why")
+	del := fs.Bool("delete", false, "remove destination keys that are absent at the source (under --prefix only)")
+	dryRun := fs.Bool("dry-run", false, "list what would be copied and deleted; change nothing")
+	checksum := fs.Bool("checksum", false, "compare every key of equal size by SHA-256, ignoring the generations recorded by earlier copies")
+	prefix := fs.String("prefix", "", "copy only the keys under this path (a group or array and everything below it)")
+	record := fs.String("record", "", "file recording which source generation each destination key is a copy of (default: one per SRC and DST under the user cache directory)")
 	timeout := fs.Duration("timeout", 0, "give up after this long (e.g. 10m); 0: no limit")
 	var pos []string
 	for len(args) > 0 {
@@ -56,7 +76,21 @@ func runCp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if len(pos) != 2 {
-		return usageError{errors.New("usage: zarrgate cp [-j N] SRC DST   (each grpc://HOST:PORT or a store URL or directory)")}
+		return usageError{errors.New(cpUsage)}
+	}
+	o := &cpOptions{
+		workers:  max(*workers, 1),
+		del:      *del,
+		dryRun:   *dryRun,
+		checksum: *checksum,
+		verbose:  *verbose,
+		out:      stdout,
+	}
+	if p := strings.Trim(*prefix, "/"); p != "" {
+		o.prefix = p + "/"
+	}
+	if !*quiet && isTerminal(stderr) {
+		o.progress = stderr
 	}
 	ctx, cancel := withTimeout(ctx, *timeout)
 	defer cancel()
@@ -70,146 +104,534 @@ func runCp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeDst()
-	stats, err := copyStore(ctx, storesvc.Wrap(src), storesvc.Wrap(dst), max(*workers, 1), progressOut(stderr, *quiet))
-	fmt.Fprintf(stdout, "copied %d keys (%s), skipped %d already present\n", stats.copied, humanBytes(stats.bytes), stats.skipped)
+	if o.del && !o.dryRun && !dst.Capabilities().Erasable {
+		return usageError{fmt.Errorf("--delete: %s cannot erase keys (a zip archive or a read-only store)", pos[1])}
+	}
+
+	o.record = openRecord(*record, pos[0], pos[1], o.prefix, stderr)
+	st, err := copyStore(ctx, storesvc.Wrap(src), storesvc.Wrap(dst), o)
+	if st.classified && !o.dryRun && o.record != nil {
+		if serr := o.record.save(); serr != nil {
+			// The record only saves work: without it the next copy
+			// compares contents instead.
+			fmt.Fprintf(stderr, "zarrgate cp: warning: %v\n", serr)
+		}
+	}
+	st.print(stdout, o)
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("interrupted; run the same command again to resume: %w", err)
 	}
 	return err
 }
 
-type copyStats struct {
-	copied, skipped, bytes int64
+type cpOptions struct {
+	prefix   string // "" or a path ending with "/"
+	workers  int
+	del      bool
+	dryRun   bool
+	checksum bool
+	verbose  bool
+	out      io.Writer   // key lines (-v, --dry-run)
+	progress io.Writer   // nil: no progress line
+	record   *copyRecord // nil: nothing recorded, every key of equal size is compared by content
+	outMu    sync.Mutex
 }
 
-func progressOut(w io.Writer, quiet bool) io.Writer {
-	if quiet {
-		return io.Discard
+// Why a key was copied, skipped or deleted: the words of the key lines.
+const (
+	whyNew       = "new"
+	whySize      = "size differs"
+	whyContent   = "content differs"
+	whyGen       = "same generation"
+	whySum       = "same SHA-256"
+	whyAbsentSrc = "absent at source"
+)
+
+func (o *cpOptions) line(verb, why, key string) {
+	o.outMu.Lock()
+	defer o.outMu.Unlock()
+	fmt.Fprintf(o.out, "%-6s %-16s %s\n", verb, why, key)
+}
+
+// cpStats counts what a copy did. Every source key falls in exactly one of
+// copied*, skipped* and vanished; every destination key absent at the
+// source in deleted or kept.
+type cpStats struct {
+	classified bool // listing and comparing finished: the record may be saved
+
+	copiedNew, copiedSize, copiedContent atomic.Int64
+	bytes                                atomic.Int64
+	todo, todoBytes                      int64 // what is to be copied
+	skippedGen, skippedSum               atomic.Int64
+	vanished                             int64 // listed at the source, gone when looked at
+	deleted, absent                      int64 // destination keys absent at the source: deleted, and all of them
+}
+
+func (s *cpStats) copied() int64 {
+	return s.copiedNew.Load() + s.copiedSize.Load() + s.copiedContent.Load()
+}
+
+func (s *cpStats) print(w io.Writer, o *cpOptions) {
+	var nNew, nSize, nContent, n, bytes int64
+	copied := "copied"
+	if o.dryRun {
+		// Nothing was copied: the counts are of what would be.
+		copied = "would copy"
+		n, bytes = s.todo, s.todoBytes
+		nNew, nSize, nContent = s.copiedNew.Load(), s.copiedSize.Load(), s.copiedContent.Load()
+	} else {
+		n, bytes = s.copied(), s.bytes.Load()
+		nNew, nSize, nContent = s.copiedNew.Load(), s.copiedSize.Load(), s.copiedContent.Load()
 	}
-	return w
+	fmt.Fprintf(w, "%s %s (%s)%s\n", copied, keysN(n), humanBytes(bytes),
+		reasons(count{nNew, whyNew}, count{nSize, whySize}, count{nContent, whyContent}))
+	if !o.dryRun && s.todo > n {
+		fmt.Fprintf(w, "not copied %s (%s) the run did not reach\n", keysN(s.todo-n), humanBytes(s.todoBytes-bytes))
+	}
+	fmt.Fprintf(w, "skipped %s unchanged%s\n", keysN(s.skippedGen.Load()+s.skippedSum.Load()),
+		reasons(count{s.skippedGen.Load(), whyGen + " as when last copied"}, count{s.skippedSum.Load(), whySum}))
+	if s.vanished > 0 {
+		fmt.Fprintf(w, "ignored %s removed from the source during the copy\n", keysN(s.vanished))
+	}
+	switch {
+	case o.del && o.dryRun:
+		fmt.Fprintf(w, "would delete %s absent at the source\n", keysN(s.absent))
+	case o.del:
+		fmt.Fprintf(w, "deleted %s absent at the source\n", keysN(s.deleted))
+		if s.absent > s.deleted {
+			fmt.Fprintf(w, "not deleted %s absent at the source the run did not reach\n", keysN(s.absent-s.deleted))
+		}
+	case s.absent > 0:
+		fmt.Fprintf(w, "kept %s absent at the source (--delete removes them)\n", keysN(s.absent))
+	}
+	if o.dryRun {
+		fmt.Fprintln(w, "dry run: nothing was changed")
+	}
 }
 
-// copyStore copies every key of src to dst, skipping keys dst already
-// holds with the same size (so an interrupted copy resumes where it
-// stopped: every key is written atomically).
-func copyStore(ctx context.Context, src, dst *storesvc.Portable, workers int, progress io.Writer) (copyStats, error) {
-	var keys []string
-	for k, err := range src.ListPrefix(ctx, "") {
+func keysN(n int64) string {
+	if n == 1 {
+		return "1 key"
+	}
+	return fmt.Sprintf("%d keys", n)
+}
+
+type count struct {
+	n   int64
+	why string
+}
+
+// reasons formats ": 3 new, 1 size differs", leaving out zero counts.
+func reasons(cs ...count) string {
+	var parts []string
+	for _, c := range cs {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.why))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(parts, ", ")
+}
+
+// keyStat is what a zero-length Get tells about a key: its size (-1: the
+// key does not exist) and generation.
+type keyStat struct {
+	size int64
+	gen  string
+}
+
+type copyJob struct {
+	key  string
+	size int64
+	why  string
+}
+
+// copyStore makes dst hold a copy of every key of src under o.prefix.
+//
+// A key is copied when the destination lacks it, when the sizes differ, or
+// when the contents differ. Contents are compared without reading them
+// where possible: o.record remembers, for every key an earlier copy wrote
+// or verified, the source generation it copied and the destination
+// generation that produced. Generations change on every write (file store:
+// inode, nanosecond mtime and size; S3: ETag plus a random token; zip:
+// offset and CRC), so when both still match, the destination still holds
+// what the source holds. Any other key of equal size on both sides is
+// compared by SHA-256, streamed from both stores. Sizes alone would let a
+// value rewritten at the same size (a chunk updated in place, a fixed-size
+// metadata edit) keep its stale copy without a word.
+//
+// Every key is written atomically, so an interrupted copy resumes where it
+// stopped: the keys it wrote are in the record (saved on interruption too),
+// or, after a crash, compare equal by checksum.
+func copyStore(ctx context.Context, src, dst *storesvc.Portable, o *cpOptions) (*cpStats, error) {
+	st := &cpStats{}
+	srcKeys, err := listKeys(ctx, src, o.prefix)
+	if err != nil {
+		return st, fmt.Errorf("list the source: %w", err)
+	}
+	dstKeys, err := listKeys(ctx, dst, o.prefix)
+	if err != nil {
+		return st, fmt.Errorf("list the destination: %w", err)
+	}
+	inDst := make(map[string]bool, len(dstKeys))
+	for _, k := range dstKeys {
+		inDst[k] = true
+	}
+	inSrc := make(map[string]bool, len(srcKeys))
+	for _, k := range srcKeys {
+		inSrc[k] = true
+	}
+	var absent []string
+	for _, k := range dstKeys {
+		if !inSrc[k] {
+			absent = append(absent, k)
+		}
+	}
+	st.absent = int64(len(absent))
+
+	// Stat both sides. Stats are latency-bound (one round trip each to a
+	// server or S3), so more run at once than copies.
+	srcStats, err := statKeys(ctx, src, srcKeys, max(o.workers, 16))
+	if err != nil {
+		return st, err
+	}
+	both := make([]string, 0, len(srcKeys))
+	for _, k := range srcKeys {
+		if inDst[k] {
+			both = append(both, k)
+		}
+	}
+	dstStatsBoth, err := statKeys(ctx, dst, both, max(o.workers, 16))
+	if err != nil {
+		return st, err
+	}
+	dstStats := make(map[string]keyStat, len(both))
+	for i, k := range both {
+		dstStats[k] = dstStatsBoth[i]
+	}
+
+	var jobs []copyJob
+	var compare []int // indices into srcKeys of keys of equal size to compare by content
+	var compareBytes int64
+	for i, k := range srcKeys {
+		s := srcStats[i]
+		d, ok := dstStats[k]
+		switch {
+		case s.size < 0: // removed since it was listed
+			st.vanished++
+		case !ok || d.size < 0:
+			jobs = append(jobs, copyJob{k, s.size, whyNew})
+		case s.size != d.size:
+			jobs = append(jobs, copyJob{k, s.size, whySize})
+		case !o.checksum && o.record.matches(k, s.gen, d.gen):
+			st.skippedGen.Add(1)
+			o.record.put(k, s.gen, d.gen)
+			if o.verbose {
+				o.line("skip", whyGen, k)
+			}
+		default:
+			compare = append(compare, i)
+			compareBytes += 2 * s.size
+		}
+	}
+
+	// Compare the rest by content.
+	if len(compare) > 0 {
+		var mu sync.Mutex
+		pr := startProgress(o.progress, "comparing", compareBytes)
+		err = parallel(ctx, len(compare), o.workers, func(ctx context.Context, j int) error {
+			k := srcKeys[compare[j]]
+			same, sg, dg, err := sameContent(ctx, src, dst, k, &pr.done)
+			if err != nil {
+				return err
+			}
+			if same {
+				st.skippedSum.Add(1)
+				o.record.put(k, sg, dg)
+				if o.verbose {
+					o.line("skip", whySum, k)
+				}
+				return nil
+			}
+			mu.Lock()
+			jobs = append(jobs, copyJob{k, srcStats[compare[j]].size, whyContent})
+			mu.Unlock()
+			return nil
+		})
+		pr.end()
 		if err != nil {
-			return copyStats{}, err
+			return st, err
+		}
+	}
+	st.classified = true
+	slices.SortFunc(jobs, func(a, b copyJob) int { return strings.Compare(a.key, b.key) })
+	for _, j := range jobs {
+		st.todo++
+		st.todoBytes += j.size
+	}
+	slices.Sort(absent)
+
+	if o.dryRun {
+		for _, j := range jobs {
+			st.countCopy(j.why)
+			o.line("copy", j.why, j.key)
+		}
+		if o.del || o.verbose {
+			verb := "keep"
+			if o.del {
+				verb = "delete"
+			}
+			for _, k := range absent {
+				o.line(verb, whyAbsentSrc, k)
+			}
+		}
+		return st, nil
+	}
+
+	// Copy, saving the record now and then, so that a crash (not an
+	// interruption: that saves it anyway) costs at most a minute of
+	// records, and the next run compares those keys by content.
+	stopSaving := o.record.saveEvery(time.Minute)
+	pr := startProgress(o.progress, "copying", st.todoBytes)
+	err = parallel(ctx, len(jobs), o.workers, func(ctx context.Context, i int) error {
+		j := jobs[i]
+		sg, dg, n, err := copyKey(ctx, src, dst, j.key, &pr.done)
+		if err != nil {
+			return err
+		}
+		st.bytes.Add(n)
+		st.countCopy(j.why)
+		o.record.put(j.key, sg, dg)
+		if o.verbose {
+			o.line("copy", j.why, j.key)
+		}
+		return nil
+	})
+	pr.end()
+	stopSaving()
+	if err != nil {
+		return st, err
+	}
+
+	// Delete after copying, so that an interrupted run leaves the
+	// destination with more keys rather than fewer.
+	if o.del {
+		const batch = 1000
+		for start := 0; start < len(absent); start += batch {
+			b := absent[start:min(start+batch, len(absent))]
+			if err := dst.EraseValues(ctx, b); err != nil {
+				return st, fmt.Errorf("delete keys absent at the source: %w", err)
+			}
+			st.deleted += int64(len(b))
+			if o.verbose {
+				for _, k := range b {
+					o.line("delete", whyAbsentSrc, k)
+				}
+			}
+		}
+	} else if o.verbose {
+		for _, k := range absent {
+			o.line("keep", whyAbsentSrc, k)
+		}
+	}
+	return st, nil
+}
+
+func (s *cpStats) countCopy(why string) {
+	switch why {
+	case whyNew:
+		s.copiedNew.Add(1)
+	case whySize:
+		s.copiedSize.Add(1)
+	default:
+		s.copiedContent.Add(1)
+	}
+}
+
+func listKeys(ctx context.Context, s *storesvc.Portable, prefix string) ([]string, error) {
+	var keys []string
+	for k, err := range s.ListPrefix(ctx, prefix) {
+		if err != nil {
+			return nil, err
 		}
 		keys = append(keys, k)
 	}
-	srcSizes, err := sizesOf(ctx, src, keys)
-	if err != nil {
-		return copyStats{}, err
-	}
-	dstSizes, err := sizesOf(ctx, dst, keys)
-	if err != nil {
-		return copyStats{}, err
-	}
-	var st copyStats
-	var todo []int
-	var total int64
-	for i := range keys {
-		if srcSizes[i] < 0 { // vanished since listing
-			continue
-		}
-		if dstSizes[i] == srcSizes[i] {
-			st.skipped++
-			continue
-		}
-		todo = append(todo, i)
-		total += srcSizes[i]
-	}
+	return keys, nil
+}
 
-	var done, copied atomic.Int64
-	start := time.Now()
-	stop := make(chan struct{})
-	var pw sync.WaitGroup
-	pw.Add(1)
-	go func() {
-		defer pw.Done()
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				printProgress(progress, done.Load(), total, start, true)
-				return
-			case <-t.C:
-				printProgress(progress, done.Load(), total, start, false)
-			}
+// statKeys reads the size and generation of each key; size -1 for a
+// missing key.
+func statKeys(ctx context.Context, s *storesvc.Portable, keys []string, workers int) ([]keyStat, error) {
+	out := make([]keyStat, len(keys))
+	err := parallel(ctx, len(keys), workers, func(ctx context.Context, i int) error {
+		obj, err := s.Get(ctx, keys[i], storesvc.Bounded(0, 0))
+		if errors.Is(err, storesvc.ErrNotFound) {
+			out[i].size = -1
+			return nil
 		}
-	}()
+		if err != nil {
+			return err
+		}
+		obj.Close()
+		out[i] = keyStat{obj.Size, obj.Generation}
+		return nil
+	})
+	return out, err
+}
 
-	jobs := make(chan int)
-	errc := make(chan error, workers)
+// sameContent compares the SHA-256 of key's value in both stores, reading
+// both at once, in frames (never a whole value in memory). It returns the
+// generations the two digests belong to.
+func sameContent(ctx context.Context, src, dst *storesvc.Portable, key string, done *atomic.Int64) (same bool, srcGen, dstGen string, err error) {
+	var sums [2][]byte
+	var gens [2]string
+	var errsOf [2]error
 	var wg sync.WaitGroup
-	for range workers {
+	for i, s := range []*storesvc.Portable{src, dst} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range jobs {
-				if err := copyKey(ctx, src, dst, keys[i], &done); err != nil {
-					errc <- err
+			sums[i], gens[i], errsOf[i] = digest(ctx, s, key, done)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errsOf[0], errsOf[1]); err != nil {
+		if errors.Is(err, storesvc.ErrNotFound) {
+			// Removed on either side since the stat: not the same; the
+			// copy sorts out which.
+			return false, "", "", nil
+		}
+		return false, "", "", fmt.Errorf("compare %q: %w", key, err)
+	}
+	return string(sums[0]) == string(sums[1]), gens[0], gens[1], nil
+}
+
+func digest(ctx context.Context, s *storesvc.Portable, key string, done *atomic.Int64) ([]byte, string, error) {
+	obj, err := s.Get(ctx, key, storesvc.ByteRange{})
+	if err != nil {
+		return nil, "", err
+	}
+	defer obj.Close()
+	h := sha256.New()
+	if _, err := storesvc.CopyContext(ctx, h, &countingReader{r: obj, n: done}); err != nil {
+		return nil, "", err
+	}
+	return h.Sum(nil), obj.Generation, nil
+}
+
+// copyKey copies one value, streamed. It returns the generation of the
+// source value it read, the generation of the destination value it wrote,
+// and the number of bytes.
+func copyKey(ctx context.Context, src, dst *storesvc.Portable, key string, done *atomic.Int64) (string, string, int64, error) {
+	obj, err := src.Get(ctx, key, storesvc.ByteRange{})
+	if err != nil {
+		return "", "", 0, fmt.Errorf("copy %q: %w", key, err)
+	}
+	defer obj.Close()
+	var n atomic.Int64
+	cr := &countingReader{r: obj, n: &n, also: done}
+	gen, err := dst.Set(ctx, key, cr, storesvc.Condition{})
+	if err != nil {
+		return "", "", 0, fmt.Errorf("copy %q: %w", key, err)
+	}
+	return obj.Generation, gen, n.Load(), nil
+}
+
+// parallel calls fn for 0..n-1 on up to workers goroutines. It stops at
+// the first error, which it returns, or when ctx is done.
+func parallel(ctx context.Context, n, workers int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var next atomic.Int64
+	var once sync.Once
+	var first error
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= n {
 					return
 				}
-				copied.Add(1)
+				if err := fn(ctx, i); err != nil {
+					once.Do(func() { first = err; cancel() })
+					return
+				}
 			}
 		}()
 	}
-	var firstErr error
-feed:
-	for _, i := range todo {
-		select {
-		case jobs <- i:
-		case firstErr = <-errc:
-			break feed
-		case <-ctx.Done():
-			firstErr = ctx.Err()
-			break feed
-		}
-	}
-	close(jobs)
 	wg.Wait()
-	close(stop)
-	pw.Wait()
-	if firstErr == nil {
-		select {
-		case firstErr = <-errc:
-		default:
-		}
+	if first == nil && int(next.Load()) < n {
+		first = ctx.Err() // stopped before every index was done
 	}
-	st.copied, st.bytes = copied.Load(), done.Load()
-	return st, firstErr
-}
-
-func copyKey(ctx context.Context, src, dst *storesvc.Portable, key string, done *atomic.Int64) error {
-	obj, err := src.Get(ctx, key, storesvc.ByteRange{})
-	if err != nil {
-		return err
-	}
-	defer obj.Close()
-	_, err = dst.Set(ctx, key, &countingReader{r: obj, n: done}, storesvc.Condition{})
-	if err != nil {
-		return fmt.Errorf("copy %q: %w", key, err)
-	}
-	return nil
+	return first
 }
 
 type countingReader struct {
-	r io.Reader
-	n *atomic.Int64
+	r    io.Reader
+	n    *atomic.Int64
+	also *atomic.Int64 // nil, or a second counter (the progress line's)
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
+	if c.also != nil {
+		c.also.Add(int64(n))
+	}
 	return n, err
 }
 
-func printProgress(w io.Writer, done, total int64, start time.Time, final bool) {
+// isTerminal reports whether w is a terminal: a progress line redrawn
+// with "\r" belongs on a screen, not in a log file or a pipe.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// progressLine redraws "done / total, rate, ETA" on w every 200 ms until
+// end. With w nil it only counts.
+type progressLine struct {
+	done  atomic.Int64
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	label string
+}
+
+func startProgress(w io.Writer, label string, total int64) *progressLine {
+	p := &progressLine{stop: make(chan struct{}), label: label}
+	if w == nil {
+		return p
+	}
+	start := time.Now()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				printProgress(w, label, p.done.Load(), total, start, true)
+				return
+			case <-t.C:
+				printProgress(w, label, p.done.Load(), total, start, false)
+			}
+		}
+	}()
+	return p
+}
+
+func (p *progressLine) end() {
+	close(p.stop)
+	p.wg.Wait()
+}
+
+func printProgress(w io.Writer, label string, done, total int64, start time.Time, final bool) {
 	el := time.Since(start).Seconds()
 	rate := float64(done) / max(el, 1e-9)
 	pct := 100.0
@@ -225,5 +647,201 @@ func printProgress(w io.Writer, done, total int64, start time.Time, final bool) 
 	if final {
 		end = "\n"
 	}
-	fmt.Fprintf(w, "\r%s / %s  %5.1f%%  %s/s  ETA %s  %s", humanBytes(done), humanBytes(total), pct, humanBytes(int64(rate)), eta, end)
+	fmt.Fprintf(w, "\r%s %s / %s  %5.1f%%  %s/s  ETA %s  %s", label, humanBytes(done), humanBytes(total), pct, humanBytes(int64(rate)), eta, end)
+}
+
+// copyRecord remembers, for each destination key a copy wrote or found
+// equal, the generation of the source value and the generation of the
+// destination value that was then a copy of it.
+//
+// It is kept on the copying machine, one file per SRC and DST under the
+// user cache directory (or at --record), not in the destination:
+//   - Any extra key in a destination store is seen by its readers. Zarr
+//     groups are listed to find their members, and zarr-python 3 warns
+//     "Object at .x is not recognized as a component of a Zarr hierarchy"
+//     for every name it cannot open; v2 readers and `zarrgate ls` would list
+//     it, and a later copy of the backup would carry it along.
+//   - A sidecar file next to the destination exists only for a local
+//     directory or zip file; S3 prefixes and zarrgate servers have no
+//     "next to".
+//   - The record is only a cache. A key whose generations do not both match
+//     is compared by SHA-256, so a missing, stale or foreign record (another
+//     machine, a container without its cache, a destination restored from
+//     elsewhere) costs reading both sides, never a wrong skip. Keeping it
+//     current (--record on a persistent volume) saves that reading.
+//
+// Entries for keys under the copied prefix are replaced by what this run
+// found; those outside it are kept.
+type copyRecord struct {
+	path, src, dst string
+	scope          string // keys under this prefix are rewritten by this run
+
+	mu  sync.Mutex
+	old map[string]recGens // as loaded: what earlier runs copied
+	now map[string]recGens // what this run copied or found equal
+}
+
+type recGens struct{ src, dst string }
+
+// recordHeader is the first line of a record file.
+type recordHeader struct {
+	Version int    `json:"zarrgate_cp_record"`
+	Src     string `json:"src"`
+	Dst     string `json:"dst"`
+}
+
+// canonicalLocation names a store the same way however the command line
+// spelled it, so that one SRC and DST pair finds its record.
+func canonicalLocation(loc string) string {
+	if strings.Contains(loc, "://") {
+		return strings.TrimSuffix(loc, "/")
+	}
+	if abs, err := filepath.Abs(loc); err == nil {
+		return "file://" + abs
+	}
+	return loc
+}
+
+// openRecord loads the record for src and dst, or starts an empty one. It
+// returns nil when there is nowhere to keep one (then every key of equal
+// size is compared by content) or when a side is in memory (nothing of it
+// outlives the command).
+func openRecord(path, src, dst, scope string, warn io.Writer) *copyRecord {
+	src, dst = canonicalLocation(src), canonicalLocation(dst)
+	if strings.HasPrefix(src, "memory:") || strings.HasPrefix(dst, "memory:") {
+		return nil
+	}
+	if path == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			fmt.Fprintf(warn, "zarrgate cp: warning: no cache directory (%v): keys of equal size are compared by SHA-256 (--record FILE keeps a record)\n", err)
+			return nil
+		}
+		sum := sha256.Sum256([]byte(src + "\n" + dst))
+		path = filepath.Join(dir, "zarrgate", "cp", hex.EncodeToString(sum[:16])+".jsonl.gz")
+	}
+	r := &copyRecord{path: path, src: src, dst: dst, scope: scope, old: map[string]recGens{}, now: map[string]recGens{}}
+	if err := r.load(); err != nil && !errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(warn, "zarrgate cp: warning: ignoring the copy record %s: %v\n", path, err)
+		clear(r.old)
+	}
+	return r
+}
+
+func (r *copyRecord) load() error {
+	f, err := os.Open(r.path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(zr)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	if !sc.Scan() {
+		return errors.Join(sc.Err(), errors.New("empty"))
+	}
+	var h recordHeader
+	if err := json.Unmarshal(sc.Bytes(), &h); err != nil {
+		return err
+	}
+	if h.Version != 1 || h.Src != r.src || h.Dst != r.dst {
+		return fmt.Errorf("it records a copy from %s to %s (version %d)", h.Src, h.Dst, h.Version)
+	}
+	for sc.Scan() {
+		var e [3]string
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return err
+		}
+		r.old[e[0]] = recGens{e[1], e[2]}
+	}
+	return sc.Err()
+}
+
+// matches reports whether the record says the destination value with
+// generation dstGen is a copy of the source value with generation srcGen.
+func (r *copyRecord) matches(key, srcGen, dstGen string) bool {
+	if r == nil || srcGen == "" || dstGen == "" {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g, ok := r.old[key]
+	return ok && g == recGens{srcGen, dstGen}
+}
+
+func (r *copyRecord) put(key, srcGen, dstGen string) {
+	if r == nil || srcGen == "" || dstGen == "" {
+		return
+	}
+	r.mu.Lock()
+	r.now[key] = recGens{srcGen, dstGen}
+	r.mu.Unlock()
+}
+
+// saveEvery saves the record every d until the returned function is
+// called.
+func (r *copyRecord) saveEvery(d time.Duration) (stop func()) {
+	if r == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				r.save() // a failure shows in the final save
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// save writes the record atomically (a temporary file renamed over it), so
+// that a crash leaves the old record or the new one.
+func (r *copyRecord) save() error {
+	r.mu.Lock()
+	entries := make(map[string]recGens, len(r.old)+len(r.now))
+	for k, g := range r.old {
+		if !strings.HasPrefix(k, r.scope) {
+			entries[k] = g
+		}
+	}
+	for k, g := range r.now {
+		entries[k] = g
+	}
+	r.mu.Unlock()
+	if err := os.MkdirAll(filepath.Dir(r.path), 0o700); err != nil {
+		return errs.Wrap(errs.Internal, err, "save the copy record")
+	}
+	f, err := os.CreateTemp(filepath.Dir(r.path), filepath.Base(r.path)+".tmp-*")
+	if err != nil {
+		return errs.Wrap(errs.Internal, err, "save the copy record")
+	}
+	defer os.Remove(f.Name()) // after the rename: nothing left to remove
+	bw := bufio.NewWriter(f)
+	zw := gzip.NewWriter(bw)
+	enc := json.NewEncoder(zw)
+	enc.Encode(recordHeader{Version: 1, Src: r.src, Dst: r.dst})
+	for _, k := range slices.Sorted(maps.Keys(entries)) {
+		g := entries[k]
+		enc.Encode([3]string{k, g.src, g.dst})
+	}
+	err = errors.Join(zw.Close(), bw.Flush(), f.Sync(), f.Close())
+	if err == nil {
+		err = os.Rename(f.Name(), r.path)
+	}
+	if err != nil {
+		return errs.Wrap(errs.Internal, err, "save the copy record %s", r.path)
+	}
+	return nil
 }
