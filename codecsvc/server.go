@@ -376,12 +376,14 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 			sendMu.Lock()
 			defer sendMu.Unlock()
 			// Results are fresh buffers or the request's own (received)
-			// bytes, never modified: sent without a copy. Their memory is
-			// released once gRPC has written them (Done), or at once if
-			// the send fails; Done is not called for a message never
-			// written, so the stream's end releases what is left.
+			// bytes, never modified: sent without a copy (on a server with
+			// wire's codec; wire.Send copies on others). Their memory is
+			// released once gRPC has written them (done), or at once if
+			// the send fails; done is not called for a message never
+			// written, so the stream's end releases what is left. release
+			// runs at most once, whoever calls it.
 			release = releases.add(release)
-			if e := stream.SendMsg(wire.ByRef{Msg: resp, Done: release}); e != nil {
+			if e := wire.Send(stream, resp, release); e != nil {
 				release()
 				if sendErr == nil {
 					sendErr = e

@@ -86,7 +86,7 @@ func (s *Server) ReadSlabShared(stream grpc.BidiStreamingServer[gatewayv1.ReadSl
 	}, sink, func(b Block) error {
 		if sink.o == nil {
 			return sendInline(b, elem, func(pb *gatewayv1.Block, done func()) error {
-				return stream.SendMsg(wire.ByRef{Msg: &gatewayv1.ReadSlabSharedResponse{Message: &gatewayv1.ReadSlabSharedResponse_Block{Block: pb}}, Done: done})
+				return wire.Send(stream, &gatewayv1.ReadSlabSharedResponse{Message: &gatewayv1.ReadSlabSharedResponse_Block{Block: pb}}, done)
 			})
 		}
 		return sink.o.send(b, send)

@@ -28,8 +28,14 @@ type sharedStream = grpc.BidiStreamingClient[gatewayv1.ReadSlabSharedRequest, ga
 // 512×640 int32 (1.25 MiB, so the ring wraps) holding i at element i.
 func sharedFixture(t *testing.T, cfg Config) gatewayv1.ArrayServiceClient {
 	t.Helper()
+	return sharedFixtureOn(t, cfg, serveGatewayB)
+}
+
+// sharedFixtureOn is sharedFixture served by serve.
+func sharedFixtureOn(t *testing.T, cfg Config, serve func(testing.TB, *Gateway) gatewayv1.ArrayServiceClient) gatewayv1.ArrayServiceClient {
+	t.Helper()
 	cfg.SharedMemoryBytes = 1 << 20
-	c := serveGateway(t, New(memory.New(), testCodecs{}, cfg))
+	c := serve(t, New(memory.New(), testCodecs{}, cfg))
 	if _, err := c.CreateArray(ctx, &gatewayv1.CreateArrayRequest{Path: "a", Shape: []uint64{512, 640}, DataType: "int32", ChunkShape: []uint64{64, 128},
 		CodecsJson: `[{"name":"bytes","configuration":{"endian":"little"}}]`}); err != nil {
 		t.Fatal(err)
@@ -200,17 +206,20 @@ func recvInline(t *testing.T, s sharedStream, rows int) []byte {
 	}
 }
 
+// Both on zarrgate's server and on a plain gRPC server (see servers).
 func TestReadSlabSharedInline(t *testing.T) {
-	for _, cfg := range []Config{{SharedMemory: shm.Supported}, {}} {
-		c := sharedFixture(t, cfg)
-		s, h := openShared(t, c, 100, 300)
-		if (h.GetSharedSegment() != nil) != cfg.SharedMemory {
-			t.Fatalf("shared memory %v: segment offered: %v", cfg.SharedMemory, h.GetSharedSegment())
+	for _, srv := range servers {
+		for _, cfg := range []Config{{SharedMemory: shm.Supported}, {}} {
+			c := sharedFixtureOn(t, cfg, srv.serve)
+			s, h := openShared(t, c, 100, 300)
+			if (h.GetSharedSegment() != nil) != cfg.SharedMemory {
+				t.Fatalf("%s server, shared memory %v: segment offered: %v", srv.name, cfg.SharedMemory, h.GetSharedSegment())
+			}
+			if cfg.SharedMemory {
+				sendAttach(s, false)
+			}
+			checkRows(t, recvInline(t, s, 200), 100)
 		}
-		if cfg.SharedMemory {
-			sendAttach(s, false)
-		}
-		checkRows(t, recvInline(t, s, 200), 100)
 	}
 }
 

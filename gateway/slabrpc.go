@@ -49,7 +49,7 @@ func (s *Server) ReadSlab(req *gatewayv1.ReadSlabRequest, stream grpc.ServerStre
 		return stream.Send(&gatewayv1.ReadSlabResponse{Message: &gatewayv1.ReadSlabResponse_Header{Header: slabHeader(info)}})
 	}, nil, func(b Block) error {
 		return sendInline(b, elem, func(pb *gatewayv1.Block, done func()) error {
-			return stream.SendMsg(wire.ByRef{Msg: &gatewayv1.ReadSlabResponse{Message: &gatewayv1.ReadSlabResponse_Block{Block: pb}}, Done: done})
+			return wire.Send(stream, &gatewayv1.ReadSlabResponse{Message: &gatewayv1.ReadSlabResponse_Block{Block: pb}}, done)
 		})
 	})
 	return errs.ToStatus(err)

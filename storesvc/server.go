@@ -161,11 +161,11 @@ func (p *partSender) flush() error {
 		return nil
 	}
 	held := p.held
-	err := p.stream.SendMsg(wire.ByRef{Msg: &p.resp, Done: func() {
+	err := wire.Send(p.stream, &p.resp, func() {
 		for _, h := range held {
 			h.Release()
 		}
-	}})
+	})
 	p.resp.Parts, p.bytes, p.held = p.resp.Parts[:0], 0, nil
 	return err
 }

@@ -77,6 +77,16 @@ func (s *Server) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	s.Server.RegisterService(&d, impl)
 }
 
+// tap runs as each call's stream is created, so what it puts in the
+// context is the stream's own: it marks the call as one whose codec is
+// wire.Codec (the server forces it), so that handlers send large values
+// by reference (wire.Send), and gives the call its default deadline.
+// gRPC allows one tap handle per server, so an option passed to NewServer
+// cannot replace this one.
+func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	return s.tapDeadline(wire.WithCodec(ctx), info)
+}
+
 // tapDeadline gives a call without a deadline the default one. It runs as
 // the stream is created, so the deadline is the stream's own: a handler
 // blocked sending to a client that does not read is released by it too.

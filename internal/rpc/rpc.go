@@ -72,10 +72,12 @@ func NewServer(logger *slog.Logger, extra ...grpc.ServerOption) *Server {
 		// handler's error.
 		grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(log, logOpts...), recovery.UnaryServerInterceptor(recoverOpts...), s.unaryGuard),
 		grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(log, logOpts...), recovery.StreamServerInterceptor(recoverOpts...), s.streamGuard),
-		grpc.InTapHandle(s.tapDeadline),
+		grpc.InTapHandle(s.tap),
 		grpc.MaxRecvMsgSize(MaxMessageSize),
 		// Large values (chunks, blocks) are sent by reference and received
-		// with one copy instead of three.
+		// with one copy instead of three. The tap marks every call as using
+		// this codec (wire.Send relies on it): an extra option forcing
+		// another codec would break the services' sends.
 		grpc.ForceServerCodecV2(wire.Codec),
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(connWindow),

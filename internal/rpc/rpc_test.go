@@ -19,6 +19,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/rpc"
+	"github.com/zarrgate/zarrgate/internal/wire"
 )
 
 // syncBuf is a log sink the server writes from its goroutines.
@@ -212,3 +213,71 @@ func TestDefaultDeadline(t *testing.T) {
 		t.Errorf("call with its own deadline: %v after %v, want DeadlineExceeded after about 700ms", err, time.Since(start))
 	}
 }
+
+// TestCallsMarkedWithCodec: every call on an rpc.Server, unary or
+// streaming, with or without a deadline, long-lived or not, is marked as
+// using wire.Codec, so that the services' wire.Send takes the by-reference
+// path; an interceptor added by the caller that wraps the stream keeps the
+// mark. Without the mark, every large value would be copied again.
+func TestCallsMarkedWithCodec(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	unmarked := func(ctx context.Context) error {
+		if !wire.HasCodec(ctx) {
+			return errs.New(errs.FailedPrecondition, "call not marked as using wire.Codec")
+		}
+		return nil
+	}
+	wrap := grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		return h(srv, &wrapped{ss, context.WithValue(ss.Context(), struct{}{}, 1)})
+	})
+	logs := &syncBuf{}
+	srv := rpc.NewServer(slog.New(slog.NewTextHandler(logs, nil)), wrap)
+	srv.RegisterService(testService(unmarked), struct{}{})
+	srv.SetDefaultTimeouts(0, 0)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	cc, err := rpc.Dial(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cc.Close(); srv.Stop() }()
+	if err := callUnary(ctx, cc); err != nil {
+		t.Errorf("unary: %v", err)
+	}
+	if err := callStream(ctx, cc, true); err != nil {
+		t.Errorf("stream: %v", err)
+	}
+	if err := callStream(context.Background(), cc, true); err != nil {
+		t.Errorf("stream without a deadline: %v", err)
+	}
+
+	// A plain gRPC server does not mark its calls: wire.Send copies there.
+	plain := grpc.NewServer()
+	plain.RegisterService(testService(unmarked), struct{}{})
+	lis2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go plain.Serve(lis2)
+	defer plain.Stop()
+	cc2, err := rpc.Dial(lis2.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc2.Close()
+	if err := callStream(ctx, cc2, true); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("stream on a plain server: %v, want the handler to see no mark", err)
+	}
+}
+
+// wrapped is a stream an interceptor wraps with a context of its own.
+type wrapped struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (w *wrapped) Context() context.Context { return w.ctx }

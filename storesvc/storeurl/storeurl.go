@@ -7,13 +7,24 @@
 //	s3://bucket/prefix?endpoint=http://127.0.0.1:9000&region=us-east-1
 //	                                       S3; path-style addressing is on
 //	                                       when endpoint is set (override
-//	                                       with &path_style=false)
+//	                                       with &virtual_host=true, or
+//	                                       &path_style=false: the bucket
+//	                                       goes in the host name,
+//	                                       bucket.127.0.0.1…)
 //	zip:///abs/data.zip, zip:data.zip      zip archive, zarr-python layout
 //	                                       (?mode=r: read-only)
 //	file:///x.zip#mode=nczarr,zip          zip archive, NCZarr layout
 //	file:///x#mode=nczarr,file             file store
 //	https://host/bucket/prefix#mode=zarr,s3
 //	                                       S3 at endpoint https://host
+//	https://bucket.host/prefix?virtual_host=true#mode=zarr,s3
+//	                                       S3 at endpoint https://host,
+//	                                       virtual-hosted
+//	https://bucket.s3.us-west-2.amazonaws.com/prefix
+//	https://s3.us-west-2.amazonaws.com/bucket/prefix
+//	                                       Amazon S3, virtual-hosted or
+//	                                       path-style, region us-west-2
+//	                                       (no fragment needed)
 //	s3://bucket/prefix#mode=nczarr,s3      S3
 //
 // The fragment holds "&"-separated key=value pairs, as NCZarr's do. Its
@@ -33,7 +44,11 @@ package storeurl
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -167,14 +182,42 @@ func Parse(raw string) (Location, error) {
 			return Location{}, err
 		}
 	case "http", "https":
-		if storage != "s3" {
-			return Location{}, bad(raw, "%s URLs need the fragment #mode=...,s3", u.Scheme)
-		}
 		loc.Backend = S3
-		loc.Endpoint = u.Scheme + "://" + u.Host
-		loc.PathStyle = true
-		bucket, prefix, _ := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
-		loc.Bucket, loc.Prefix = bucket, strings.Trim(prefix, "/")
+		bucketInHost := false
+		aws, err := parseAWSHost(raw, u.Hostname())
+		switch {
+		case err != nil:
+			return Location{}, err
+		case aws.ok:
+			// Amazon S3's own host names say everything: no fragment needed.
+			if storage != "" && storage != "s3" {
+				return Location{}, bad(raw, "fragment mode %q: an Amazon S3 URL is s3 storage", storage)
+			}
+			loc.Region = aws.region
+			loc.Endpoint = u.Scheme + "://" + joinPort(aws.endpointHost, u.Port())
+			loc.Bucket, bucketInHost = aws.bucket, aws.bucket != ""
+		case storage != "s3":
+			return Location{}, bad(raw, "%s URLs need the fragment #mode=...,s3 (or an Amazon S3 host name: https://BUCKET.s3.REGION.amazonaws.com/PREFIX)", u.Scheme)
+		case isTrue(q.Get("virtual_host")):
+			// https://BUCKET.host/PREFIX?virtual_host=true#mode=...,s3: the
+			// first label of the host name is the bucket.
+			bucket, rest, ok := strings.Cut(u.Hostname(), ".")
+			if !ok || rest == "" {
+				return Location{}, bad(raw, "virtual_host=true: host %q has no bucket label (want BUCKET.endpoint-host)", u.Hostname())
+			}
+			loc.Bucket, bucketInHost = bucket, true
+			loc.Endpoint = u.Scheme + "://" + joinPort(rest, u.Port())
+		default:
+			loc.Endpoint = u.Scheme + "://" + u.Host
+		}
+		path := strings.TrimPrefix(u.Path, "/")
+		if bucketInHost {
+			loc.Prefix = strings.Trim(path, "/")
+		} else {
+			bucket, prefix, _ := strings.Cut(path, "/")
+			loc.Bucket, loc.Prefix = bucket, strings.Trim(prefix, "/")
+		}
+		loc.PathStyle = !bucketInHost
 		if err := parseS3Query(raw, q, &loc); err != nil {
 			return Location{}, err
 		}
@@ -190,8 +233,148 @@ func Parse(raw string) (Location, error) {
 				return Location{}, bad(raw, "prefix %q: %v", loc.Prefix, err)
 			}
 		}
+		if !loc.PathStyle && loc.Endpoint != "" {
+			// The bucket becomes a host name label.
+			if err := validateVirtualBucket(loc.Bucket); err != nil {
+				return Location{}, bad(raw, "bucket %q cannot be addressed virtual-hosted (%v): use path-style addressing (path_style=true)", loc.Bucket, err)
+			}
+		}
 	}
 	return loc, nil
+}
+
+// awsHost is what an Amazon S3 host name says.
+type awsHost struct {
+	ok bool
+	// bucket is the bucket of a virtual-hosted name ("" for path-style).
+	bucket string
+	// region is the region the name names ("" for the global endpoint).
+	region string
+	// endpointHost is the host name without the bucket.
+	endpointHost string
+}
+
+// parseAWSHost recognises Amazon S3's REST endpoint host names, in the
+// forms AWS documents (Virtual hosting of buckets; Amazon S3 endpoints):
+//
+//	BUCKET.s3.REGION.amazonaws.com    virtual-hosted, regional
+//	BUCKET.s3-REGION.amazonaws.com    virtual-hosted, legacy dash form
+//	BUCKET.s3.amazonaws.com           virtual-hosted, global (legacy)
+//	BUCKET.s3.dualstack.REGION.amazonaws.com, BUCKET.s3-fips.REGION…
+//	s3.REGION.amazonaws.com, s3-REGION…, s3.amazonaws.com   path-style
+//
+// and the same under amazonaws.com.cn. The bucket is everything before the
+// "s3" label (bucket names may hold dots). Website endpoints
+// (s3-website…) do not serve the S3 API and are refused. Other host names
+// are not Amazon S3's: ok is false.
+func parseAWSHost(raw, host string) (awsHost, error) {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	var rest string
+	for _, suffix := range []string{".amazonaws.com", ".amazonaws.com.cn"} {
+		if r, ok := strings.CutSuffix(host, suffix); ok {
+			rest = r
+		}
+	}
+	if rest == "" {
+		return awsHost{}, nil
+	}
+	labels := strings.Split(rest, ".")
+	at := -1
+	for i := len(labels) - 1; i >= 0; i-- {
+		if labels[i] == "s3" || strings.HasPrefix(labels[i], "s3-") {
+			at = i
+			break
+		}
+	}
+	if at < 0 {
+		return awsHost{}, nil // another AWS service
+	}
+	s3Label := labels[at]
+	if strings.HasPrefix(s3Label, "s3-website") || slices.Contains(labels[at+1:], "s3-website") {
+		return awsHost{}, bad(raw, "host %q is an S3 website endpoint, which does not serve the S3 API: use BUCKET.s3.REGION.amazonaws.com", host)
+	}
+	h := awsHost{ok: true, bucket: strings.Join(labels[:at], "."), endpointHost: strings.Join(labels[at:], ".") + host[len(rest):]}
+	// The region is the last label that looks like one (us-west-2,
+	// cn-north-1, us-gov-west-1), or the dash form's suffix (s3-us-west-2;
+	// s3-external-1 is us-east-1). dualstack, fips and accelerate are not
+	// regions.
+	for _, l := range labels[at+1:] {
+		if isRegion(l) {
+			h.region = l
+		}
+	}
+	if r, ok := strings.CutPrefix(s3Label, "s3-"); ok && h.region == "" {
+		switch {
+		case r == "external-1":
+			h.region = "us-east-1"
+		case isRegion(r):
+			h.region = r
+		}
+	}
+	if h.bucket == "" && at > 0 {
+		return awsHost{}, bad(raw, "host %q: no bucket before %q", host, s3Label)
+	}
+	return h, nil
+}
+
+// isRegion reports whether label looks like an AWS region name: letters
+// and dashes ending in "-" and a number (us-west-2, ap-southeast-1,
+// us-gov-west-1, cn-north-1).
+func isRegion(label string) bool {
+	i := strings.LastIndexByte(label, '-')
+	if i <= 0 || i == len(label)-1 {
+		return false
+	}
+	for _, r := range label[i+1:] {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	for _, r := range label[:i] {
+		if (r < 'a' || r > 'z') && r != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// validateVirtualBucket checks that bucket can be a host name label, as
+// virtual-hosted addressing makes it: S3's bucket naming rules (3 to 63
+// characters: lower-case letters, digits, dots and hyphens, beginning and
+// ending with a letter or digit, not an IP address).
+func validateVirtualBucket(bucket string) error {
+	if len(bucket) < 3 || len(bucket) > 63 {
+		return errors.New("not 3 to 63 characters")
+	}
+	for i, r := range bucket {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+		case (r == '-' || r == '.') && i > 0 && i < len(bucket)-1:
+		default:
+			return fmt.Errorf("character %q at %d: host name labels take lower-case letters, digits, inner dots and hyphens", r, i)
+		}
+	}
+	if strings.Contains(bucket, "..") {
+		return errors.New("two dots in a row")
+	}
+	if net.ParseIP(bucket) != nil {
+		return errors.New("an IP address")
+	}
+	return nil
+}
+
+// joinPort appends ":port" to host when port is not empty.
+func joinPort(host, port string) string {
+	if port == "" {
+		return host
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// isTrue is strconv.ParseBool's truth, false for anything else.
+func isTrue(s string) bool {
+	b, err := strconv.ParseBool(s)
+	return err == nil && b
 }
 
 func isScheme(s string) bool {
@@ -282,7 +465,7 @@ func parseQuery(raw string, q url.Values, loc *Location, allowMode bool) error {
 }
 
 func parseS3Query(raw string, q url.Values, loc *Location) error {
-	pathStyle := ""
+	pathStyle, virtualHost := "", ""
 	for key, vals := range q {
 		v := vals[len(vals)-1]
 		switch key {
@@ -296,6 +479,8 @@ func parseS3Query(raw string, q url.Values, loc *Location) error {
 			loc.Region = v
 		case "path_style":
 			pathStyle = v
+		case "virtual_host":
+			virtualHost = v
 		case "profile", "awsprofile":
 			loc.Profile = v
 		case "mode":
@@ -304,15 +489,27 @@ func parseS3Query(raw string, q url.Values, loc *Location) error {
 			}
 			loc.ReadOnly = v == "r"
 		default:
-			return bad(raw, "query parameter %q: unknown (want endpoint, region, path_style, profile, mode)", key)
+			return bad(raw, "query parameter %q: unknown (want endpoint, region, path_style, virtual_host, profile, mode)", key)
 		}
 	}
+	// virtual_host=true is path_style=false: the SDK's UsePathStyle=false,
+	// the bucket in the host name (BUCKET.endpoint-host).
+	var ps, vh bool
+	var err error
 	if pathStyle != "" {
-		b, err := strconv.ParseBool(pathStyle)
-		if err != nil {
+		if ps, err = strconv.ParseBool(pathStyle); err != nil {
 			return bad(raw, "path_style=%q: want true or false", pathStyle)
 		}
-		loc.PathStyle = b
+		loc.PathStyle = ps
+	}
+	if virtualHost != "" {
+		if vh, err = strconv.ParseBool(virtualHost); err != nil {
+			return bad(raw, "virtual_host=%q: want true or false", virtualHost)
+		}
+		if pathStyle != "" && ps == vh {
+			return bad(raw, "path_style=%s and virtual_host=%s contradict each other", pathStyle, virtualHost)
+		}
+		loc.PathStyle = !vh
 	}
 	return nil
 }
@@ -327,6 +524,14 @@ func Open(ctx context.Context, raw string) (storesvc.Store, error) {
 	return loc.Open(ctx)
 }
 
+// S3Config is the configuration of the S3 store at l.
+func (l Location) S3Config() s3.Config {
+	return s3.Config{
+		Bucket: l.Bucket, Prefix: l.Prefix, Endpoint: l.Endpoint, Region: l.Region,
+		PathStyle: l.PathStyle, Profile: l.Profile,
+	}
+}
+
 // Open opens the store at l, behind the portable layer.
 func (l Location) Open(ctx context.Context) (storesvc.Store, error) {
 	var s storesvc.Store
@@ -339,10 +544,7 @@ func (l Location) Open(ctx context.Context) (storesvc.Store, error) {
 	case Zip:
 		s, err = zip.Open(l.Path, zip.Options{ReadOnly: l.ReadOnly, NCZarr: l.NCZarrZip})
 	case S3:
-		s, err = s3.New(ctx, s3.Config{
-			Bucket: l.Bucket, Prefix: l.Prefix, Endpoint: l.Endpoint, Region: l.Region,
-			PathStyle: l.PathStyle, Profile: l.Profile,
-		})
+		s, err = s3.New(ctx, l.S3Config())
 	default:
 		return nil, errs.New(errs.InvalidArgument, "store location: unknown backend %q", l.Backend)
 	}

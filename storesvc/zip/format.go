@@ -29,6 +29,8 @@ const (
 
 	methodStore   = 0
 	methodDeflate = 8
+	methodBzip2   = 12
+	methodZstd    = 93 // APPNOTE 6.3.7; what Python 3.14's zipfile writes
 
 	flagDataDescriptor = 1 << 3
 	flagUTF8           = 1 << 11

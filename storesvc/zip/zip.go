@@ -12,10 +12,13 @@
 //
 // Reading. The central directory is read once, at Open, into an index; list
 // and list_dir answer from it. A STORED member's ranges are read straight
-// from the file (pread), without inflating anything; a DEFLATED member is
-// inflated as a stream, skipping up to the range (its bytes cannot be
-// addressed otherwise). Whole-value reads check the CRC-32 (ErrDataLoss
-// on a mismatch), and an inflated member is cut at its declared size.
+// from the file (pread), without inflating anything; a compressed member
+// (DEFLATED, BZIP2 — method 12 — or ZSTD — method 93, as Python 3.14's
+// zipfile writes them) is decompressed as a stream, skipping up to the
+// range (its bytes cannot be addressed otherwise): a range ending at byte
+// e costs decompressing e bytes, never more than the declared size.
+// Whole-value reads check the CRC-32 (ErrDataLoss on a mismatch), and a
+// decompressed member is cut at its declared size.
 //
 // Writing. New members are STORED, appended where the central directory
 // was, streamed from the value's reader (never buffered whole) with the CRC
@@ -46,6 +49,7 @@
 package zip
 
 import (
+	"compress/bzip2"
 	"context"
 	"errors"
 	"fmt"
@@ -60,6 +64,7 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/flate"
+	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 
 	"github.com/zarrgate/zarrgate/errs"
@@ -201,7 +206,7 @@ func (s *Store) lookup(key string) (*member, error) {
 func generation(m *member) string { return fmt.Sprintf("%x-%08x", m.offset, m.crc) }
 
 // Get implements storesvc.Store.
-func (s *Store) Get(_ context.Context, key string, r storesvc.ByteRange) (*storesvc.Object, error) {
+func (s *Store) Get(ctx context.Context, key string, r storesvc.ByteRange) (*storesvc.Object, error) {
 	m, err := s.lookup(key)
 	if err != nil {
 		return nil, err
@@ -230,22 +235,37 @@ func (s *Store) Get(_ context.Context, key string, r storesvc.ByteRange) (*store
 			rd = &crcReader{r: rd, want: m.crc, n: n, key: key, h: crc32.NewIEEE()}
 		}
 		obj.ReadCloser = io.NopCloser(rd)
-	case methodDeflate:
-		fr := flate.NewReader(io.NewSectionReader(s.f, dataOff, int64(m.csize)))
-		if _, err := io.CopyN(io.Discard, fr, off); err != nil {
-			fr.Close()
-			return nil, errs.Wrap(errs.DataLoss, err, "get %q from %s: inflating", key, s.path)
+	case methodDeflate, methodBzip2, methodZstd:
+		// A compressed member's bytes cannot be addressed: a range is
+		// decompressed from the start, the bytes before it discarded. The
+		// work is bounded by the member's declared size (never more than
+		// off+n bytes are decompressed, whatever the data claims), the
+		// skip stops when ctx ends, and the decoders' memory is bounded
+		// (see decompressor).
+		dec, err := decompressor(m.method, io.NewSectionReader(s.f, dataOff, int64(m.csize)))
+		if err != nil {
+			return nil, errs.Wrap(errs.DataLoss, err, "get %q from %s: %s member", key, s.path, methodName(m.method))
 		}
-		var rd io.Reader = &exactReader{r: io.LimitReader(fr, n), n: n, key: key}
+		if skipped, err := storesvc.CopyContext(ctx, io.Discard, io.LimitReader(dec, off)); err != nil || skipped < off {
+			dec.Close()
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return nil, ctxErr
+			}
+			if err == nil {
+				return nil, errs.New(errs.DataLoss, "get %q from %s: %s member ends %d bytes early", key, s.path, methodName(m.method), size-skipped)
+			}
+			return nil, errs.Wrap(errs.DataLoss, err, "get %q from %s: decompressing the %s member", key, s.path, methodName(m.method))
+		}
+		var rd io.Reader = &exactReader{r: io.LimitReader(dec, n), n: n, key: key, method: methodName(m.method)}
 		if whole {
 			rd = &crcReader{r: rd, want: m.crc, n: n, key: key, h: crc32.NewIEEE()}
 		}
 		obj.ReadCloser = struct {
 			io.Reader
 			io.Closer
-		}{rd, fr}
+		}{rd, dec}
 	default:
-		return nil, errs.New(errs.Unimplemented, "get %q from %s: compression method %d is not supported (only stored and deflated)", key, s.path, m.method)
+		return nil, errs.New(errs.Unimplemented, "get %q from %s: compression method %d is not supported (only stored, deflated, bzip2 and zstd)", key, s.path, m.method)
 	}
 	return obj, nil
 }
@@ -289,23 +309,65 @@ func (c *crcReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// exactReader turns an early end of an inflated stream into DataLoss.
+// exactReader turns an early end of a decompressed stream, or its
+// failure, into DataLoss.
 type exactReader struct {
-	r   io.Reader
-	n   int64
-	key string
+	r      io.Reader
+	n      int64
+	key    string
+	method string
 }
 
 func (e *exactReader) Read(p []byte) (int, error) {
 	n, err := e.r.Read(p)
 	e.n -= int64(n)
 	if err == io.EOF && e.n > 0 {
-		return n, errs.New(errs.DataLoss, "get %q: deflated member ends %d bytes early", e.key, e.n)
+		return n, errs.New(errs.DataLoss, "get %q: %s member ends %d bytes early", e.key, e.method, e.n)
 	}
 	if err != nil && err != io.EOF {
-		return n, errs.Wrap(errs.DataLoss, err, "get %q: inflating", e.key)
+		return n, errs.Wrap(errs.DataLoss, err, "get %q: decompressing the %s member", e.key, e.method)
 	}
 	return n, err
+}
+
+// maxZstdWindow is the largest zstd window a member may ask for: 128 MiB,
+// the default limit of the reference decoder (libzstd's
+// ZSTD_WINDOWLOG_LIMIT_DEFAULT, 27), which every zstd writer's default
+// levels stay under. A frame asking for more is refused instead of
+// allocating it.
+const maxZstdWindow = 1 << 27
+
+// decompressor reads the decompressed data of a member compressed with
+// method (deflate, bzip2 or zstd) from r, its compressed bytes. Memory is
+// bounded: deflate's 32 KiB window, bzip2's 900 kB block, zstd's window
+// (maxZstdWindow) and one decoding goroutine per read.
+func decompressor(method uint16, r io.Reader) (io.ReadCloser, error) {
+	switch method {
+	case methodDeflate:
+		return flate.NewReader(r), nil
+	case methodBzip2:
+		return io.NopCloser(bzip2.NewReader(r)), nil
+	case methodZstd:
+		d, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(maxZstdWindow))
+		if err != nil {
+			return nil, err
+		}
+		return d.IOReadCloser(), nil
+	}
+	return nil, fmt.Errorf("compression method %d", method)
+}
+
+// methodName names a compression method in messages.
+func methodName(method uint16) string {
+	switch method {
+	case methodDeflate:
+		return "deflated"
+	case methodBzip2:
+		return "bzip2"
+	case methodZstd:
+		return "zstd"
+	}
+	return fmt.Sprintf("method-%d", method)
 }
 
 // Set implements storesvc.Store.
