@@ -194,7 +194,7 @@ func (b *Budget) addOffHeap(n int64) {
 // RuntimeHeadroom is what the Go runtime's soft limit allows beyond the
 // budget: memory no reservation covers (the runtime itself, gRPC's
 // buffers, caches, goroutine stacks).
-func RuntimeHeadroom(budget int64) int64 { return max(budget/16, 32<<20) }
+func RuntimeHeadroom(budget int64) int64 { return max(budget/32, 16<<20) }
 
 // LimitRuntime sets the Go runtime's soft memory limit to the budget plus
 // RuntimeHeadroom, less what is held outside the heap, so that the

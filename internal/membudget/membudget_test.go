@@ -155,7 +155,7 @@ func TestOffHeapLowersRuntimeLimit(t *testing.T) {
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
 	b := New(1<<30, time.Second)
 	set := b.LimitRuntime()
-	if want := int64(1<<30 + 64<<20); set != want || debug.SetMemoryLimit(-1) != want {
+	if want := int64(1<<30 + 32<<20); set != want || debug.SetMemoryLimit(-1) != want {
 		t.Fatalf("runtime limit %d (set %d), want %d", debug.SetMemoryLimit(-1), set, want)
 	}
 	r, ok := b.TryAcquireOffHeap(100 << 20)
