@@ -9,9 +9,13 @@ CACHE    ?= $(HOME)/.cache/zarrgate
 export ZARRGATE_CACHE := $(CACHE)/bin
 export ZARRGATE_VENV  := $(CACHE)/venv
 
-.PHONY: all tools api-landed deps fuzz test-python generate check-generated lint breaking test test-go serve bench clean
+.PHONY: build all tools api-landed deps fuzz test-python generate check-generated lint breaking test test-go serve bench clean
 
 all: lint test-go
+
+## build: the zarrgate binary into bin/
+build:
+	$(GO) build -o bin/zarrgate ./cmd/zarrgate
 
 ## tools: build the pinned dev tools (buf, protoc plugins, grpcurl) into the Go cache
 tools:
