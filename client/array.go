@@ -186,10 +186,35 @@ func (c *Client) CreateArray(ctx context.Context, path string, s ArraySpec) (*Ar
 	return &Array{c: c, Node: nodeFromProto(resp.GetNode())}, nil
 }
 
+// GroupOption adds to what CreateGroup asks for.
+type GroupOption func(*gatewayv1.CreateGroupRequest)
+
+// WithDimensions declares NCZarr dimensions (netCDF shared dimensions) in
+// the new group, for the arrays in it and below to name.
+func WithDimensions(dims ...Dimension) GroupOption {
+	return func(r *gatewayv1.CreateGroupRequest) {
+		for _, d := range dims {
+			r.Dimensions = append(r.Dimensions, &gatewayv1.Dimension{Name: d.Name, Size: uint64(d.Size), Unlimited: d.Unlimited})
+		}
+	}
+}
+
+// WithNCZarrLegacy writes an NCZarr group in netCDF-C 4.9.0's form (the
+// upper-case _NCZARR_* keys), the only one 4.9.0 reads; netCDF-C 4.10
+// reads only the default lower-case form. Groups and arrays created inside
+// follow the form of their enclosing group by themselves.
+func WithNCZarrLegacy() GroupOption {
+	return func(r *gatewayv1.CreateGroupRequest) { r.NczarrLegacy = true }
+}
+
 // CreateGroup creates a group with optional attributes (a JSON object), and
 // the groups missing above it as CreateArray does.
-func (c *Client) CreateGroup(ctx context.Context, path string, format Format, attributes string) (*Group, error) {
-	resp, err := c.arrays.CreateGroup(ctx, &gatewayv1.CreateGroupRequest{Path: path, Format: format, AttributesJson: attributes}, noRetry)
+func (c *Client) CreateGroup(ctx context.Context, path string, format Format, attributes string, opts ...GroupOption) (*Group, error) {
+	req := &gatewayv1.CreateGroupRequest{Path: path, Format: format, AttributesJson: attributes}
+	for _, o := range opts {
+		o(req)
+	}
+	resp, err := c.arrays.CreateGroup(ctx, req, noRetry)
 	if err != nil {
 		return nil, errs.FromStatus(err)
 	}

@@ -186,7 +186,7 @@ func (g *Gateway) CreateGroup(ctx context.Context, path string, spec GroupSpec) 
 	if (len(spec.Dimensions) > 0 || spec.NCZarrLegacy) && spec.Format != FormatNCZarr {
 		return nil, errs.New(errs.InvalidArgument, "create group %q: dimensions and the legacy form are NCZarr features; ask for the NCZarr format", path)
 	}
-	if err := g.ensureParents(ctx, path, spec.Format); err != nil {
+	if err := g.ensureParents(ctx, path, spec.Format, grp.NCZarr != nil && grp.NCZarr.Legacy); err != nil {
 		return nil, err
 	}
 	n := &node{path: path, group: grp}
@@ -248,7 +248,9 @@ func (g *Gateway) CreateArray(ctx context.Context, path string, spec ArraySpec) 
 	if err := g.checkFree(ctx, path); err != nil {
 		return nil, err
 	}
-	if err := g.ensureParents(ctx, path, spec.Format); err != nil {
+	// The array's form is its nearest group's (resolveNCZarrDims), which
+	// is also what the missing groups between take.
+	if err := g.ensureParents(ctx, path, spec.Format, false); err != nil {
 		return nil, err
 	}
 	if err := g.writeNew(ctx, n); err != nil {

@@ -39,6 +39,19 @@ func (g *Gateway) loadGroup(ctx context.Context, path string) (*zarr.Group, erro
 	return n.group, nil
 }
 
+// nearestGroup returns the nearest group there is above path (nil if
+// none): the one whose NCZarr form a new node, and the missing groups
+// between, take.
+func (g *Gateway) nearestGroup(ctx context.Context, path string) (*zarr.Group, error) {
+	for _, p := range enclosingGroups(path) {
+		grp, err := g.loadGroup(ctx, p)
+		if err != nil || grp != nil {
+			return grp, err
+		}
+	}
+	return nil, nil
+}
+
 // newNCZarrGroup returns the netCDF information of a new NCZarr group at
 // path. Its form is its parent's when the parent is an NCZarr group: a
 // dataset is read by one netCDF version, which understands one form only
@@ -58,12 +71,11 @@ func (g *Gateway) newNCZarrGroup(ctx context.Context, path string, spec GroupSpe
 		seen[d.Name] = true
 	}
 	nc := &zarr.NCZarrGroup{Superblock: path == "", Version: "2.0.0", Legacy: spec.NCZarrLegacy}
-	var parent *zarr.Group
-	if path != "" {
-		var err error
-		if parent, err = g.loadGroup(ctx, enclosingGroups(path)[0]); err != nil {
-			return nil, err
-		}
+	// The nearest group there, not only the parent: missing groups between
+	// are made in its form (ensureParents), so this one must take it too.
+	parent, err := g.nearestGroup(ctx, path)
+	if err != nil {
+		return nil, err
 	}
 	if parent != nil && parent.NCZarr != nil {
 		if spec.NCZarrLegacy && !parent.NCZarr.Legacy {
@@ -101,8 +113,15 @@ func (g *Gateway) resolveNCZarrDims(ctx context.Context, path string, a *zarr.Ar
 		}
 		loaded[i] = grp
 	}
-	if loaded[0] != nil && loaded[0].NCZarr != nil {
-		a.NCZarr.Legacy = loaded[0].NCZarr.Legacy
+	// The nearest group there gives the form; missing ones between are
+	// made in its form (ensureParents).
+	for _, grp := range loaded {
+		if grp != nil {
+			if grp.NCZarr != nil {
+				a.NCZarr.Legacy = grp.NCZarr.Legacy
+			}
+			break
+		}
 	}
 	find := func(grp *zarr.Group, name string) (zarr.Dimension, bool) {
 		if grp == nil {

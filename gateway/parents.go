@@ -21,13 +21,17 @@ import (
 // same missing parents (siblings made at once) all succeed, the parent is
 // written once and an existing node is never written over. Beyond
 // zarr-python, an ancestor holding a node of another format is left as
-// it is rather than given a second metadata document.
-func (g *Gateway) ensureParents(ctx context.Context, path string, format Format) error {
+// it is rather than given a second metadata document. Missing NCZarr
+// groups take the form (legacy: netCDF 4.9.0's upper-case keys) of the
+// nearest NCZarr group above them, or legacy when there is none: one
+// dataset has one form, the one its reader understands.
+func (g *Gateway) ensureParents(ctx context.Context, path string, format Format, legacy bool) error {
 	if path == "" {
 		return nil
 	}
 	parts := strings.Split(path, "/")
 	var missing []string
+	var forms []bool       // legacy, per missing group
 	for i := range parts { // "", then parts[0], ... up to path's parent
 		p := strings.Join(parts[:i], "/")
 		// Straight from the store, not the cache: a group another gateway
@@ -38,14 +42,18 @@ func (g *Gateway) ensureParents(ctx context.Context, path string, format Format)
 			if err := inTheWay(n, path); err != nil {
 				return err
 			}
+			if n.group != nil && n.group.NCZarr != nil {
+				legacy = n.group.NCZarr.Legacy
+			}
 		case errors.Is(err, errs.NotFound):
 			missing = append(missing, p)
+			forms = append(forms, legacy)
 		default:
 			return err
 		}
 	}
-	for _, p := range missing { // from the root down: each one's parent is there
-		if err := g.createParent(ctx, p, path, format); err != nil {
+	for i, p := range missing { // from the root down: each one's parent is there
+		if err := g.createParent(ctx, p, path, format, forms[i]); err != nil {
 			return err
 		}
 	}
@@ -53,8 +61,9 @@ func (g *Gateway) ensureParents(ctx context.Context, path string, format Format)
 }
 
 // createParent creates an empty group in format at p, an ancestor of
-// child that had no node, unless another creator just made one.
-func (g *Gateway) createParent(ctx context.Context, p, child string, format Format) error {
+// child that had no node, unless another creator just made one; an
+// NCZarr one in the legacy form if asked.
+func (g *Gateway) createParent(ctx context.Context, p, child string, format Format, legacy bool) error {
 	grp := &zarr.Group{ZarrFormat: 3}
 	switch format {
 	case 0, FormatV3:
@@ -63,7 +72,7 @@ func (g *Gateway) createParent(ctx context.Context, p, child string, format Form
 	case FormatNCZarr:
 		// As CreateGroup writes one: the root carries the superblock.
 		grp.ZarrFormat = 2
-		grp.NCZarr = &zarr.NCZarrGroup{Superblock: p == "", Version: "2.0.0"}
+		grp.NCZarr = &zarr.NCZarrGroup{Superblock: p == "", Version: "2.0.0", Legacy: legacy}
 	default:
 		return errs.New(errs.InvalidArgument, "create %q: unknown format %d", child, format)
 	}

@@ -201,7 +201,7 @@ func (s *Server) ListChildren(req *gatewayv1.ListChildrenRequest, stream grpc.Se
 
 // CreateGroup implements gatewayv1.ArrayServiceServer.
 func (s *Server) CreateGroup(ctx context.Context, req *gatewayv1.CreateGroupRequest) (*gatewayv1.CreateGroupResponse, error) {
-	spec := GroupSpec{Format: Format(req.GetFormat()), Attributes: json.RawMessage(req.GetAttributesJson())}
+	spec := GroupSpec{Format: Format(req.GetFormat()), Attributes: json.RawMessage(req.GetAttributesJson()), NCZarrLegacy: req.GetNczarrLegacy()}
 	for _, d := range req.GetDimensions() {
 		spec.Dimensions = append(spec.Dimensions, zarr.Dimension{Name: d.GetName(), Size: int64(d.GetSize()), Unlimited: d.GetUnlimited()})
 	}

@@ -649,7 +649,15 @@ type CreateGroupRequest struct {
 	// attributes_json is a JSON object; empty means none.
 	AttributesJson string `protobuf:"bytes,3,opt,name=attributes_json,json=attributesJson,proto3" json:"attributes_json,omitempty"`
 	// dimensions to declare (NCZarr only).
-	Dimensions    []*Dimension `protobuf:"bytes,4,rep,name=dimensions,proto3" json:"dimensions,omitempty"`
+	Dimensions []*Dimension `protobuf:"bytes,4,rep,name=dimensions,proto3" json:"dimensions,omitempty"`
+	// nczarr_legacy (NCZarr only): write the upper-case keys
+	// (_NCZARR_SUPERBLOCK, _NCZARR_GROUP, _NCZARR_ARRAY, _NCZARR_ATTR) that
+	// netCDF-C 4.9.0 reads; netCDF-C 4.10 reads only the lower-case form.
+	// Groups and arrays created inside follow the form of their enclosing
+	// group, and so do the missing groups created above this one; asking for
+	// it inside a dataset of the lower-case form is InvalidArgument, as is
+	// asking for it with another format.
+	NczarrLegacy  bool `protobuf:"varint,5,opt,name=nczarr_legacy,json=nczarrLegacy,proto3" json:"nczarr_legacy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -710,6 +718,13 @@ func (x *CreateGroupRequest) GetDimensions() []*Dimension {
 		return x.Dimensions
 	}
 	return nil
+}
+
+func (x *CreateGroupRequest) GetNczarrLegacy() bool {
+	if x != nil {
+		return x.NczarrLegacy
+	}
+	return false
 }
 
 // CreateGroupResponse carries the new group.
@@ -2303,14 +2318,15 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1c\n" +
 	"\trecursive\x18\x02 \x01(\bR\trecursive\"G\n" +
 	"\x14ListChildrenResponse\x12/\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x19.zarrgate.gateway.v1.NodeR\x05nodes\"\xc6\x01\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x19.zarrgate.gateway.v1.NodeR\x05nodes\"\xeb\x01\n" +
 	"\x12CreateGroupRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x123\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x1b.zarrgate.gateway.v1.FormatR\x06format\x12'\n" +
 	"\x0fattributes_json\x18\x03 \x01(\tR\x0eattributesJson\x12>\n" +
 	"\n" +
 	"dimensions\x18\x04 \x03(\v2\x1e.zarrgate.gateway.v1.DimensionR\n" +
-	"dimensions\"D\n" +
+	"dimensions\x12#\n" +
+	"\rnczarr_legacy\x18\x05 \x01(\bR\fnczarrLegacy\"D\n" +
 	"\x13CreateGroupResponse\x12-\n" +
 	"\x04node\x18\x01 \x01(\v2\x19.zarrgate.gateway.v1.NodeR\x04node\"\xed\x02\n" +
 	"\x12CreateArrayRequest\x12\x12\n" +

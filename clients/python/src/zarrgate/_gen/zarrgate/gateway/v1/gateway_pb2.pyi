@@ -107,16 +107,18 @@ class ListChildrenResponse(_message.Message):
     def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ...) -> None: ...
 
 class CreateGroupRequest(_message.Message):
-    __slots__ = ("path", "format", "attributes_json", "dimensions")
+    __slots__ = ("path", "format", "attributes_json", "dimensions", "nczarr_legacy")
     PATH_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_JSON_FIELD_NUMBER: _ClassVar[int]
     DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
+    NCZARR_LEGACY_FIELD_NUMBER: _ClassVar[int]
     path: str
     format: Format
     attributes_json: str
     dimensions: _containers.RepeatedCompositeFieldContainer[Dimension]
-    def __init__(self, path: _Optional[str] = ..., format: _Optional[_Union[Format, str]] = ..., attributes_json: _Optional[str] = ..., dimensions: _Optional[_Iterable[_Union[Dimension, _Mapping]]] = ...) -> None: ...
+    nczarr_legacy: bool
+    def __init__(self, path: _Optional[str] = ..., format: _Optional[_Union[Format, str]] = ..., attributes_json: _Optional[str] = ..., dimensions: _Optional[_Iterable[_Union[Dimension, _Mapping]]] = ..., nczarr_legacy: _Optional[bool] = ...) -> None: ...
 
 class CreateGroupResponse(_message.Message):
     __slots__ = ("node",)
