@@ -6,6 +6,8 @@ package memory
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"io"
 	"iter"
 	"slices"
@@ -28,6 +30,11 @@ type Store struct {
 	mu   sync.RWMutex
 	m    map[string]entry
 	next atomic.Uint64
+	// epoch makes generations unique across instances: a store made anew
+	// (a restarted server) never repeats one an earlier instance handed
+	// out, so a generation recorded by a client (zarrgate cp) cannot match
+	// different data.
+	epoch string
 }
 
 var (
@@ -36,9 +43,13 @@ var (
 )
 
 // New returns an empty store.
-func New() *Store { return &Store{m: make(map[string]entry)} }
+func New() *Store {
+	var b [6]byte
+	rand.Read(b[:])
+	return &Store{m: make(map[string]entry), epoch: hex.EncodeToString(b[:]) + "-"}
+}
 
-func (s *Store) newGen() string { return strconv.FormatUint(s.next.Add(1), 36) }
+func (s *Store) newGen() string { return s.epoch + strconv.FormatUint(s.next.Add(1), 36) }
 
 // Capabilities implements storesvc.Store: everything.
 func (s *Store) Capabilities() storesvc.Capabilities {
