@@ -167,3 +167,25 @@ func TestOffHeapLowersRuntimeLimit(t *testing.T) {
 		t.Fatalf("after release: runtime limit %d, in use %d", debug.SetMemoryLimit(-1), b.InUse())
 	}
 }
+
+// BenchmarkAcquireRelease is the budget's cost on the read path: one
+// reservation per batch of chunks, uncontended and with 8 goroutines.
+func BenchmarkAcquireRelease(b *testing.B) {
+	bud := New(1<<30, time.Second)
+	ctx := context.Background()
+	b.Run("serial", func(b *testing.B) {
+		for b.Loop() {
+			r, _ := bud.Acquire(ctx, 16<<20, "batch")
+			r.Release()
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.SetParallelism(4)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				r, _ := bud.Acquire(ctx, 16<<20, "batch")
+				r.Release()
+			}
+		})
+	})
+}
