@@ -746,7 +746,10 @@ func (g *Gateway) readShardIndex(ctx context.Context, l *layout, key string) (*s
 		return nil, err
 	}
 	defer obj.Close()
-	res, err := g.cfg.Budget.Acquire(ctx, obj.Length, fmt.Sprintf("the index of shard %q", key))
+	// The raw index, its decoded entries (as large) and checkIndex's
+	// sorted spans (1.5 times): an index of millions of entries costs that
+	// much while it is read.
+	res, err := g.cfg.Budget.Acquire(ctx, 4*obj.Length, fmt.Sprintf("the index of shard %q", key))
 	if err != nil {
 		return nil, err
 	}
