@@ -31,6 +31,23 @@ func init() {
 	Register("numcodecs.categorize", newCategorize)
 }
 
+// dtypes reads a filter's dtype (which must be the array's, as the chain
+// has it) and astype (the stored type; dtype when absent), each one kind
+// accepts.
+func dtypes(dtype, astype string, in ChunkSpec, accept func(zarr.DataType) bool) (dt, at zarr.DataType, err error) {
+	if dt, err = numericType("dtype", dtype, in.DataType, accept); err != nil {
+		return dt, at, err
+	}
+	if err = sameType("dtype", dt, in); err != nil {
+		return dt, at, err
+	}
+	at = dt
+	if astype != "" {
+		at, err = numericType("astype", astype, dt, accept)
+	}
+	return dt, at, err
+}
+
 // numericType parses a numcodecs dtype field (a NumPy typestring such as
 // "<f8"; the byte order is the bytes codec's business) that must be one of
 // the given kinds, defaulting to def when absent.
@@ -310,18 +327,9 @@ func newFixedScaleOffset(cfg json.RawMessage, in ChunkSpec) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	dt, err := numericType("dtype", c.Dtype, in.DataType, isNum)
+	dt, at, err := dtypes(c.Dtype, c.Astype, in, isNum)
 	if err != nil {
 		return nil, err
-	}
-	if err := sameType("dtype", dt, in); err != nil {
-		return nil, err
-	}
-	at := dt
-	if c.Astype != "" {
-		if at, err = numericType("astype", c.Astype, dt, isNum); err != nil {
-			return nil, err
-		}
 	}
 	e := elementCodec{name: "numcodecs.fixedscaleoffset", dec: dt, enc: at}
 	switch {
@@ -388,18 +396,9 @@ func newQuantize(cfg json.RawMessage, in ChunkSpec) (any, error) {
 	if !d.isInt || d.i < -300 || d.i > 300 {
 		return nil, errs.New(errs.InvalidArgument, "configuration.digits %s: want an integer from -300 to 300", c.Digits)
 	}
-	dt, err := numericType("dtype", c.Dtype, in.DataType, isFloat)
+	dt, at, err := dtypes(c.Dtype, c.Astype, in, isFloat)
 	if err != nil {
 		return nil, err
-	}
-	if err := sameType("dtype", dt, in); err != nil {
-		return nil, err
-	}
-	at := dt
-	if c.Astype != "" {
-		if at, err = numericType("astype", c.Astype, dt, isFloat); err != nil {
-			return nil, err
-		}
 	}
 	// numcodecs: exp = floor/ceil(log10(10**-digits)), which is -digits;
 	// bits = ceil(log2(10**-exp)); scale = 2**bits.
