@@ -221,6 +221,9 @@ func runAdvCase(t *testing.T, c advCase, row *advRow) {
 			t.Errorf("the server used %v of CPU in the second after the call: still spinning", d)
 		}
 	}
+	if l := srv.logs.String(); strings.Contains(l, "server bug") {
+		t.Errorf("bad input logged as a server bug:\n%s", l)
+	}
 	if !killed && srv.alive() {
 		if err := advHealthy(e, c.worker); err != nil {
 			t.Errorf("the server no longer serves: %v", err)
@@ -696,6 +699,11 @@ func rawCall(ctx context.Context, e *advEnv, method string, serverStream, client
 	if clientStream { // Set: the key is in the header, field 1 of field 1
 		req = protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), req)
 	}
+	return rawSend(ctx, e, method, serverStream, clientStream, req)
+}
+
+// rawSend sends req, bytes encoded by hand, as the one request of a call.
+func rawSend(ctx context.Context, e *advEnv, method string, serverStream, clientStream bool, req []byte) error {
 	st, err := e.cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: serverStream, ClientStreams: clientStream}, method, grpc.ForceCodec(rawCodec{}))
 	if err != nil {
 		return err
@@ -1004,6 +1012,15 @@ func adversarialCases() []advCase {
 		}},
 		{name: "GetNode of a path that is not UTF-8", want: inv, run: func(ctx context.Context, e *advEnv) error {
 			return rawCall(ctx, e, "/zarrgate.gateway.v1.ArrayService/GetNode", false, false, "g/\xff")
+		}},
+		{name: "ReadSlab of a path that is not UTF-8", want: inv, run: func(ctx context.Context, e *advEnv) error {
+			return rawCall(ctx, e, "/zarrgate.gateway.v1.ArrayService/ReadSlab", true, false, "a/\xff")
+		}},
+		{name: "ListPrefix of bytes that are no message", want: inv, run: func(ctx context.Context, e *advEnv) error {
+			return rawSend(ctx, e, "/zarrgate.store.v1.StoreService/ListPrefix", true, false, []byte{0xff, 0xff})
+		}},
+		{name: "Get of a temporary file's name", want: inv, run: func(ctx context.Context, e *advEnv) error {
+			return rawCall(ctx, e, "/zarrgate.store.v1.StoreService/Get", true, false, "a/.zarrgate-tmp-0123456789abcdef")
 		}},
 	}
 }

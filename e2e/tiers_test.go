@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,13 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protowire"
 
-	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 	storev1 "github.com/zarrgate/zarrgate/gen/zarrgate/store/v1"
 
 	"github.com/zarrgate/zarrgate/client"
@@ -201,108 +196,5 @@ func TestTierDownFailsFast(t *testing.T) {
 	}
 	if !waitFor(5*time.Second, func() bool { return strings.Contains(gw.logs.String(), "ready again") }) {
 		t.Errorf("recovery not logged:\n%s", gw.logs)
-	}
-}
-
-// rawBytesCodec sends hand-encoded bytes: what no protobuf library marshals.
-type rawBytesCodec struct{}
-
-type rawMsg []byte
-
-func (rawBytesCodec) Name() string { return "proto" }
-func (rawBytesCodec) Marshal(v any) (mem.BufferSlice, error) {
-	return mem.BufferSlice{mem.SliceBuffer(*v.(*rawMsg))}, nil
-}
-func (rawBytesCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	*v.(*rawMsg) = data.Materialize()
-	return nil
-}
-
-// Bad input to the real binary gets the code of the docs' table, never
-// Internal or Unknown, and the server serves on.
-func TestBadInputCodes(t *testing.T) {
-	s := startServer(t, "--root", t.TempDir())
-	cc, err := rpc.Dial(s.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st := storev1.NewStoreServiceClient(cc)
-	gw := gatewayv1.NewArrayServiceClient(cc)
-	get := func(key string) error {
-		g, err := st.Get(ctx, &storev1.GetRequest{Key: key})
-		if err == nil {
-			_, err = g.Recv()
-		}
-		return err
-	}
-	rawStream := func(method string, msg []byte) error {
-		desc := &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
-		s, err := cc.NewStream(ctx, desc, method, grpc.ForceCodecV2(rawBytesCodec{}))
-		if err != nil {
-			return err
-		}
-		in := rawMsg(msg)
-		s.SendMsg(&in)
-		s.CloseSend()
-		for {
-			var out rawMsg
-			if err := s.RecvMsg(&out); err == io.EOF {
-				return nil
-			} else if err != nil {
-				return err
-			}
-		}
-	}
-	nonUTF8 := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte("a/\xff"))
-	cases := []struct {
-		name string
-		call func() error
-		want codes.Code
-	}{
-		{"key segment over 255 bytes", func() error { return get("a/" + strings.Repeat("s", 256)) }, codes.InvalidArgument},
-		{"non-UTF-8 key", func() error { return rawStream("/zarrgate.store.v1.StoreService/Get", nonUTF8) }, codes.InvalidArgument},
-		{"non-UTF-8 path (gateway)", func() error { return rawStream("/zarrgate.gateway.v1.ArrayService/ReadSlab", nonUTF8) }, codes.InvalidArgument},
-		{"garbage message", func() error { return rawStream("/zarrgate.store.v1.StoreService/ListPrefix", []byte{0xff, 0xff}) }, codes.InvalidArgument},
-		{"temporary file name", func() error { return get("a/.zarrgate-tmp-x") }, codes.InvalidArgument},
-		{"Set closed before its header", func() error {
-			s, err := st.Set(ctx)
-			if err != nil {
-				return err
-			}
-			_, err = s.CloseAndRecv()
-			return err
-		}, codes.InvalidArgument},
-		{"Set with a second header", func() error {
-			s, err := st.Set(ctx)
-			if err != nil {
-				return err
-			}
-			s.Send(&storev1.SetRequest{Header: &storev1.SetHeader{Key: "k"}})
-			s.Send(&storev1.SetRequest{Header: &storev1.SetHeader{Key: "k"}})
-			_, err = s.CloseAndRecv()
-			return err
-		}, codes.InvalidArgument},
-		{"WriteSlab closed before its header", func() error {
-			s, err := gw.WriteSlab(ctx)
-			if err != nil {
-				return err
-			}
-			_, err = s.CloseAndRecv()
-			return err
-		}, codes.InvalidArgument},
-	}
-	for _, tc := range cases {
-		if err := tc.call(); status.Code(err) != tc.want {
-			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
-		}
-	}
-	if l := s.logs.String(); strings.Contains(l, "server bug") || strings.Contains(l, "panic") {
-		t.Errorf("bad input logged as a server bug:\n%s", l)
-	}
-	if _, err := gw.CreateGroup(ctx, &gatewayv1.CreateGroupRequest{Path: "g"}); err != nil {
-		t.Errorf("server after the bad input: %v", err)
 	}
 }
