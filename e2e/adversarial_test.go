@@ -725,6 +725,14 @@ func rawSend(ctx context.Context, e *advEnv, method string, serverStream, client
 	}
 }
 
+func ones(n int) []uint64 {
+	s := make([]uint64, n)
+	for i := range s {
+		s[i] = 1
+	}
+	return s
+}
+
 func stringBlock(origin, shape []uint64, strs ...string) *gatewayv1.Block {
 	b := &gatewayv1.Block{Origin: origin, Shape: shape, Offsets: []uint64{0}}
 	for _, s := range strs {
@@ -777,6 +785,22 @@ func adversarialCases() []advCase {
 		{name: "CreateArray [2^31,2^31] chunks [2^31,2^31] uint8", want: tooBig, msg: "chunk", run: create([]uint64{1 << 31, 1 << 31}, []uint64{1 << 31, 1 << 31}, "uint8"), maxRSS: advLean},
 		{name: "CreateArray [2^40,2^40] chunks [2^32,2^32] (elements overflow int64)", want: inv, run: create([]uint64{1 << 40, 1 << 40}, []uint64{1 << 32, 1 << 32}, "uint8"), maxRSS: advLean},
 		{name: "CreateArray [2^63+1] (shape over int64)", want: inv, run: create([]uint64{1<<63 + 1}, []uint64{1024}, "uint8"), maxRSS: advLean},
+		{name: "CreateArray of 100000 dimensions", want: inv, run: create(ones(100000), ones(100000), "uint8"), maxRSS: advLean},
+		{name: "ReadSlab with a selection of 100000 dimensions", want: inv, maxRSS: advLean, run: func(ctx context.Context, e *advEnv) error {
+			sel := make([]*gatewayv1.Slice, 100000)
+			for i := range sel {
+				sel[i] = &gatewayv1.Slice{Stop: 1}
+			}
+			st, err := e.arrays.ReadSlab(ctx, &gatewayv1.ReadSlabRequest{Path: "a", Selection: sel})
+			if err != nil {
+				return err
+			}
+			for {
+				if _, err := st.Recv(); err != nil {
+					return err
+				}
+			}
+		}},
 		{name: "CreateArray chunks [2^61] float64 (bytes overflow int64)", want: tooBig, run: create([]uint64{1 << 61}, []uint64{1 << 61}, "float64"), maxRSS: advLean},
 		{name: "CreateArray [2^62,2^62] chunks [1024,1024], read all", want: tooBig, maxRSS: advLean,
 			run: func(ctx context.Context, e *advEnv) error {

@@ -82,10 +82,16 @@ func (g *Gateway) newReadMem(path string) *readMem {
 // reserve reserves n bytes and returns the holds on them: one for the
 // caller, which drops it with Release when it has emitted everything; each
 // emitted block takes another (hold).
-func (m *readMem) reserve(ctx context.Context, n int64, what string) (*bufpool.Refs, error) {
-	r, err := m.b.Acquire(ctx, n, fmt.Sprintf("reading %s of %q", what, m.path))
-	if err != nil {
-		return nil, err
+//
+// what describes the memory for an error message; it is formatted only
+// when the budget has no room at once (not on every batch of a read).
+func (m *readMem) reserve(ctx context.Context, n int64, what func() string) (*bufpool.Refs, error) {
+	r, ok := m.b.TryAcquire(n)
+	if !ok {
+		var err error
+		if r, err = m.b.Acquire(ctx, n, fmt.Sprintf("reading %s of %q", what(), m.path)); err != nil {
+			return nil, err
+		}
 	}
 	m.mu.Lock()
 	id := m.next
@@ -344,7 +350,7 @@ func (g *Gateway) readBatch(ctx context.Context, l *layout, mem *readMem, batch 
 	for len(batch) > 0 {
 		part := batch[:min(per, int64(len(batch)))]
 		batch = batch[len(part):]
-		refs, err := mem.reserve(ctx, int64(len(part))*cost, fmt.Sprintf("%d chunks", len(part)))
+		refs, err := mem.reserve(ctx, int64(len(part))*cost, func() string { return fmt.Sprintf("%d chunks", len(part)) })
 		if err != nil {
 			return err
 		}
@@ -619,7 +625,9 @@ var errStaleIndex = errors.New("stale shard index")
 // chunks, with memory reserved for the encoded bytes and the decoded
 // units; errStaleIndex if the shard changed since idx was read.
 func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, key string, idx *shardIdx, reqs []storesvc.KeyRange, batch []want, encBytes int64, out func(Block) error) error {
-	refs, err := mem.reserve(ctx, encBytes+int64(len(batch))*l.unitBytes(), fmt.Sprintf("%d inner chunks of shard %q", len(batch), key))
+	refs, err := mem.reserve(ctx, encBytes+int64(len(batch))*l.unitBytes(), func() string {
+		return fmt.Sprintf("%d inner chunks of shard %q", len(batch), key)
+	})
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,9 @@ func SelectionFromProto(sel []*gatewayv1.Slice) ([]zarr.Range, error) {
 	if len(sel) == 0 {
 		return nil, nil
 	}
+	if len(sel) > zarr.MaxDims {
+		return nil, errs.New(errs.InvalidArgument, "selection: %d dimensions, more than any array has (%d)", len(sel), zarr.MaxDims)
+	}
 	out := make([]zarr.Range, len(sel))
 	for d, s := range sel {
 		if s.GetStart() > 1<<62 || s.GetStop() > 1<<62 || s.GetStep() > 1<<62 {

@@ -3,6 +3,7 @@ package zarr
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/zarrgate/zarrgate/errs"
@@ -31,5 +32,20 @@ func TestChecked(t *testing.T) {
 	}
 	if _, err := Bytes("chunk", []int64{1 << 31, 1 << 31}, 4); !errors.Is(err, errs.InvalidArgument) {
 		t.Errorf("Bytes overflow: %v", err)
+	}
+}
+
+func TestMaxDims(t *testing.T) {
+	shape := make([]int64, MaxDims+1)
+	for i := range shape {
+		shape[i] = 1
+	}
+	a := &Array{Shape: shape, ChunkShape: shape, DataType: MustDataType("uint8"), Codecs: []CodecSpec{{Name: "bytes"}}}
+	if err := a.validate(); !errors.Is(err, errs.InvalidArgument) {
+		t.Fatalf("%d dimensions: %v, want InvalidArgument", len(shape), err)
+	}
+	a.Shape, a.ChunkShape = shape[:MaxDims], shape[:MaxDims]
+	if err := a.validate(); errors.Is(err, errs.InvalidArgument) && strings.Contains(err.Error(), "dimensions") {
+		t.Fatalf("%d dimensions refused: %v", MaxDims, err)
 	}
 }

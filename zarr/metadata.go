@@ -199,8 +199,16 @@ func (a *Array) ChunkKey(prefix string, coords []int64) string {
 	return a.ChunkKeyEncoding.Key(prefix, coords)
 }
 
+// MaxDims is the most dimensions an array may have, as in NumPy 2: every
+// per-dimension cost of a request (projections, box copies, block origins)
+// is then bounded however many dimensions a client sends.
+const MaxDims = 64
+
 // validate checks the cross-field rules every Array must satisfy.
 func (a *Array) validate() error {
+	if len(a.Shape) > MaxDims {
+		return errs.New(errs.InvalidArgument, "shape: %d dimensions, more than the %d supported (NumPy's limit)", len(a.Shape), MaxDims)
+	}
 	if len(a.ChunkShape) != len(a.Shape) {
 		return errs.New(errs.InvalidArgument, "chunk_shape: has %d dimensions, shape has %d", len(a.ChunkShape), len(a.Shape))
 	}
