@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
-	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -67,44 +65,14 @@ func (g *Gateway) layout(n *node) (*layout, error) {
 	return n.lay, n.layErr
 }
 
-// checkUnitSize refuses arrays whose decode units (chunks, or a shard's
-// inner chunks) or shard indexes are larger than this gateway's per-chunk
-// limit, before anything of that size is allocated: one such read would
-// otherwise take the memory of every other call.
-func (g *Gateway) checkUnitSize(path string, l *layout) error {
-	elems, ok := zarr.ProductChecked(l.unit)
-	if !ok {
-		return errs.New(errs.InvalidArgument, "array %q: chunk shape %v has more than 2^63 elements", path, l.unit)
-	}
-	size := int64(l.elem)
-	if size == 0 {
-		size = varElemBytes
-	}
-	if b, ok := zarr.MulChecked(elems, size); !ok || b > g.cfg.MaxChunkBytes {
-		what := "bytes"
-		if l.elem == 0 {
-			what = "bytes of offsets and values at least"
-		}
-		return errs.New(errs.ResourceExhausted, "array %q: a chunk of shape %v holds %s %s decoded, more than this server's per-chunk limit of %s (--max-chunk-bytes)", path, l.unit, sizeOrHuge(b, ok), what, membudget.Size(g.cfg.MaxChunkBytes))
-	}
-	if l.shard != nil {
-		n, ok := zarr.ProductChecked(l.shard.per)
-		if b, ok2 := zarr.MulChecked(n, 16); !ok || !ok2 || b > g.cfg.MaxChunkBytes || n > math.MaxInt32 {
-			return errs.New(errs.ResourceExhausted, "array %q: a shard holds %v inner chunks, whose index is larger than this server's per-chunk limit of %s (--max-chunk-bytes)", path, l.shard.per, membudget.Size(g.cfg.MaxChunkBytes))
-		}
-	}
-	return nil
-}
-
 // varElemBytes is what a variable-length element costs decoded at least:
-// its offset, and room for a short value.
+// its offset, and room for a short value (for estimates of a read's
+// memory; the decoders bound the rest).
 const varElemBytes = 16
 
-func sizeOrHuge(n int64, ok bool) string {
-	if !ok {
-		return "more than 2^63"
-	}
-	return membudget.Size(n)
+// limits are the codecs' per-chunk limits, from the gateway's.
+func (c Config) limits() codecsvc.Limits {
+	return codecsvc.Limits{MaxChunkBytes: c.MaxChunkBytes, MaxVariableBytes: c.MaxVariableBytes}
 }
 
 func (g *Gateway) newLayout(n *node) (*layout, error) {
@@ -124,7 +92,7 @@ func (g *Gateway) newLayout(n *node) (*layout, error) {
 				return nil, errs.New(errs.InvalidArgument, "array %q: shard shape overflows", n.path)
 			}
 		}
-		idx, err := codecsvc.NewLegacyShard(chain, codecsvc.ChunkSpec{Shape: convert[int](a.ChunkShape), DataType: a.DataType, FillValue: a.FillValue}, convert[int](per))
+		idx, err := codecsvc.NewLegacyShardLimits(chain, codecsvc.ChunkSpec{Shape: convert[int](a.ChunkShape), DataType: a.DataType, FillValue: a.FillValue}, convert[int](per), g.cfg.limits())
 		if err != nil {
 			return nil, fmt.Errorf("array %q: sharding storage transformer: %w", n.path, err)
 		}
@@ -144,15 +112,20 @@ func (g *Gateway) newLayout(n *node) (*layout, error) {
 			}
 			per[i] = a.ChunkShape[i] / int64(cfg.ChunkShape[i])
 		}
-		idx, err := codecsvc.NewShard(chain[0].Configuration, codecsvc.ChunkSpec{Shape: convert[int](a.ChunkShape), DataType: a.DataType, FillValue: a.FillValue})
+		idx, err := codecsvc.NewShardLimits(chain[0].Configuration, codecsvc.ChunkSpec{Shape: convert[int](a.ChunkShape), DataType: a.DataType, FillValue: a.FillValue}, g.cfg.limits())
 		if err != nil {
 			return nil, fmt.Errorf("array %q: %w", n.path, err)
 		}
 		l.unit, chain = convert[int64](cfg.ChunkShape), cfg.Codecs
 		l.shard = &shardLayout{shape: a.ChunkShape, per: per, n: int(zarr.SaturatingProduct(per)), index: idx}
 	}
-	if err := g.checkUnitSize(n.path, l); err != nil {
-		return nil, err
+	// Arrays whose chunks this gateway could not hold are refused before
+	// anything of their size is allocated (sharded ones by the shard
+	// layouts above, which check inner chunks and the index).
+	if l.shard == nil {
+		if err := codecsvc.CheckChunkSize(codecsvc.ChunkSpec{Shape: convert[int](l.unit), DataType: a.DataType, FillValue: a.FillValue}, g.cfg.limits()); err != nil {
+			return nil, fmt.Errorf("array %q: %w", n.path, err)
+		}
 	}
 	l.codec = engineCodec{g.codecs, &ChunkSpec{Codecs: chain, Shape: l.unit, DataType: a.DataType, FillValue: a.FillValue}}
 	l.raw = l.shard == nil && codecsvc.Raw(chain, a.DataType)
