@@ -25,7 +25,8 @@ import (
 	"github.com/zarrgate/zarrgate/client"
 )
 
-// zgEnv is zg with extra environment variables.
+// zgEnv runs the zarrgate binary with extra environment variables and
+// returns its stdout, stderr and exit code.
 func zgEnv(t *testing.T, env []string, stdin string, args ...string) (string, string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,20 +15,7 @@ import (
 // zg runs the zarrgate binary and returns its stdout, stderr and exit code.
 func zg(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("zarrgate %q: %v", args, err)
-	}
-	return out.String(), errb.String(), code
+	return zgEnv(t, nil, stdin, args...)
 }
 
 func mustZg(t *testing.T, stdin string, args ...string) string {
