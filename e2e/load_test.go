@@ -83,7 +83,33 @@ func (s *loadStats) errors() (int, string) {
 	return n, strings.Join(keys, ", ") + "; first: " + strings.Join(s.firstErrs, "; ")
 }
 
-func TestLoadMemoryBudget(t *testing.T) {
+func TestLoadMemoryBudget(t *testing.T) { runLoad(t) }
+
+// BenchmarkLoadMemoryBudget runs the load test's phases once per
+// iteration and reports them: read MB/s of each phase, the 64-to-4 reader
+// ratios and the server's peak RSS (go test -run '^$' -bench
+// LoadMemoryBudget -benchtime 1x ./e2e/).
+func BenchmarkLoadMemoryBudget(b *testing.B) {
+	for b.Loop() {
+		r := runLoad(b)
+		b.ReportMetric(r.readA, "A-MB/s")
+		b.ReportMetric(r.readB0, "B0-MB/s")
+		b.ReportMetric(r.readAW, "AW-MB/s")
+		b.ReportMetric(r.readB, "B-MB/s")
+		b.ReportMetric(r.readB0/r.readA, "B0/A")
+		b.ReportMetric(r.readB/r.readAW, "B/AW")
+		b.ReportMetric(float64(r.peak)/MiB, "peak-RSS-MiB")
+	}
+}
+
+// loadResult is what one run of the load phases measured.
+type loadResult struct {
+	readA, readB0, readAW, readB float64 // MB/s
+	peak                         int64   // the server's RSS, bytes
+}
+
+func runLoad(t testing.TB) loadResult {
+	t.Helper()
 	srv := startServer(t, append([]string{"--root", t.TempDir()}, memoryLimit("512MiB")...)...)
 	pid := srv.cmd.Process.Pid
 	// The idle server's RSS: code, runtime and gRPC, none of it the
@@ -411,4 +437,5 @@ func TestLoadMemoryBudget(t *testing.T) {
 	if stW.writes.Load() == 0 {
 		t.Error("phase B wrote nothing")
 	}
+	return loadResult{readA: readA, readB0: readB0, readAW: readAW, readB: readB, peak: peak}
 }
