@@ -6,8 +6,39 @@ import (
 	"strconv"
 	"strings"
 
+	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
+
 	"github.com/zarrgate/zarrgate/errs"
 )
+
+// Slice selects Start, Start+Step, ... below Stop along one dimension.
+type Slice struct{ Start, Stop, Step int64 }
+
+// Selection is one Slice per dimension; nil selects the whole array.
+type Selection []Slice
+
+func (sel Selection) proto() []*gatewayv1.Slice {
+	out := make([]*gatewayv1.Slice, len(sel))
+	for i, s := range sel {
+		out[i] = &gatewayv1.Slice{Start: uint64(s.Start), Stop: uint64(s.Stop), Step: uint64(s.Step)}
+	}
+	return out
+}
+
+// Shape is the shape of the selection's output on an array of shape.
+func (sel Selection) Shape(shape []int64) []int64 {
+	if sel == nil {
+		return append([]int64(nil), shape...)
+	}
+	out := make([]int64, len(sel))
+	for d, s := range sel {
+		step := max(s.Step, 1)
+		if s.Stop > s.Start {
+			out[d] = (s.Stop - s.Start + step - 1) / step
+		}
+	}
+	return out
+}
 
 // ParseSelection parses a NumPy-style selection: items separated by
 // commas, one per dimension, each
@@ -256,4 +287,12 @@ func pos(given, resolved int64) string {
 		return strconv.FormatInt(given, 10)
 	}
 	return fmt.Sprintf("%d (= %d)", given, resolved)
+}
+
+func product(s []int64) int64 {
+	n := int64(1)
+	for _, x := range s {
+		n *= x
+	}
+	return n
 }
