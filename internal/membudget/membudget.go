@@ -12,15 +12,11 @@
 package membudget
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"os"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -209,123 +205,6 @@ func (b *Budget) LimitRuntime() int64 {
 	b.rtLimit = b.limit + RuntimeHeadroom(b.limit)
 	debug.SetMemoryLimit(max(b.rtLimit-b.offHeap, b.rtLimit/2))
 	return b.rtLimit
-}
-
-// Size formats a byte count for messages: 256 MiB, 1.5 GiB, 100 B.
-func Size(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	v := float64(n) / float64(div)
-	s := strconv.FormatFloat(v, 'f', 1, 64)
-	s = strings.TrimSuffix(s, ".0")
-	return s + " " + string("KMGTPE"[exp]) + "iB"
-}
-
-// ParseSize parses a byte count as a flag gives it: a plain number of
-// bytes, or a number with a unit K, M, G, T (powers of 1024; KiB, MB, GiB
-// and k are accepted too), such as 512MiB or 2G.
-func ParseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	i := 0
-	for i < len(t) && (t[i] >= '0' && t[i] <= '9' || t[i] == '.') {
-		i++
-	}
-	num, unit := t[:i], strings.ToUpper(strings.TrimSpace(t[i:]))
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("size %q: want a number of bytes with an optional unit (K, M, G, T)", s)
-	}
-	unit = strings.TrimSuffix(strings.TrimSuffix(unit, "B"), "I")
-	mult := float64(1)
-	switch unit {
-	case "":
-	case "K":
-		mult = 1 << 10
-	case "M":
-		mult = 1 << 20
-	case "G":
-		mult = 1 << 30
-	case "T":
-		mult = 1 << 40
-	default:
-		return 0, fmt.Errorf("size %q: unknown unit %q (want K, M, G or T)", s, t[i:])
-	}
-	v *= mult
-	if v >= math.MaxInt64 {
-		return 0, fmt.Errorf("size %q is too large", s)
-	}
-	return int64(v), nil
-}
-
-// Fraction of the process's memory limit that the budget takes by default:
-// the rest is the Go runtime, gRPC's buffers, caches and stacks.
-const defaultFraction = 0.6
-
-// Default is the budget a process gets without --memory-limit, and where
-// it came from: 60% of the cgroup's memory limit, else of GOMEMLIMIT, else
-// 25% of the machine's memory (a shared host), else 1 GiB.
-func Default() (int64, string) {
-	if n, ok := cgroupLimit(); ok {
-		return int64(float64(n) * defaultFraction), "60% of the cgroup memory limit"
-	}
-	if n := debug.SetMemoryLimit(-1); n > 0 && n < math.MaxInt64 {
-		return int64(float64(n) * defaultFraction), "60% of GOMEMLIMIT"
-	}
-	if n, ok := memTotal(); ok {
-		return n / 4, "25% of the machine's memory"
-	}
-	return 1 << 30, "built-in default"
-}
-
-// cgroupLimit reads the memory limit of this process's cgroup (v2, then
-// v1); no limit is not ok.
-func cgroupLimit() (int64, bool) {
-	for _, p := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		s := strings.TrimSpace(string(b))
-		if s == "max" {
-			return 0, false
-		}
-		n, err := strconv.ParseInt(s, 10, 64)
-		// cgroup v1 reports "no limit" as a huge page-aligned number.
-		if err != nil || n <= 0 || n >= 1<<60 {
-			return 0, false
-		}
-		if m, ok := memTotal(); ok && n >= m {
-			return 0, false // no tighter than the machine
-		}
-		return n, true
-	}
-	return 0, false
-}
-
-func memTotal() (int64, bool) {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "MemTotal:" {
-			kb, err := strconv.ParseInt(fields[1], 10, 64)
-			if err == nil {
-				return kb << 10, true
-			}
-		}
-	}
-	return 0, false
 }
 
 // IsExhausted reports whether err is a budget refusal.
