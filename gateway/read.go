@@ -486,7 +486,8 @@ func recycle(v storesvc.PartialValue, decoded []*chunk) {
 		v.Release()
 		return
 	}
-	refs := bufpool.NewRefs(len(users), v.Release)
+	val := v // only this path keeps the value past the call
+	refs := bufpool.NewRefs(len(users), val.Release)
 	for _, c := range users {
 		c.release = refs.Release
 	}

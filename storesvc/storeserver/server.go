@@ -134,7 +134,8 @@ func (p *partSender) add(index uint32, v storesvc.PartialValue) error {
 	}
 	var h *bufpool.Refs
 	if v.Pooled() {
-		h = bufpool.NewRefs(1, v.Release)
+		val := v // only pooled values are kept past the call
+		h = bufpool.NewRefs(1, val.Release)
 		defer h.Release()
 	}
 	data, gen := v.Data, v.Generation
