@@ -473,7 +473,7 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 // decoding is done with it: at once, or, where decoded chunks alias it (a
 // codec chain that decodes in place), when the last of them is released.
 func recycle(v storesvc.PartialValue, decoded []*chunk) {
-	if !v.Pooled {
+	if !v.Pooled() {
 		return
 	}
 	var users []*chunk
@@ -483,11 +483,11 @@ func recycle(v storesvc.PartialValue, decoded []*chunk) {
 		}
 	}
 	if len(users) == 0 {
-		bufpool.Put(v.Data)
+		v.Release()
 		return
 	}
-	buf := v.Data
-	refs := bufpool.NewRefs(len(users), func() { bufpool.Put(buf) })
+	val := v // only this path keeps the value past the call
+	refs := bufpool.NewRefs(len(users), val.Release)
 	for _, c := range users {
 		c.release = refs.Release
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/storesvc"
+	"github.com/zarrgate/zarrgate/storesvc/storeserver"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -29,7 +30,7 @@ func NewServer(g *Gateway) *Server { return &Server{g: g} }
 // Register registers ArrayService and the StoreService pass-through.
 func (s *Server) Register(r grpc.ServiceRegistrar) {
 	gatewayv1.RegisterArrayServiceServer(r, s)
-	storesvc.NewServer(&invalidating{Portable: s.g.store, g: s.g}).Register(r)
+	storeserver.New(&invalidating{Portable: s.g.store, g: s.g}).Register(r)
 }
 
 // invalidating is the gateway's store as served through the StoreService

@@ -187,7 +187,7 @@ func (p *Portable) GetPartialValuesMax(ctx context.Context, reqs []KeyRange, max
 			case err != nil:
 				return err
 			}
-			out[i] = PartialValue{Data: data, Found: true, Generation: gen, Pooled: true}
+			out[i] = PartialValue{Data: data, Found: true, Generation: gen, pooled: true}
 			return nil
 		})
 	}

@@ -1,15 +1,20 @@
-// Package storesvc is the Zarr abstract store interface (Zarr v3 core.rst,
-// "Abstract store interface") in Go, and its gRPC service.
+// Package storesvc is the store contract of zarrgate: the Zarr abstract
+// store interface (Zarr v3 core.rst, "Abstract store interface") in Go,
+// with the portable layer every caller goes through. Its conformance suite
+// is package storesvc/storetest.
 //
 // A backend implements the small Store contract and, where it can do better
 // than the generic fallbacks, the optional capability interfaces
-// (PartialReader, PartialWriter, DirLister, BatchEraser, PrefixEraser).
-// Applications never call a backend directly: Wrap puts the portable layer
-// in front of it, which validates keys, prefixes, ranges and conditions,
-// refuses what the backend's Capabilities exclude, supplies the fallbacks,
-// and gives every error a code (package errs). The gRPC server (NewServer)
-// serves any Store, and the remote client (package storesvc/remote) is itself
-// a Store, indistinguishable from a local one.
+// (PartialReader, PartialWriter, DirLister, BatchEraser, PrefixEraser); this
+// package (and errs, for error codes) is all it needs to import, and
+// storetest.Run checks it. Applications never call a backend directly: Wrap
+// puts the portable layer in front of it, which validates keys, prefixes,
+// ranges and conditions, refuses what the backend's Capabilities exclude,
+// supplies the fallbacks, and gives every error a code (package errs).
+//
+// The package knows no transport. The gRPC StoreService that serves any
+// Store is package storesvc/storeserver, and its client, package
+// storesvc/remote, is itself a Store, indistinguishable from a local one.
 package storesvc
 
 import (
@@ -19,6 +24,7 @@ import (
 	"iter"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 )
 
 // Sentinel errors of the store contract. Backends return errors that match
@@ -90,10 +96,30 @@ type PartialValue struct {
 	// combining several ranges (a shard index and its chunks) can tell
 	// whether they come from one version of the value.
 	Generation string
-	// Pooled reports that Data is a whole buffer from internal/bufpool that
-	// belongs to the caller alone: once done with it, the caller may hand
-	// it back with bufpool.Put (or just drop it).
-	Pooled bool
+	// pooled: Data is a whole buffer from zarrgate's buffer pool that
+	// belongs to the caller alone (see Release).
+	pooled bool
+}
+
+// Pooled reports whether Data is a recycled buffer that Release hands back
+// for reuse: a caller that lets Data (or slices of it) outlive the call
+// must then release it only after their last use, and may otherwise skip
+// tracking those uses.
+func (v *PartialValue) Pooled() bool { return v.pooled }
+
+// Release hands Data's buffer back for reuse once the caller is done with
+// it and with every slice of it; it clears Data, so that a use after
+// Release shows as an empty value rather than someone else's bytes. Values
+// whose buffer is not pooled are left as they are. Releasing is optional
+// (a dropped value is garbage-collected like any slice) and safe to repeat
+// on the same variable; but copies of a PartialValue share one buffer, so
+// release it through one of them only.
+func (v *PartialValue) Release() {
+	if !v.pooled {
+		return
+	}
+	bufpool.Put(v.Data)
+	v.Data, v.pooled = nil, false
 }
 
 // PartialWrite writes Data into the value of Key at Offset.
@@ -208,11 +234,15 @@ func ReadAll(ctx context.Context, s Store, key string) ([]byte, string, error) {
 	return buf, obj.Generation, nil
 }
 
-// CopyContext copies src to dst in FrameSize steps, checking ctx between
+// copyStep is the step of CopyContext: large enough to keep the copy cheap,
+// small enough that a cancelled copy stops promptly.
+const copyStep = 1 << 20
+
+// CopyContext copies src to dst in copyStep (1 MiB) steps, checking ctx between
 // steps, so that a cancelled write stops promptly. It returns src's or
 // dst's error as is.
 func CopyContext(ctx context.Context, dst io.Writer, src io.Reader) (int64, error) {
-	buf := make([]byte, FrameSize)
+	buf := make([]byte, copyStep)
 	var n int64
 	for {
 		if err := ctx.Err(); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/remote"
+	"github.com/zarrgate/zarrgate/storesvc/storeserver"
 )
 
 // runStoreWorker serves StoreService over one backend: the storage tier
@@ -39,7 +40,7 @@ func runStoreWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 	}
 	defer store.Close()
 	return sf.serveWith(ctx, logger, "zarrgate store-worker serving", func(srv *rpc.Server) {
-		storesvc.NewServer(store).Register(srv)
+		storeserver.New(store).Register(srv)
 	}, "root", *root, "read_only", *readOnly)
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/storesvc"
+	"github.com/zarrgate/zarrgate/storesvc/internal/storeproto"
 )
 
 // Client is the raw remote store. Use New, which puts the portable layer in
@@ -44,7 +45,7 @@ func NewClient(ctx context.Context, cc grpc.ClientConnInterface) (*Client, error
 	if err != nil {
 		return nil, fmt.Errorf("store service: %w", errs.FromStatus(err))
 	}
-	return &Client{c: c, caps: storesvc.CapabilitiesFromProto(resp.GetCapabilities())}, nil
+	return &Client{c: c, caps: storeproto.CapabilitiesFromProto(resp.GetCapabilities())}, nil
 }
 
 // Capabilities implements storesvc.Store: the server's.
@@ -58,7 +59,7 @@ func (c *Client) Close() error { return nil }
 // object is read.
 func (c *Client) Get(ctx context.Context, key string, r storesvc.ByteRange) (*storesvc.Object, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	stream, err := c.c.Get(ctx, &storev1.GetRequest{Key: key, Range: storesvc.RangeToProto(r)})
+	stream, err := c.c.Get(ctx, &storev1.GetRequest{Key: key, Range: storeproto.RangeToProto(r)})
 	if err != nil {
 		cancel()
 		return nil, errs.FromStatus(err)
@@ -128,7 +129,7 @@ func (r *getReader) Close() error {
 func (c *Client) GetPartialValues(ctx context.Context, reqs []storesvc.KeyRange) ([]storesvc.PartialValue, error) {
 	req := &storev1.GetPartialValuesRequest{Ranges: make([]*storev1.KeyRange, len(reqs))}
 	for i, r := range reqs {
-		req.Ranges[i] = &storev1.KeyRange{Key: r.Key, Range: storesvc.RangeToProto(r.Range)}
+		req.Ranges[i] = &storev1.KeyRange{Key: r.Key, Range: storeproto.RangeToProto(r.Range)}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -173,7 +174,7 @@ func (c *Client) GetPartialValues(ctx context.Context, reqs []storesvc.KeyRange)
 }
 
 // Set implements storesvc.Store. The value streams in frames of
-// storesvc.FrameSize; if reading it fails, the call is cancelled and the
+// storeproto.FrameSize; if reading it fails, the call is cancelled and the
 // server stores nothing.
 func (c *Client) Set(ctx context.Context, key string, value io.Reader, cond storesvc.Condition) (string, error) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -182,8 +183,8 @@ func (c *Client) Set(ctx context.Context, key string, value io.Reader, cond stor
 	if err != nil {
 		return "", errs.FromStatus(err)
 	}
-	buf := make([]byte, storesvc.FrameSize)
-	msg := &storev1.SetRequest{Header: &storev1.SetHeader{Key: key, Condition: storesvc.ConditionToProto(cond)}}
+	buf := make([]byte, storeproto.FrameSize)
+	msg := &storev1.SetRequest{Header: &storev1.SetHeader{Key: key, Condition: storeproto.ConditionToProto(cond)}}
 	for {
 		n, rerr := io.ReadFull(value, buf)
 		if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
@@ -222,7 +223,7 @@ func (c *Client) SetPartialValues(ctx context.Context, writes []storesvc.Partial
 
 // Erase implements storesvc.Store.
 func (c *Client) Erase(ctx context.Context, key string, cond storesvc.Condition) error {
-	_, err := c.c.Erase(ctx, &storev1.EraseRequest{Key: key, Condition: storesvc.ConditionToProto(cond)})
+	_, err := c.c.Erase(ctx, &storev1.EraseRequest{Key: key, Condition: storeproto.ConditionToProto(cond)})
 	return errs.FromStatus(err)
 }
 

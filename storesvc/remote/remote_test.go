@@ -16,6 +16,7 @@ import (
 	"github.com/zarrgate/zarrgate/storesvc/file"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
 	"github.com/zarrgate/zarrgate/storesvc/remote"
+	"github.com/zarrgate/zarrgate/storesvc/storeserver"
 	"github.com/zarrgate/zarrgate/storesvc/storetest"
 )
 
@@ -28,7 +29,7 @@ func serve(t testing.TB, backend storesvc.Store) *storesvc.Portable {
 		t.Fatal(err)
 	}
 	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	storesvc.NewServer(backend).Register(srv)
+	storeserver.New(backend).Register(srv)
 	go srv.Serve(lis)
 	cc, err := rpc.Dial(lis.Addr().String())
 	if err != nil {

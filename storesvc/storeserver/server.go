@@ -1,4 +1,11 @@
-package storesvc
+// Package storeserver serves any store (package storesvc) as the gRPC
+// service zarrgate.store.v1.StoreService. Every request goes through the
+// portable layer (storesvc.Wrap), every error leaves as a gRPC status with
+// its code, and large GetPartialValues results go out through zarrgate's
+// wire codec (internal/wire) without a copy on zarrgate's own servers, and
+// as plain protobuf on any other gRPC server. Its client is package
+// storesvc/remote.
+package storeserver
 
 import (
 	"context"
@@ -12,6 +19,8 @@ import (
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/internal/wire"
+	"github.com/zarrgate/zarrgate/storesvc"
+	"github.com/zarrgate/zarrgate/storesvc/internal/storeproto"
 )
 
 // partialBatch is how many GetPartialValues requests the server hands the
@@ -22,30 +31,30 @@ const partialBatch = 256
 // listBatch is how many keys one List* response carries at most.
 const listBatch = 1000
 
-var framePool = sync.Pool{New: func() any { b := make([]byte, FrameSize); return &b }}
+var framePool = sync.Pool{New: func() any { b := make([]byte, storeproto.FrameSize); return &b }}
 
 // Server serves a Store as zarrgate.store.v1.StoreService. Every request
 // goes through the portable layer, and every error leaves as a gRPC status
 // with its code.
 type Server struct {
 	storev1.UnimplementedStoreServiceServer
-	s *Portable
+	s *storesvc.Portable
 }
 
-// NewServer returns a server for s.
-func NewServer(s Store) *Server { return &Server{s: Wrap(s)} }
+// New returns a server for s.
+func New(s storesvc.Store) *Server { return &Server{s: storesvc.Wrap(s)} }
 
 // Register registers the server on a gRPC server.
 func (srv *Server) Register(g grpc.ServiceRegistrar) { storev1.RegisterStoreServiceServer(g, srv) }
 
 // GetCapabilities implements storev1.StoreServiceServer.
 func (srv *Server) GetCapabilities(context.Context, *storev1.GetCapabilitiesRequest) (*storev1.GetCapabilitiesResponse, error) {
-	return &storev1.GetCapabilitiesResponse{Capabilities: CapabilitiesToProto(srv.s.Capabilities())}, nil
+	return &storev1.GetCapabilitiesResponse{Capabilities: storeproto.CapabilitiesToProto(srv.s.Capabilities())}, nil
 }
 
 // Get implements storev1.StoreServiceServer.
 func (srv *Server) Get(req *storev1.GetRequest, stream grpc.ServerStreamingServer[storev1.GetResponse]) error {
-	r, err := RangeFromProto(req.GetRange())
+	r, err := storeproto.RangeFromProto(req.GetRange())
 	if err != nil {
 		return errs.ToStatus(err)
 	}
@@ -79,13 +88,13 @@ func (srv *Server) Get(req *storev1.GetRequest, stream grpc.ServerStreamingServe
 
 // GetPartialValues implements storev1.StoreServiceServer.
 func (srv *Server) GetPartialValues(req *storev1.GetPartialValuesRequest, stream grpc.ServerStreamingServer[storev1.GetPartialValuesResponse]) error {
-	reqs := make([]KeyRange, len(req.GetRanges()))
+	reqs := make([]storesvc.KeyRange, len(req.GetRanges()))
 	for i, kr := range req.GetRanges() {
-		r, err := RangeFromProto(kr.GetRange())
+		r, err := storeproto.RangeFromProto(kr.GetRange())
 		if err != nil {
 			return errs.ToStatus(err)
 		}
-		reqs[i] = KeyRange{Key: kr.GetKey(), Range: r}
+		reqs[i] = storesvc.KeyRange{Key: kr.GetKey(), Range: r}
 	}
 	out := &partSender{stream: stream}
 	for start := 0; start < len(reqs); start += partialBatch {
@@ -103,7 +112,7 @@ func (srv *Server) GetPartialValues(req *storev1.GetPartialValuesRequest, stream
 	return out.flush()
 }
 
-// partSender packs results into responses of about FrameSize bytes. The
+// partSender packs results into responses of about storeproto.FrameSize bytes. The
 // values' data go out without a copy (they are fresh buffers from
 // GetPartialValues that nobody modifies); pooled ones are recycled once
 // gRPC has written every response holding a piece of them.
@@ -117,21 +126,21 @@ type partSender struct {
 	held []*bufpool.Refs
 }
 
-func (p *partSender) add(index uint32, v PartialValue) error {
+func (p *partSender) add(index uint32, v storesvc.PartialValue) error {
 	if !v.Found {
 		p.resp.Parts = append(p.resp.Parts, &storev1.PartialValuePart{Index: index, Missing: true, Last: true})
 		p.bytes += 16
 		return p.maybeFlush()
 	}
 	var h *bufpool.Refs
-	if v.Pooled {
-		buf := v.Data
-		h = bufpool.NewRefs(1, func() { bufpool.Put(buf) })
+	if v.Pooled() {
+		val := v // only pooled values are kept past the call
+		h = bufpool.NewRefs(1, val.Release)
 		defer h.Release()
 	}
 	data, gen := v.Data, v.Generation
 	for {
-		n := min(len(data), FrameSize-p.bytes)
+		n := min(len(data), storeproto.FrameSize-p.bytes)
 		p.resp.Parts = append(p.resp.Parts, &storev1.PartialValuePart{Index: index, Data: data[:n], Last: n == len(data), Generation: gen})
 		if h != nil {
 			h.Hold()
@@ -150,7 +159,7 @@ func (p *partSender) add(index uint32, v PartialValue) error {
 }
 
 func (p *partSender) maybeFlush() error {
-	if p.bytes >= FrameSize {
+	if p.bytes >= storeproto.FrameSize {
 		return p.flush()
 	}
 	return nil
@@ -185,7 +194,7 @@ func (srv *Server) Set(stream grpc.ClientStreamingServer[storev1.SetRequest, sto
 		return errs.ToStatus(errs.New(errs.InvalidArgument, "set: the first message must carry the header (key and condition)"))
 	}
 	r := &setReader{stream: stream, cur: first.GetData()}
-	gen, err := srv.s.Set(stream.Context(), h.GetKey(), r, ConditionFromProto(h.GetCondition()))
+	gen, err := srv.s.Set(stream.Context(), h.GetKey(), r, storeproto.ConditionFromProto(h.GetCondition()))
 	if err != nil {
 		return errs.ToStatus(err)
 	}
@@ -216,12 +225,12 @@ func (r *setReader) Read(p []byte) (int, error) {
 
 // SetPartialValues implements storev1.StoreServiceServer.
 func (srv *Server) SetPartialValues(ctx context.Context, req *storev1.SetPartialValuesRequest) (*storev1.SetPartialValuesResponse, error) {
-	writes := make([]PartialWrite, len(req.GetWrites()))
+	writes := make([]storesvc.PartialWrite, len(req.GetWrites()))
 	for i, w := range req.GetWrites() {
 		if w.GetOffset() > 1<<62 {
 			return nil, errs.ToStatus(errs.New(errs.InvalidArgument, "set_partial_values %q: offset %d too large", w.GetKey(), w.GetOffset()))
 		}
-		writes[i] = PartialWrite{Key: w.GetKey(), Offset: int64(w.GetOffset()), Data: w.GetData()}
+		writes[i] = storesvc.PartialWrite{Key: w.GetKey(), Offset: int64(w.GetOffset()), Data: w.GetData()}
 	}
 	if err := srv.s.SetPartialValues(ctx, writes); err != nil {
 		return nil, errs.ToStatus(err)
@@ -231,7 +240,7 @@ func (srv *Server) SetPartialValues(ctx context.Context, req *storev1.SetPartial
 
 // Erase implements storev1.StoreServiceServer.
 func (srv *Server) Erase(ctx context.Context, req *storev1.EraseRequest) (*storev1.EraseResponse, error) {
-	if err := srv.s.Erase(ctx, req.GetKey(), ConditionFromProto(req.GetCondition())); err != nil {
+	if err := srv.s.Erase(ctx, req.GetKey(), storeproto.ConditionFromProto(req.GetCondition())); err != nil {
 		return nil, errs.ToStatus(err)
 	}
 	return &storev1.EraseResponse{}, nil

@@ -1,4 +1,4 @@
-package storesvc_test
+package storeserver_test
 
 import (
 	"context"
@@ -21,8 +21,8 @@ import (
 	storev1 "github.com/zarrgate/zarrgate/gen/zarrgate/store/v1"
 
 	"github.com/zarrgate/zarrgate/internal/rpc"
-	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/file"
+	"github.com/zarrgate/zarrgate/storesvc/storeserver"
 )
 
 // rawCodec sends pre-encoded protobuf bytes as they are, so that a test can
@@ -61,7 +61,7 @@ func serveStore(t *testing.T, dir string) *grpc.ClientConn {
 		t.Fatal(err)
 	}
 	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	storesvc.NewServer(backend).Register(srv)
+	storeserver.New(backend).Register(srv)
 	go srv.Serve(lis)
 	cc, err := rpc.Dial(lis.Addr().String())
 	if err != nil {

@@ -1,4 +1,4 @@
-package storesvc_test
+package storeserver_test
 
 import (
 	"bytes"
@@ -15,8 +15,9 @@ import (
 
 	storev1 "github.com/zarrgate/zarrgate/gen/zarrgate/store/v1"
 
-	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/file"
+	"github.com/zarrgate/zarrgate/storesvc/internal/storeproto"
+	"github.com/zarrgate/zarrgate/storesvc/storeserver"
 )
 
 // servePlain serves a file store in dir on a plain grpc.NewServer(), as a
@@ -33,7 +34,7 @@ func servePlain(t *testing.T, dir string) storev1.StoreServiceClient {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	storesvc.NewServer(backend).Register(srv)
+	storeserver.New(backend).Register(srv)
 	go srv.Serve(lis)
 	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -65,7 +66,7 @@ func TestPlainServerGetPartialValues(t *testing.T) {
 			defer cancel()
 			r := rand.New(rand.NewPCG(1, 2))
 			values := map[string][]byte{}
-			for i, size := range []int{0, 10, 40 << 10, storesvc.FrameSize + 12345, 3 << 20} {
+			for i, size := range []int{0, 10, 40 << 10, storeproto.FrameSize + 12345, 3 << 20} {
 				key := fmt.Sprintf("v/%d", i)
 				v := make([]byte, size)
 				for j := range v {
