@@ -38,8 +38,10 @@ func ToStatus(err error) error {
 
 // FromStatus converts an error from a gRPC call back into a coded error, so
 // that errors.Is(err, errs.NotFound) holds for a remote NotFound, and
-// errors.Is(err, context.Canceled) for a cancelled call. An error that is
-// not a status is returned as it is.
+// errors.Is(err, context.Canceled) for a cancelled call. The error is still
+// the status for grpc-go's status package (status.Code, status.FromError),
+// as callers of the Go client may read it that way. An error that is not a
+// status is returned as it is.
 func FromStatus(err error) error {
 	if err == nil {
 		return nil
@@ -55,5 +57,23 @@ func FromStatus(err error) error {
 	case codes.DeadlineExceeded:
 		cause = context.DeadlineExceeded
 	}
-	return errs.WithCode(errs.Code(s.Code()), s.Message(), cause)
+	return &remoteError{err: errs.WithCode(errs.Code(s.Code()), s.Message(), cause), st: s}
 }
+
+// remoteError is an error rebuilt from a status: an errs error (errors.Is,
+// errs.CodeOf) that also still is the status. errs' own errors carried a
+// GRPCStatus method until errs stopped knowing gRPC; remote errors keep it
+// here, at the edge.
+type remoteError struct {
+	err error
+	st  *status.Status
+}
+
+func (e *remoteError) Error() string { return e.err.Error() }
+
+// Unwrap returns the errs error, which holds the code and the cause.
+func (e *remoteError) Unwrap() error { return e.err }
+
+// GRPCStatus lets grpc-go's status package read the error as the status it
+// came from.
+func (e *remoteError) GRPCStatus() *status.Status { return e.st }

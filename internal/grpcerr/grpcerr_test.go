@@ -118,6 +118,9 @@ func TestAcrossTheWire(t *testing.T) {
 		if got := grpcerr.Code(err); got != tc.code {
 			t.Errorf("%s: code %v, want %v (%v)", tc.method, got, tc.code, err)
 		}
+		if got := status.Code(err); got != tc.code {
+			t.Errorf("%s: status.Code %v, want %v (%v)", tc.method, got, tc.code, err)
+		}
 		if got := errs.CodeOf(err); codes.Code(got) != tc.code {
 			t.Errorf("%s: errs.CodeOf %v, want %v (%v)", tc.method, got, tc.code, err)
 		}
