@@ -16,6 +16,7 @@ import (
 	"github.com/zarrgate/zarrgate/client"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/gateway"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
@@ -133,7 +134,7 @@ func TestSharedMemoryLies(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = client.ReadInto(ctx, a, nil, make([]float32, n*n))
-			if status.Code(err) != codes.DataLoss {
+			if grpcerr.Code(err) != codes.DataLoss {
 				t.Fatalf("ReadInto: %v, want DataLoss", err)
 			}
 			if name == "slab of another shape" {
@@ -146,7 +147,7 @@ func TestSharedMemoryLies(t *testing.T) {
 					break
 				}
 			}
-			if status.Code(err) != codes.DataLoss {
+			if grpcerr.Code(err) != codes.DataLoss {
 				t.Fatalf("Blocks: %v, want DataLoss", err)
 			}
 		})

@@ -3,8 +3,6 @@ package zarr
 import (
 	"math"
 	"math/bits"
-
-	"github.com/zarrgate/zarrgate/errs"
 )
 
 // Overflow-checked arithmetic for the sizes that come from metadata and
@@ -58,14 +56,14 @@ func SaturatingProduct(dims []int64) int64 {
 }
 
 // Bytes is the byte size of n elements of size elem (0: variable length,
-// counted as 0), and an InvalidArgument naming what if it overflows.
+// counted as 0), and an ErrInvalid naming what if it overflows.
 func Bytes(what string, shape []int64, elem int) (int64, error) {
 	n, ok := ProductChecked(shape)
 	if ok {
 		n, ok = MulChecked(n, int64(elem))
 	}
 	if !ok {
-		return 0, errs.New(errs.InvalidArgument, "%s: shape %v of %d-byte elements has more than 2^63 bytes", what, shape, elem)
+		return 0, newError(ErrInvalid, "%s: shape %v of %d-byte elements has more than 2^63 bytes", what, shape, elem)
 	}
 	return n, nil
 }

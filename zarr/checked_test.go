@@ -5,8 +5,6 @@ import (
 	"math"
 	"strings"
 	"testing"
-
-	"github.com/zarrgate/zarrgate/errs"
 )
 
 func TestChecked(t *testing.T) {
@@ -30,7 +28,7 @@ func TestChecked(t *testing.T) {
 	if SaturatingProduct([]int64{1 << 62, 4}) != math.MaxInt64 {
 		t.Error("SaturatingProduct did not saturate")
 	}
-	if _, err := Bytes("chunk", []int64{1 << 31, 1 << 31}, 4); !errors.Is(err, errs.InvalidArgument) {
+	if _, err := Bytes("chunk", []int64{1 << 31, 1 << 31}, 4); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Bytes overflow: %v", err)
 	}
 }
@@ -41,11 +39,11 @@ func TestMaxDims(t *testing.T) {
 		shape[i] = 1
 	}
 	a := &Array{Shape: shape, ChunkShape: shape, DataType: MustDataType("uint8"), Codecs: []CodecSpec{{Name: "bytes"}}}
-	if err := a.validate(); !errors.Is(err, errs.InvalidArgument) {
+	if err := a.validate(); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("%d dimensions: %v, want InvalidArgument", len(shape), err)
 	}
 	a.Shape, a.ChunkShape = shape[:MaxDims], shape[:MaxDims]
-	if err := a.validate(); errors.Is(err, errs.InvalidArgument) && strings.Contains(err.Error(), "dimensions") {
+	if err := a.validate(); errors.Is(err, ErrInvalid) && strings.Contains(err.Error(), "dimensions") {
 		t.Fatalf("%d dimensions refused: %v", MaxDims, err)
 	}
 }

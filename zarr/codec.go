@@ -3,8 +3,6 @@ package zarr
 import (
 	"encoding/json"
 	"strconv"
-
-	"github.com/zarrgate/zarrgate/errs"
 )
 
 // CodecSpec is one entry of a codec chain, as in a v3 "codecs" list: a name
@@ -87,14 +85,14 @@ func validateCodecs(chain []CodecSpec, ndim int, d DataType, field string) error
 			if c.MustUnderstand != nil && !*c.MustUnderstand {
 				continue
 			}
-			return errs.New(errs.Unimplemented, "%s[%d]: codec %q is not supported", field, i, c.Name)
+			return newError(ErrUnsupported, "%s[%d]: codec %q is not supported", field, i, c.Name)
 		}
 		if cls < stage {
-			return errs.New(errs.InvalidArgument, "%s[%d]: codec %q is out of order (array->array, then array->bytes, then bytes->bytes)", field, i, c.Name)
+			return newError(ErrInvalid, "%s[%d]: codec %q is out of order (array->array, then array->bytes, then bytes->bytes)", field, i, c.Name)
 		}
 		if cls == ArrayToBytes {
 			if seenAB {
-				return errs.New(errs.InvalidArgument, "%s[%d]: a second array->bytes codec %q", field, i, c.Name)
+				return newError(ErrInvalid, "%s[%d]: a second array->bytes codec %q", field, i, c.Name)
 			}
 			seenAB = true
 		}
@@ -104,7 +102,7 @@ func validateCodecs(chain []CodecSpec, ndim int, d DataType, field string) error
 		}
 	}
 	if !seenAB {
-		return errs.New(errs.InvalidArgument, "%s: no array->bytes codec (such as \"bytes\")", field)
+		return newError(ErrInvalid, "%s: no array->bytes codec (such as \"bytes\")", field)
 	}
 	return nil
 }
@@ -118,25 +116,25 @@ func validateCodecConfig(c CodecSpec, ndim int, d DataType, field string) error 
 			Endian *string `json:"endian"`
 		}
 		if len(c.Configuration) > 0 && json.Unmarshal(c.Configuration, &cfg) != nil {
-			return errs.New(errs.InvalidArgument, "%s: bytes configuration must be an object", field)
+			return newError(ErrInvalid, "%s: bytes configuration must be an object", field)
 		}
 		if cfg.Endian != nil && *cfg.Endian != "little" && *cfg.Endian != "big" {
-			return errs.New(errs.InvalidArgument, "%s: bytes endian must be \"little\" or \"big\", not %q", field, *cfg.Endian)
+			return newError(ErrInvalid, "%s: bytes endian must be \"little\" or \"big\", not %q", field, *cfg.Endian)
 		}
 		if cfg.Endian == nil && d.SwapUnit() > 1 {
-			return errs.New(errs.InvalidArgument, "%s: bytes endian is required for %s", field, d.Name)
+			return newError(ErrInvalid, "%s: bytes endian is required for %s", field, d.Name)
 		}
 	case "transpose":
 		var cfg struct {
 			Order []int `json:"order"`
 		}
 		if json.Unmarshal(c.Configuration, &cfg) != nil || len(cfg.Order) != ndim {
-			return errs.New(errs.InvalidArgument, "%s: transpose order must be a permutation of %d dimensions", field, ndim)
+			return newError(ErrInvalid, "%s: transpose order must be a permutation of %d dimensions", field, ndim)
 		}
 		seen := make([]bool, ndim)
 		for _, o := range cfg.Order {
 			if o < 0 || o >= ndim || seen[o] {
-				return errs.New(errs.InvalidArgument, "%s: transpose order must be a permutation of %d dimensions", field, ndim)
+				return newError(ErrInvalid, "%s: transpose order must be a permutation of %d dimensions", field, ndim)
 			}
 			seen[o] = true
 		}
@@ -148,17 +146,17 @@ func validateCodecConfig(c CodecSpec, ndim int, d DataType, field string) error 
 			IndexLoc    *string         `json:"index_location"`
 		}
 		if json.Unmarshal(c.Configuration, &cfg) != nil {
-			return errs.New(errs.InvalidArgument, "%s: sharding_indexed configuration must be an object", field)
+			return newError(ErrInvalid, "%s: sharding_indexed configuration must be an object", field)
 		}
 		cs, err := parseShape(cfg.ChunkShape, field+".chunk_shape", true)
 		if err != nil {
 			return err
 		}
 		if len(cs) != ndim {
-			return errs.New(errs.InvalidArgument, "%s.chunk_shape: has %d dimensions, array has %d", field, len(cs), ndim)
+			return newError(ErrInvalid, "%s.chunk_shape: has %d dimensions, array has %d", field, len(cs), ndim)
 		}
 		if cfg.IndexLoc != nil && *cfg.IndexLoc != "start" && *cfg.IndexLoc != "end" {
-			return errs.New(errs.InvalidArgument, "%s.index_location: must be \"start\" or \"end\"", field)
+			return newError(ErrInvalid, "%s.index_location: must be \"start\" or \"end\"", field)
 		}
 		inner, err := parseCodecList(cfg.Codecs, field+".codecs")
 		if err != nil {
@@ -183,7 +181,7 @@ func validateCodecConfig(c CodecSpec, ndim int, d DataType, field string) error 
 func parseCodecList(v json.RawMessage, field string) ([]CodecSpec, error) {
 	var list []json.RawMessage
 	if err := json.Unmarshal(v, &list); err != nil || list == nil {
-		return nil, errs.New(errs.InvalidArgument, "%s: must be a list of codecs", field)
+		return nil, newError(ErrInvalid, "%s: must be a list of codecs", field)
 	}
 	out := make([]CodecSpec, len(list))
 	for i, e := range list {

@@ -1,14 +1,12 @@
 // Package zarr is the Zarr format, without I/O: metadata documents (v3, v2,
 // NCZarr), data types and fill values, chunk grids, chunk key encodings and
 // selections. Everything else in zarrgate stands on it; it imports nothing
-// of zarrgate but errs.
+// of zarrgate, and no transport: its errors are its own (errors.go).
 package zarr
 
 import (
 	"strconv"
 	"strings"
-
-	"github.com/zarrgate/zarrgate/errs"
 )
 
 // Kind is the family of a data type.
@@ -82,7 +80,7 @@ var coreTypes = map[string]DataType{
 
 // ParseDataType parses a v3 data type name: a core type, "r<bits>" with
 // bits a positive multiple of 8, "string" or "bytes". An unknown name is an
-// error matching errs.Unimplemented and naming it.
+// error matching ErrUnsupported and naming it.
 func ParseDataType(name string) (DataType, error) {
 	if d, ok := coreTypes[name]; ok {
 		return d, nil
@@ -92,9 +90,9 @@ func ParseDataType(name string) (DataType, error) {
 		if err == nil && n > 0 && n%8 == 0 {
 			return DataType{Name: name, Kind: KindRaw, Size: n / 8}, nil
 		}
-		return DataType{}, errs.New(errs.InvalidArgument, "data type %q: raw types are r<bits> with bits a positive multiple of 8", name)
+		return DataType{}, newError(ErrInvalid, "data type %q: raw types are r<bits> with bits a positive multiple of 8", name)
 	}
-	return DataType{}, errs.New(errs.Unimplemented, "data type %q is not supported", name)
+	return DataType{}, newError(ErrUnsupported, "data type %q is not supported", name)
 }
 
 // MustDataType is ParseDataType for names known to be valid.

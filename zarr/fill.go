@@ -12,7 +12,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/x448/float16"
-	"github.com/zarrgate/zarrgate/errs"
 )
 
 // Canonical NaN bit patterns ("NaN" in fill values): sign 0, quiet bit set,
@@ -47,7 +46,7 @@ func fillErr(d DataType, raw json.RawMessage, why string) error {
 	if len(s) > 64 {
 		s = s[:64] + "..."
 	}
-	return errs.New(errs.InvalidArgument, "fill_value: %s is not a valid %s value: %s", s, d.Name, why)
+	return newError(ErrInvalid, "fill_value: %s is not a valid %s value: %s", s, d.Name, why)
 }
 
 func parseFill(d DataType, raw json.RawMessage, v2 bool) ([]byte, bool, error) {
@@ -57,10 +56,10 @@ func parseFill(d DataType, raw json.RawMessage, v2 bool) ([]byte, bool, error) {
 	}
 	var v any
 	if err := decodeNumber(raw, &v); err != nil {
-		return nil, false, errs.New(errs.InvalidArgument, "fill_value: not valid JSON")
+		return nil, false, newError(ErrInvalid, "fill_value: not valid JSON")
 	}
 	if d.Size < 0 || d.Size > MaxElementSize {
-		return nil, false, errs.New(errs.InvalidArgument, "fill_value: data type %q: elements larger than %d bytes are not supported", d.Name, MaxElementSize)
+		return nil, false, newError(ErrInvalid, "fill_value: data type %q: elements larger than %d bytes are not supported", d.Name, MaxElementSize)
 	}
 	out := make([]byte, d.Size)
 	switch d.Kind {
@@ -163,7 +162,7 @@ func parseFill(d DataType, raw json.RawMessage, v2 bool) ([]byte, bool, error) {
 		}
 		return out, false, nil
 	}
-	return nil, false, errs.New(errs.Unimplemented, "fill_value: data type %q is not supported", d.Name)
+	return nil, false, newError(ErrUnsupported, "fill_value: data type %q is not supported", d.Name)
 }
 
 // bytesFill reads a byte string given as base64 or as a list of integers
@@ -326,7 +325,7 @@ func encodeFill(d DataType, b []byte, null, v2 bool) (json.RawMessage, error) {
 	}
 	if !d.VariableLength() && len(b) != d.Size {
 		if len(b) != 0 {
-			return nil, errs.New(errs.InvalidArgument, "fill_value: %s needs %d bytes, have %d", d.Name, d.Size, len(b))
+			return nil, newError(ErrInvalid, "fill_value: %s needs %d bytes, have %d", d.Name, d.Size, len(b))
 		}
 		b = make([]byte, d.Size) // unset: zero
 	}
@@ -359,7 +358,7 @@ func encodeFill(d DataType, b []byte, null, v2 bool) (json.RawMessage, error) {
 		return mustJSON(base64.StdEncoding.EncodeToString(bytes.TrimRight(b, "\x00"))), nil
 	case KindString:
 		if !utf8.Valid(b) {
-			return nil, errs.New(errs.InvalidArgument, "fill_value: string is not valid UTF-8")
+			return nil, newError(ErrInvalid, "fill_value: string is not valid UTF-8")
 		}
 		return mustJSON(string(b)), nil
 	case KindFixedUnicode:
@@ -370,13 +369,13 @@ func encodeFill(d DataType, b []byte, null, v2 bool) (json.RawMessage, error) {
 				break
 			}
 			if !utf8.ValidRune(r) {
-				return nil, errs.New(errs.InvalidArgument, "fill_value: invalid code point %#x", uint32(r))
+				return nil, newError(ErrInvalid, "fill_value: invalid code point %#x", uint32(r))
 			}
 			sb.WriteRune(r)
 		}
 		return mustJSON(sb.String()), nil
 	}
-	return nil, errs.New(errs.Unimplemented, "fill_value: data type %q is not supported", d.Name)
+	return nil, newError(ErrUnsupported, "fill_value: data type %q is not supported", d.Name)
 }
 
 func encodeFloat(b []byte) json.RawMessage {

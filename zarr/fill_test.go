@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
-
-	"github.com/zarrgate/zarrgate/errs"
 )
 
 func TestFillValues(t *testing.T) {
@@ -61,7 +59,7 @@ func TestFillValues(t *testing.T) {
 		{"float32", `"0x7fc0000000"`}, {"complex64", `[1]`}, {"r16", `[1]`}, {"r8", `[256]`}, {"string", `1`},
 	} {
 		_, _, err := ParseFillValue(MustDataType(bad.dtype), json.RawMessage(bad.in))
-		if !errors.Is(err, errs.InvalidArgument) {
+		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s %s: %v", bad.dtype, bad.in, err)
 		}
 	}

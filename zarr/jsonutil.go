@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
-
-	"github.com/zarrgate/zarrgate/errs"
 )
 
 // member is one name/value pair of a JSON object, value kept verbatim.
@@ -21,32 +19,32 @@ func parseObject(data []byte, what string) ([]member, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, errs.New(errs.InvalidArgument, "%s: not valid JSON: %v", what, err)
+		return nil, newError(ErrInvalid, "%s: not valid JSON: %v", what, err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, errs.New(errs.InvalidArgument, "%s: must be a JSON object", what)
+		return nil, newError(ErrInvalid, "%s: must be a JSON object", what)
 	}
 	var out []member
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, errs.New(errs.InvalidArgument, "%s: not valid JSON: %v", what, err)
+			return nil, newError(ErrInvalid, "%s: not valid JSON: %v", what, err)
 		}
 		key, ok := tok.(string)
 		if !ok {
-			return nil, errs.New(errs.InvalidArgument, "%s: not valid JSON", what)
+			return nil, newError(ErrInvalid, "%s: not valid JSON", what)
 		}
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return nil, errs.New(errs.InvalidArgument, "%s: member %q: not valid JSON: %v", what, key, err)
+			return nil, newError(ErrInvalid, "%s: member %q: not valid JSON: %v", what, key, err)
 		}
 		out = append(out, member{key, v})
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, errs.New(errs.InvalidArgument, "%s: not valid JSON: %v", what, err)
+		return nil, newError(ErrInvalid, "%s: not valid JSON: %v", what, err)
 	}
 	if _, err := dec.Token(); err == nil {
-		return nil, errs.New(errs.InvalidArgument, "%s: trailing data after the JSON object", what)
+		return nil, newError(ErrInvalid, "%s: trailing data after the JSON object", what)
 	}
 	return out, nil
 }
@@ -73,7 +71,7 @@ func (w *objWriter) raw(key string, v json.RawMessage) {
 func (w *objWriter) add(key string, v any) {
 	b, err := marshal(v)
 	if err != nil && w.err == nil {
-		w.err = errs.Wrap(errs.InvalidArgument, err, "encoding %q", key)
+		w.err = wrapError(ErrInvalid, err, "encoding %q", key)
 	}
 	w.raw(key, b)
 }
@@ -93,7 +91,7 @@ func (w *objWriter) bytes() ([]byte, error) {
 		indent = "  "
 	}
 	if err := json.Indent(&out, w.buf.Bytes(), "", indent); err != nil {
-		return nil, errs.Wrap(errs.Internal, err, "encoding metadata")
+		return nil, wrapError(ErrInternal, err, "encoding metadata")
 	}
 	return out.Bytes(), nil
 }
@@ -127,7 +125,7 @@ func mustUnderstandFalse(v json.RawMessage) bool {
 func parseShape(v json.RawMessage, field string, positive bool) ([]int64, error) {
 	var nums []json.Number
 	if err := unmarshalNumbers(v, &nums); err != nil {
-		return nil, errs.New(errs.InvalidArgument, "%s: must be a list of integers", field)
+		return nil, newError(ErrInvalid, "%s: must be a list of integers", field)
 	}
 	out := make([]int64, len(nums))
 	for i, n := range nums {
@@ -137,7 +135,7 @@ func parseShape(v json.RawMessage, field string, positive bool) ([]int64, error)
 			if positive {
 				kind = "positive"
 			}
-			return nil, errs.New(errs.InvalidArgument, "%s[%d]: %s is not a %s integer", field, i, n, kind)
+			return nil, newError(ErrInvalid, "%s[%d]: %s is not a %s integer", field, i, n, kind)
 		}
 		out[i] = x
 	}

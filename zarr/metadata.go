@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-
-	"github.com/zarrgate/zarrgate/errs"
 )
 
 // Array is the metadata of one array, whichever format it was read from.
@@ -207,35 +205,35 @@ const MaxDims = 64
 // validate checks the cross-field rules every Array must satisfy.
 func (a *Array) validate() error {
 	if len(a.Shape) > MaxDims {
-		return errs.New(errs.InvalidArgument, "shape: %d dimensions, more than the %d supported (NumPy's limit)", len(a.Shape), MaxDims)
+		return newError(ErrInvalid, "shape: %d dimensions, more than the %d supported (NumPy's limit)", len(a.Shape), MaxDims)
 	}
 	if len(a.ChunkShape) != len(a.Shape) {
-		return errs.New(errs.InvalidArgument, "chunk_shape: has %d dimensions, shape has %d", len(a.ChunkShape), len(a.Shape))
+		return newError(ErrInvalid, "chunk_shape: has %d dimensions, shape has %d", len(a.ChunkShape), len(a.Shape))
 	}
 	for i, c := range a.ChunkShape {
 		if c <= 0 {
-			return errs.New(errs.InvalidArgument, "chunk_shape[%d]: must be positive", i)
+			return newError(ErrInvalid, "chunk_shape[%d]: must be positive", i)
 		}
 	}
 	// Sizes everything else is computed from must not overflow: the
 	// element count, and a chunk's elements and bytes.
 	if _, ok := ProductChecked(a.Shape); !ok {
-		return errs.New(errs.InvalidArgument, "shape %v: more than 2^63 elements", a.Shape)
+		return newError(ErrInvalid, "shape %v: more than 2^63 elements", a.Shape)
 	}
 	if _, err := Bytes("chunk_shape", a.ChunkShape, max(a.DataType.Size, 1)); err != nil {
 		return err
 	}
 	if len(a.DimensionNames) != 0 && len(a.DimensionNames) != len(a.Shape) {
-		return errs.New(errs.InvalidArgument, "dimension_names: has %d entries, shape has %d dimensions", len(a.DimensionNames), len(a.Shape))
+		return newError(ErrInvalid, "dimension_names: has %d entries, shape has %d dimensions", len(a.DimensionNames), len(a.Shape))
 	}
 	if a.LegacySharding != nil && len(a.LegacySharding.ChunksPerShard) != len(a.Shape) {
-		return errs.New(errs.InvalidArgument, "storage_transformers: chunks_per_shard has %d entries, shape has %d dimensions", len(a.LegacySharding.ChunksPerShard), len(a.Shape))
+		return newError(ErrInvalid, "storage_transformers: chunks_per_shard has %d entries, shape has %d dimensions", len(a.LegacySharding.ChunksPerShard), len(a.Shape))
 	}
 	if a.ChunkKeyEncoding.Separator != '/' && a.ChunkKeyEncoding.Separator != '.' {
-		return errs.New(errs.InvalidArgument, "chunk_key_encoding: separator must be \"/\" or \".\"")
+		return newError(ErrInvalid, "chunk_key_encoding: separator must be \"/\" or \".\"")
 	}
 	if len(a.Codecs) == 0 {
-		return errs.New(errs.InvalidArgument, "codecs: must not be empty")
+		return newError(ErrInvalid, "codecs: must not be empty")
 	}
 	return validateCodecs(a.Codecs, len(a.Shape), a.DataType, "codecs")
 }

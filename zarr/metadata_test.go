@@ -10,8 +10,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/zarrgate/zarrgate/errs"
 )
 
 func readTestdata(t testing.TB, name string) []byte {
@@ -260,33 +258,33 @@ func TestParseV3Errors(t *testing.T) {
 	tests := []struct {
 		name string
 		doc  []byte
-		kind *errs.Kind
+		kind *ErrorKind
 		want string
 	}{
-		{"not json", []byte("{"), errs.InvalidArgument, "zarr.json"},
-		{"format", with("zarr_format", 2), errs.InvalidArgument, "zarr_format"},
-		{"node type", with("node_type", "table"), errs.InvalidArgument, "node_type"},
-		{"no shape", with("shape", nil), errs.InvalidArgument, "shape"},
-		{"negative shape", with("shape", []int{-1}), errs.InvalidArgument, "shape"},
-		{"unknown dtype", with("data_type", "datetime64"), errs.Unimplemented, "datetime64"},
-		{"unknown grid", with("chunk_grid", "rectilinear"), errs.Unimplemented, "rectilinear"},
-		{"zero chunk", with("chunk_grid", map[string]any{"name": "regular", "configuration": map[string]any{"chunk_shape": []int{0}}}), errs.InvalidArgument, "chunk_shape"},
-		{"grid rank", with("chunk_grid", map[string]any{"name": "regular", "configuration": map[string]any{"chunk_shape": []int{1, 1}}}), errs.InvalidArgument, "chunk_shape"},
-		{"separator", with("chunk_key_encoding", map[string]any{"name": "default", "configuration": map[string]any{"separator": "-"}}), errs.InvalidArgument, "separator"},
-		{"unknown key encoding", with("chunk_key_encoding", "fancy"), errs.Unimplemented, "fancy"},
-		{"fill range", with("fill_value", 70000), errs.InvalidArgument, "fill_value"},
-		{"fill type", with("fill_value", "x"), errs.InvalidArgument, "fill_value"},
-		{"no fill", with("fill_value", nil), errs.InvalidArgument, "fill_value"},
-		{"unknown codec", with("codecs", []any{map[string]any{"name": "bytes", "configuration": map[string]any{"endian": "little"}}, "lzfse"}), errs.Unimplemented, "lzfse"},
-		{"no serializer", with("codecs", []any{"gzip"}), errs.InvalidArgument, "codecs"},
-		{"codec order", with("codecs", []any{map[string]any{"name": "gzip"}, map[string]any{"name": "bytes", "configuration": map[string]any{"endian": "little"}}}), errs.InvalidArgument, "codecs[1]"},
-		{"bad endian", with("codecs", []any{map[string]any{"name": "bytes", "configuration": map[string]any{"endian": "middle"}}}), errs.InvalidArgument, "endian"},
-		{"unknown member", with("surprise", 1), errs.Unimplemented, "surprise"},
-		{"unknown member must understand", with("surprise", map[string]any{"must_understand": true}), errs.Unimplemented, "surprise"},
-		{"dimension names", with("dimension_names", []any{"a", "b"}), errs.InvalidArgument, "dimension_names"},
-		{"attributes", with("attributes", []int{1}), errs.InvalidArgument, "attributes"},
-		{"storage transformer", with("storage_transformers", []any{map[string]any{"name": "crypt"}}), errs.Unimplemented, "crypt"},
-		{"configuration", with("data_type", map[string]any{"name": "int16", "configuration": 3}), errs.InvalidArgument, "configuration"},
+		{"not json", []byte("{"), ErrInvalid, "zarr.json"},
+		{"format", with("zarr_format", 2), ErrInvalid, "zarr_format"},
+		{"node type", with("node_type", "table"), ErrInvalid, "node_type"},
+		{"no shape", with("shape", nil), ErrInvalid, "shape"},
+		{"negative shape", with("shape", []int{-1}), ErrInvalid, "shape"},
+		{"unknown dtype", with("data_type", "datetime64"), ErrUnsupported, "datetime64"},
+		{"unknown grid", with("chunk_grid", "rectilinear"), ErrUnsupported, "rectilinear"},
+		{"zero chunk", with("chunk_grid", map[string]any{"name": "regular", "configuration": map[string]any{"chunk_shape": []int{0}}}), ErrInvalid, "chunk_shape"},
+		{"grid rank", with("chunk_grid", map[string]any{"name": "regular", "configuration": map[string]any{"chunk_shape": []int{1, 1}}}), ErrInvalid, "chunk_shape"},
+		{"separator", with("chunk_key_encoding", map[string]any{"name": "default", "configuration": map[string]any{"separator": "-"}}), ErrInvalid, "separator"},
+		{"unknown key encoding", with("chunk_key_encoding", "fancy"), ErrUnsupported, "fancy"},
+		{"fill range", with("fill_value", 70000), ErrInvalid, "fill_value"},
+		{"fill type", with("fill_value", "x"), ErrInvalid, "fill_value"},
+		{"no fill", with("fill_value", nil), ErrInvalid, "fill_value"},
+		{"unknown codec", with("codecs", []any{map[string]any{"name": "bytes", "configuration": map[string]any{"endian": "little"}}, "lzfse"}), ErrUnsupported, "lzfse"},
+		{"no serializer", with("codecs", []any{"gzip"}), ErrInvalid, "codecs"},
+		{"codec order", with("codecs", []any{map[string]any{"name": "gzip"}, map[string]any{"name": "bytes", "configuration": map[string]any{"endian": "little"}}}), ErrInvalid, "codecs[1]"},
+		{"bad endian", with("codecs", []any{map[string]any{"name": "bytes", "configuration": map[string]any{"endian": "middle"}}}), ErrInvalid, "endian"},
+		{"unknown member", with("surprise", 1), ErrUnsupported, "surprise"},
+		{"unknown member must understand", with("surprise", map[string]any{"must_understand": true}), ErrUnsupported, "surprise"},
+		{"dimension names", with("dimension_names", []any{"a", "b"}), ErrInvalid, "dimension_names"},
+		{"attributes", with("attributes", []int{1}), ErrInvalid, "attributes"},
+		{"storage transformer", with("storage_transformers", []any{map[string]any{"name": "crypt"}}), ErrUnsupported, "crypt"},
+		{"configuration", with("data_type", map[string]any{"name": "int16", "configuration": 3}), ErrInvalid, "configuration"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

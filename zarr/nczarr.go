@@ -6,8 +6,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-
-	"github.com/zarrgate/zarrgate/errs"
 )
 
 // NCZarrArray is the netCDF information of an NCZarr variable.
@@ -103,7 +101,7 @@ func ncJSON(v json.RawMessage, out any, field string) error {
 		}
 	}
 	if err := decodeNumber(v, out); err != nil {
-		return errs.New(errs.InvalidArgument, "%s: %v", field, err)
+		return newError(ErrInvalid, "%s: %v", field, err)
 	}
 	return nil
 }
@@ -142,11 +140,11 @@ func parseIntAttr(v json.RawMessage, field string) (int, error) {
 	}
 	n, ok := x.(json.Number)
 	if !ok {
-		return 0, errs.New(errs.InvalidArgument, "%s: must be an integer", field)
+		return 0, newError(ErrInvalid, "%s: must be an integer", field)
 	}
 	i, err := strconv.Atoi(string(n))
 	if err != nil || i < 0 {
-		return 0, errs.New(errs.InvalidArgument, "%s: must be a non-negative integer", field)
+		return 0, newError(ErrInvalid, "%s: must be a non-negative integer", field)
 	}
 	return i, nil
 }
@@ -191,7 +189,7 @@ func (a *Array) applyV2Attrs(zattrs []byte, nc ncArrayRaw) error {
 		scalar := info.Storage == "scalar" || (len(info.DimensionRefs) == 1 && info.DimensionRefs[0] == "/_scalar_")
 		if scalar {
 			if len(a.Shape) != 1 || a.Shape[0] != 1 {
-				return errs.New(errs.InvalidArgument, "_nczarr_array: a scalar must have shape [1]")
+				return newError(ErrInvalid, "_nczarr_array: a scalar must have shape [1]")
 			}
 			a.Shape, a.ChunkShape = []int64{}, []int64{}
 			info.DimensionRefs = nil
@@ -199,7 +197,7 @@ func (a *Array) applyV2Attrs(zattrs []byte, nc ncArrayRaw) error {
 			a.Codecs = dropTranspose(a.Codecs)
 		} else {
 			if len(info.DimensionRefs) != len(a.Shape) {
-				return errs.New(errs.InvalidArgument, "_nczarr_array.dimrefs: has %d entries, shape has %d dimensions", len(info.DimensionRefs), len(a.Shape))
+				return newError(ErrInvalid, "_nczarr_array.dimrefs: has %d entries, shape has %d dimensions", len(info.DimensionRefs), len(a.Shape))
 			}
 			a.DimensionNames = make([]string, len(info.DimensionRefs))
 			for i, r := range info.DimensionRefs {
@@ -211,7 +209,7 @@ func (a *Array) applyV2Attrs(zattrs []byte, nc ncArrayRaw) error {
 	if xd, ok := res["_ARRAY_DIMENSIONS"]; ok && a.DimensionNames == nil && len(a.Shape) > 0 {
 		var names []string
 		if err := json.Unmarshal(xd, &names); err != nil || len(names) != len(a.Shape) {
-			return errs.New(errs.InvalidArgument, "_ARRAY_DIMENSIONS: must list one name per dimension")
+			return newError(ErrInvalid, "_ARRAY_DIMENSIONS: must list one name per dimension")
 		}
 		a.DimensionNames = names
 	}
@@ -271,10 +269,10 @@ func (g *Group) applyV2Attrs(zattrs []byte, nc ncGroupRaw) error {
 			return err
 		}
 		if err := json.Unmarshal(orNull(firstOf(raw, "vars", "arrays", "variables")), &info.Arrays); err != nil {
-			return errs.New(errs.InvalidArgument, "_nczarr_group.vars: must be a list of names")
+			return newError(ErrInvalid, "_nczarr_group.vars: must be a list of names")
 		}
 		if err := json.Unmarshal(orNull(firstOf(raw, "groups", "subgroups")), &info.Groups); err != nil {
-			return errs.New(errs.InvalidArgument, "_nczarr_group.groups: must be a list of names")
+			return newError(ErrInvalid, "_nczarr_group.groups: must be a list of names")
 		}
 		if g.Dimensions, err = parseNCDims(firstOf(raw, "dims", "dimensions")); err != nil {
 			return err
@@ -313,7 +311,7 @@ func parseNCDims(v json.RawMessage) ([]Dimension, error) {
 	toDim := func(name string, size json.Number, unl json.Number) (Dimension, error) {
 		n, err := strconv.ParseInt(string(size), 10, 64)
 		if err != nil || n < 0 {
-			return Dimension{}, errs.New(errs.InvalidArgument, "%s[%q]: size must be a non-negative integer", field, name)
+			return Dimension{}, newError(ErrInvalid, "%s[%q]: size must be a non-negative integer", field, name)
 		}
 		return Dimension{Name: name, Size: n, Unlimited: unl != "" && unl != "0"}, nil
 	}
@@ -327,12 +325,12 @@ func parseNCDims(v json.RawMessage) ([]Dimension, error) {
 			var d dimObj
 			if isObject(kv.Value) {
 				if err := decodeNumber(kv.Value, &d); err != nil {
-					return nil, errs.New(errs.InvalidArgument, "%s[%q]: %v", field, kv.Key, err)
+					return nil, newError(ErrInvalid, "%s[%q]: %v", field, kv.Key, err)
 				}
 			} else {
 				var s any
 				if err := decodeNumber(kv.Value, &s); err != nil {
-					return nil, errs.New(errs.InvalidArgument, "%s[%q]: %v", field, kv.Key, err)
+					return nil, newError(ErrInvalid, "%s[%q]: %v", field, kv.Key, err)
 				}
 				switch x := s.(type) {
 				case json.Number:
@@ -351,7 +349,7 @@ func parseNCDims(v json.RawMessage) ([]Dimension, error) {
 	}
 	var list []dimObj
 	if err := decodeNumber(v, &list); err != nil {
-		return nil, errs.New(errs.InvalidArgument, "%s: %v", field, err)
+		return nil, newError(ErrInvalid, "%s: %v", field, err)
 	}
 	out := make([]Dimension, 0, len(list))
 	for _, d := range list {
@@ -509,7 +507,7 @@ func (a *Array) ncArrayInfo() (json.RawMessage, error) {
 				name = a.DimensionNames[i]
 			}
 			if name == "" {
-				return nil, errs.New(errs.InvalidArgument, "NCZarr: dimension %d has no name", i)
+				return nil, newError(ErrInvalid, "NCZarr: dimension %d has no name", i)
 			}
 			refs[i] = "/" + name
 		}

@@ -1,7 +1,5 @@
 package zarr
 
-import "github.com/zarrgate/zarrgate/errs"
-
 // Range is a hyperslab along one dimension: the elements Start, Start+Step,
 // Start+2*Step, ... below Stop. 0 <= Start <= Stop <= the dimension's
 // length, Step >= 1.
@@ -67,23 +65,23 @@ type DimProjections struct {
 
 // Project validates a selection against an array's shape and chunk shape
 // and projects it onto the chunk grid. A selection with the wrong number of
-// dimensions or a step below 1 is errs.InvalidArgument, one outside the
-// array errs.OutOfRange; both name the dimension. A 0-d array has one
+// dimensions or a step below 1 is ErrInvalid, one outside the
+// array ErrOutOfRange; both name the dimension. A 0-d array has one
 // chunk and an empty selection.
 func Project(shape, chunks []int64, sel []Range) (*Projection, error) {
 	if len(sel) != len(shape) || len(chunks) != len(shape) {
-		return nil, errs.New(errs.InvalidArgument, "selection: has %d dimensions, the array %d", len(sel), len(shape))
+		return nil, newError(ErrInvalid, "selection: has %d dimensions, the array %d", len(sel), len(shape))
 	}
 	p := &Projection{Shape: make([]int64, len(sel)), Dims: make([]DimProjections, len(sel))}
 	for d, r := range sel {
 		if r.Step <= 0 {
-			return nil, errs.New(errs.InvalidArgument, "selection dimension %d: step %d must be at least 1", d, r.Step)
+			return nil, newError(ErrInvalid, "selection dimension %d: step %d must be at least 1", d, r.Step)
 		}
 		if r.Start < 0 || r.Stop > shape[d] || r.Start > r.Stop {
-			return nil, errs.New(errs.OutOfRange, "selection dimension %d: [%d, %d) is outside [0, %d)", d, r.Start, r.Stop, shape[d])
+			return nil, newError(ErrOutOfRange, "selection dimension %d: [%d, %d) is outside [0, %d)", d, r.Start, r.Stop, shape[d])
 		}
 		if chunks[d] <= 0 {
-			return nil, errs.New(errs.InvalidArgument, "chunk shape dimension %d: %d must be positive", d, chunks[d])
+			return nil, newError(ErrInvalid, "chunk shape dimension %d: %d must be positive", d, chunks[d])
 		}
 		p.Shape[d] = r.Count()
 		p.Dims[d] = projectDim(r, chunks[d])

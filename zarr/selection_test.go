@@ -7,8 +7,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/zarrgate/zarrgate/errs"
 )
 
 // naive maps every selected element to (chunk coords, offset in chunk,
@@ -126,14 +124,14 @@ func TestProjectErrors(t *testing.T) {
 	shape, chunks := []int64{10, 10}, []int64{3, 3}
 	tests := []struct {
 		sel  []Range
-		kind *errs.Kind
+		kind *ErrorKind
 		want string
 	}{
-		{[]Range{{0, 10, 1}}, errs.InvalidArgument, "dimensions"},
-		{[]Range{{0, 10, 1}, {0, 10, 0}}, errs.InvalidArgument, "dimension 1"},
-		{[]Range{{0, 11, 1}, {0, 10, 1}}, errs.OutOfRange, "dimension 0"},
-		{[]Range{{0, 10, 1}, {-1, 10, 1}}, errs.OutOfRange, "dimension 1"},
-		{[]Range{{5, 4, 1}, {0, 10, 1}}, errs.OutOfRange, "dimension 0"},
+		{[]Range{{0, 10, 1}}, ErrInvalid, "dimensions"},
+		{[]Range{{0, 10, 1}, {0, 10, 0}}, ErrInvalid, "dimension 1"},
+		{[]Range{{0, 11, 1}, {0, 10, 1}}, ErrOutOfRange, "dimension 0"},
+		{[]Range{{0, 10, 1}, {-1, 10, 1}}, ErrOutOfRange, "dimension 1"},
+		{[]Range{{5, 4, 1}, {0, 10, 1}}, ErrOutOfRange, "dimension 0"},
 	}
 	for _, tc := range tests {
 		_, err := Project(shape, chunks, tc.sel)

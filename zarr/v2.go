@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-
-	"github.com/zarrgate/zarrgate/errs"
 )
 
 // ParseV2DataType parses a numpy typestring as v2 metadata writes it
@@ -15,13 +13,13 @@ import (
 // by itself: ParseV2Array resolves it with the array's vlen filter.
 func ParseV2DataType(s string) (DataType, bool, error) {
 	if len(s) < 2 {
-		return DataType{}, false, errs.New(errs.InvalidArgument, "dtype: %q is not a numpy typestring", s)
+		return DataType{}, false, newError(ErrInvalid, "dtype: %q is not a numpy typestring", s)
 	}
 	order, kind, num := s[0], s[1], s[2:]
 	switch order {
 	case '<', '>', '|', '=':
 	default:
-		return DataType{}, false, errs.New(errs.InvalidArgument, "dtype: %q is not a numpy typestring", s)
+		return DataType{}, false, newError(ErrInvalid, "dtype: %q is not a numpy typestring", s)
 	}
 	big := order == '>'
 	n := 0
@@ -29,7 +27,7 @@ func ParseV2DataType(s string) (DataType, bool, error) {
 		var err error
 		n, err = strconv.Atoi(num)
 		if err != nil || n < 0 || 4*n > MaxElementSize {
-			return DataType{}, false, errs.New(errs.InvalidArgument, "dtype: %q is not a numpy typestring", s)
+			return DataType{}, false, newError(ErrInvalid, "dtype: %q is not a numpy typestring", s)
 		}
 	}
 	var name string
@@ -67,10 +65,10 @@ func ParseV2DataType(s string) (DataType, bool, error) {
 			return DataType{Name: "r" + strconv.Itoa(8*n), Kind: KindRaw, Size: n}, false, nil
 		}
 	case 'O':
-		return DataType{}, false, errs.New(errs.InvalidArgument, "dtype: %q needs a vlen-utf8 or vlen-bytes filter", s)
+		return DataType{}, false, newError(ErrInvalid, "dtype: %q needs a vlen-utf8 or vlen-bytes filter", s)
 	}
 	if name == "" {
-		return DataType{}, false, errs.New(errs.Unimplemented, "dtype: %q is not supported", s)
+		return DataType{}, false, newError(ErrUnsupported, "dtype: %q is not supported", s)
 	}
 	d := coreTypes[name]
 	return d, big && d.SwapUnit() > 1, nil
@@ -106,7 +104,7 @@ func V2TypeString(d DataType, bigEndian bool) (string, error) {
 	case KindString, KindBytes:
 		return "|O", nil
 	}
-	return "", errs.New(errs.Unimplemented, "dtype: data type %q has no v2 form", d.Name)
+	return "", newError(ErrUnsupported, "dtype: data type %q has no v2 form", d.Name)
 }
 
 // v2Codec is a numcodecs configuration: an id and its other members.
@@ -126,14 +124,14 @@ func parseV2Codec(v json.RawMessage, field string) (v2Codec, error) {
 	for _, kv := range members {
 		if kv.Key == "id" {
 			if err := json.Unmarshal(kv.Value, &c.ID); err != nil || c.ID == "" {
-				return c, errs.New(errs.InvalidArgument, "%s.id: must be a non-empty string", field)
+				return c, newError(ErrInvalid, "%s.id: must be a non-empty string", field)
 			}
 			continue
 		}
 		w.raw(kv.Key, kv.Value)
 	}
 	if c.ID == "" {
-		return c, errs.New(errs.InvalidArgument, "%s.id: missing", field)
+		return c, newError(ErrInvalid, "%s.id: missing", field)
 	}
 	if w.buf.Len() == 0 {
 		w.buf.WriteByte('{')
@@ -156,7 +154,7 @@ func v3FromV2(c v2Codec, d DataType, field string) (CodecSpec, error) {
 		n, _ := x.(json.Number)
 		v, err := strconv.ParseInt(string(n), 10, 64)
 		if err != nil {
-			return 0, errs.New(errs.InvalidArgument, "%s.%s: must be an integer", field, key)
+			return 0, newError(ErrInvalid, "%s.%s: must be an integer", field, key)
 		}
 		return v, nil
 	}
@@ -196,7 +194,7 @@ func v3FromV2(c v2Codec, d DataType, field string) (CodecSpec, error) {
 				sh = "bitshuffle"
 			}
 		default:
-			return CodecSpec{}, errs.New(errs.InvalidArgument, "%s.shuffle: must be -1, 0, 1 or 2", field)
+			return CodecSpec{}, newError(ErrInvalid, "%s.shuffle: must be -1, 0, 1 or 2", field)
 		}
 		var w objWriter
 		w.add("cname", cfg.Cname)
@@ -231,7 +229,7 @@ func v3FromV2(c v2Codec, d DataType, field string) (CodecSpec, error) {
 	}
 	name := "numcodecs." + c.ID
 	if ClassOf(name) == CodecUnknown {
-		return CodecSpec{}, errs.New(errs.Unimplemented, "%s: codec %q is not supported", field, c.ID)
+		return CodecSpec{}, newError(ErrUnsupported, "%s: codec %q is not supported", field, c.ID)
 	}
 	return CodecSpec{Name: name, Configuration: c.Config}, nil
 }
@@ -248,12 +246,12 @@ func v2FromV3(c CodecSpec, field string) (json.RawMessage, error) {
 			Blocksize int    `json:"blocksize"`
 		}
 		if err := json.Unmarshal(c.Configuration, &cfg); err != nil {
-			return nil, errs.New(errs.InvalidArgument, "%s: blosc configuration: %v", field, err)
+			return nil, newError(ErrInvalid, "%s: blosc configuration: %v", field, err)
 		}
 		sh := map[string]int{"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 		s, ok := sh[cfg.Shuffle]
 		if !ok {
-			return nil, errs.New(errs.InvalidArgument, "%s: blosc shuffle %q", field, cfg.Shuffle)
+			return nil, newError(ErrInvalid, "%s: blosc shuffle %q", field, cfg.Shuffle)
 		}
 		w.add("blocksize", cfg.Blocksize)
 		w.add("clevel", cfg.Clevel)
@@ -276,7 +274,7 @@ func v2FromV3(c CodecSpec, field string) (json.RawMessage, error) {
 	default:
 		id, ok := strings.CutPrefix(c.Name, "numcodecs.")
 		if !ok {
-			return nil, errs.New(errs.Unimplemented, "%s: codec %q has no v2 form", field, c.Name)
+			return nil, newError(ErrUnsupported, "%s: codec %q has no v2 form", field, c.Name)
 		}
 		w.add("id", id)
 		if len(c.Configuration) > 0 {
@@ -310,11 +308,11 @@ func ParseV2Array(zarray, zattrs []byte) (*Array, error) {
 	}
 	var format int
 	if err := json.Unmarshal(m["zarr_format"], &format); err != nil || format != 2 {
-		return nil, errs.New(errs.InvalidArgument, "zarr_format: must be 2, not %s", orMissing(m["zarr_format"]))
+		return nil, newError(ErrInvalid, "zarr_format: must be 2, not %s", orMissing(m["zarr_format"]))
 	}
 	for _, req := range []string{"shape", "chunks", "dtype", "compressor", "fill_value", "order", "filters"} {
 		if _, ok := m[req]; !ok && req != "filters" {
-			return nil, errs.New(errs.InvalidArgument, "%s: missing", req)
+			return nil, newError(ErrInvalid, "%s: missing", req)
 		}
 	}
 	a := &Array{ZarrFormat: 2, ChunkKeyEncoding: V2KeyEncoding}
@@ -330,7 +328,7 @@ func ParseV2Array(zarray, zattrs []byte) (*Array, error) {
 			var sep string
 			if !isNull(kv.Value) {
 				if json.Unmarshal(kv.Value, &sep) != nil || (sep != "." && sep != "/") {
-					return nil, errs.New(errs.InvalidArgument, "dimension_separator: must be \".\" or \"/\"")
+					return nil, newError(ErrInvalid, "dimension_separator: must be \".\" or \"/\"")
 				}
 				a.ChunkKeyEncoding.Separator = sep[0]
 			}
@@ -350,15 +348,15 @@ func ParseV2Array(zarray, zattrs []byte) (*Array, error) {
 	var dtype string
 	if err := json.Unmarshal(m["dtype"], &dtype); err != nil {
 		if bytes.HasPrefix(bytes.TrimSpace(m["dtype"]), []byte("[")) {
-			return nil, errs.New(errs.Unimplemented, "dtype: structured dtypes are not supported")
+			return nil, newError(ErrUnsupported, "dtype: structured dtypes are not supported")
 		}
-		return nil, errs.New(errs.InvalidArgument, "dtype: must be a numpy typestring")
+		return nil, newError(ErrInvalid, "dtype: must be a numpy typestring")
 	}
 	var filters []v2Codec
 	if f := m["filters"]; f != nil && !isNull(f) {
 		var list []json.RawMessage
 		if err := json.Unmarshal(f, &list); err != nil {
-			return nil, errs.New(errs.InvalidArgument, "filters: must be null or a list of codecs")
+			return nil, newError(ErrInvalid, "filters: must be null or a list of codecs")
 		}
 		for i, e := range list {
 			c, err := parseV2Codec(e, "filters["+strconv.Itoa(i)+"]")
@@ -385,11 +383,11 @@ func ParseV2Array(zarray, zattrs []byte) (*Array, error) {
 			case "vlen-bytes":
 				a.DataType = MustDataType("bytes")
 			case "vlen-array", "json2", "pickle", "msgpack2":
-				return nil, errs.New(errs.Unimplemented, "filters: object codec %q is not supported", f.ID)
+				return nil, newError(ErrUnsupported, "filters: object codec %q is not supported", f.ID)
 			}
 		}
 		if a.DataType.Kind == 0 {
-			return nil, errs.New(errs.InvalidArgument, "dtype: \"|O\" needs a vlen-utf8 or vlen-bytes filter")
+			return nil, newError(ErrInvalid, "dtype: \"|O\" needs a vlen-utf8 or vlen-bytes filter")
 		}
 	} else {
 		a.DataType, big, err = ParseV2DataType(dtype)
@@ -404,7 +402,7 @@ func ParseV2Array(zarray, zattrs []byte) (*Array, error) {
 	// order, then filters and compressor, as one chain.
 	var order string
 	if err := json.Unmarshal(m["order"], &order); err != nil || (order != "C" && order != "F") {
-		return nil, errs.New(errs.InvalidArgument, "order: must be \"C\" or \"F\", not %s", orMissing(m["order"]))
+		return nil, newError(ErrInvalid, "order: must be \"C\" or \"F\", not %s", orMissing(m["order"]))
 	}
 	if order == "F" && len(a.Shape) > 1 {
 		perm := make([]int, len(a.Shape))
@@ -429,7 +427,7 @@ func ParseV2Array(zarray, zattrs []byte) (*Array, error) {
 		}
 		if ClassOf(c.Name) == ArrayToBytes {
 			if placed {
-				return nil, errs.New(errs.InvalidArgument, "filters[%d]: a second object codec %q", i, f.ID)
+				return nil, newError(ErrInvalid, "filters[%d]: a second object codec %q", i, f.ID)
 			}
 			placed = true
 		} else if ClassOf(c.Name) == BytesToBytes && !placed {
@@ -470,7 +468,7 @@ func (a *Array) EncodeV2() (zarray, zattrs []byte, err error) {
 		return nil, nil, err
 	}
 	if a.LegacySharding != nil {
-		return nil, nil, errs.New(errs.Unimplemented, "storage_transformers: sharding has no v2 form")
+		return nil, nil, newError(ErrUnsupported, "storage_transformers: sharding has no v2 form")
 	}
 	shape, chunks := a.Shape, a.ChunkShape
 	scalar := len(shape) == 0
@@ -486,7 +484,7 @@ func (a *Array) EncodeV2() (zarray, zattrs []byte, err error) {
 		_ = json.Unmarshal(codecs[0].Configuration, &cfg)
 		for i, o := range cfg.Order {
 			if o != len(cfg.Order)-1-i {
-				return nil, nil, errs.New(errs.Unimplemented, "codecs[0]: transpose order %v has no v2 form", cfg.Order)
+				return nil, nil, newError(ErrUnsupported, "codecs[0]: transpose order %v has no v2 form", cfg.Order)
 			}
 		}
 		if len(cfg.Order) > 1 {
@@ -507,7 +505,7 @@ func (a *Array) EncodeV2() (zarray, zattrs []byte, err error) {
 			_ = json.Unmarshal(c.Configuration, &cfg)
 			big = cfg.Endian == "big"
 		case c.Name == "sharding_indexed" || c.Name == "transpose" || c.Name == "crc32c":
-			return nil, nil, errs.New(errs.Unimplemented, "%s: codec %q has no v2 form", field, c.Name)
+			return nil, nil, newError(ErrUnsupported, "%s: codec %q has no v2 form", field, c.Name)
 		case ClassOf(c.Name) == BytesToBytes:
 			tail = append(tail, c)
 		default:
@@ -580,7 +578,7 @@ func ParseV2Group(zgroup, zattrs []byte) (*Group, error) {
 		case "zarr_format":
 			var format int
 			if err := json.Unmarshal(kv.Value, &format); err != nil || format != 2 {
-				return nil, errs.New(errs.InvalidArgument, "zarr_format: must be 2, not %s", orMissing(kv.Value))
+				return nil, newError(ErrInvalid, "zarr_format: must be 2, not %s", orMissing(kv.Value))
 			}
 			seenFormat = true
 		case "_NCZARR_SUPERBLOCK", "_nczarr_superblock":
@@ -595,7 +593,7 @@ func ParseV2Group(zgroup, zattrs []byte) (*Group, error) {
 		}
 	}
 	if !seenFormat {
-		return nil, errs.New(errs.InvalidArgument, "zarr_format: missing")
+		return nil, newError(ErrInvalid, "zarr_format: missing")
 	}
 	if err := g.applyV2Attrs(zattrs, nc); err != nil {
 		return nil, err
@@ -627,10 +625,10 @@ func ParseV2Consolidated(data []byte) (map[string]Node, error) {
 		Format   *int                       `json:"zarr_consolidated_format"`
 	}
 	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, errs.New(errs.InvalidArgument, ".zmetadata: %v", err)
+		return nil, newError(ErrInvalid, ".zmetadata: %v", err)
 	}
 	if doc.Format == nil || *doc.Format != 1 {
-		return nil, errs.New(errs.InvalidArgument, "zarr_consolidated_format: must be 1")
+		return nil, newError(ErrInvalid, "zarr_consolidated_format: must be 1")
 	}
 	out := map[string]Node{}
 	for key, v := range doc.Metadata {
@@ -649,7 +647,7 @@ func ParseV2Consolidated(data []byte) (map[string]Node, error) {
 			continue
 		}
 		if err != nil {
-			return nil, errs.Wrap(errs.InvalidArgument, err, ".zmetadata: %q", key)
+			return nil, wrapError(ErrInvalid, err, ".zmetadata: %q", key)
 		}
 		out[dir] = n
 	}
@@ -697,7 +695,7 @@ func EncodeV2Consolidated(nodes map[string]Node) ([]byte, error) {
 		case n.Group != nil:
 			meta, attrs, err = n.Group.EncodeV2()
 		default:
-			err = errs.New(errs.InvalidArgument, "node %q: neither array nor group", p)
+			err = newError(ErrInvalid, "node %q: neither array nor group", p)
 		}
 		if err != nil {
 			return nil, err

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-
-	"github.com/zarrgate/zarrgate/errs"
 )
 
 // extension is a parsed v3 extension object or short-hand name.
@@ -21,12 +19,12 @@ func parseExtension(v json.RawMessage, field string) (extension, error) {
 	var name string
 	if len(v) > 0 && v[0] == '"' {
 		if err := json.Unmarshal(v, &name); err != nil || name == "" {
-			return extension{}, errs.New(errs.InvalidArgument, "%s: name must be a non-empty string", field)
+			return extension{}, newError(ErrInvalid, "%s: name must be a non-empty string", field)
 		}
 		return extension{Name: name}, nil
 	}
 	if !isObject(v) {
-		return extension{}, errs.New(errs.InvalidArgument, "%s: must be a name or an object with \"name\"", field)
+		return extension{}, newError(ErrInvalid, "%s: must be a name or an object with \"name\"", field)
 	}
 	var o struct {
 		Name           *string         `json:"name"`
@@ -34,13 +32,13 @@ func parseExtension(v json.RawMessage, field string) (extension, error) {
 		MustUnderstand *bool           `json:"must_understand"`
 	}
 	if err := json.Unmarshal(v, &o); err != nil {
-		return extension{}, errs.New(errs.InvalidArgument, "%s: %v", field, err)
+		return extension{}, newError(ErrInvalid, "%s: %v", field, err)
 	}
 	if o.Name == nil || *o.Name == "" {
-		return extension{}, errs.New(errs.InvalidArgument, "%s: \"name\" must be a non-empty string", field)
+		return extension{}, newError(ErrInvalid, "%s: \"name\" must be a non-empty string", field)
 	}
 	if len(o.Configuration) > 0 && !isNull(o.Configuration) && !isObject(o.Configuration) {
-		return extension{}, errs.New(errs.InvalidArgument, "%s: \"configuration\" must be an object", field)
+		return extension{}, newError(ErrInvalid, "%s: \"configuration\" must be an object", field)
 	}
 	if isNull(o.Configuration) {
 		o.Configuration = nil
@@ -52,7 +50,7 @@ func parseExtension(v json.RawMessage, field string) (extension, error) {
 // core specification: short-hand extension names, unknown top-level
 // members tolerated only when they are objects with "must_understand":
 // false, consolidated metadata as zarr-python 3 writes it. Errors match
-// errs.InvalidArgument (malformed, naming the field) or errs.Unimplemented
+// ErrInvalid (malformed, naming the field) or ErrUnsupported
 // (an unknown extension that must be understood, naming it).
 func ParseV3(data []byte) (Node, error) {
 	members, err := parseObject(data, "zarr.json")
@@ -65,7 +63,7 @@ func ParseV3(data []byte) (Node, error) {
 	}
 	var format int
 	if err := json.Unmarshal(m["zarr_format"], &format); err != nil || format != 3 {
-		return Node{}, errs.New(errs.InvalidArgument, "zarr_format: must be 3, not %s", orMissing(m["zarr_format"]))
+		return Node{}, newError(ErrInvalid, "zarr_format: must be 3, not %s", orMissing(m["zarr_format"]))
 	}
 	var nodeType string
 	_ = json.Unmarshal(m["node_type"], &nodeType)
@@ -77,7 +75,7 @@ func ParseV3(data []byte) (Node, error) {
 		g, err := parseV3Group(members, m)
 		return Node{Group: g}, err
 	}
-	return Node{}, errs.New(errs.InvalidArgument, "node_type: must be \"array\" or \"group\", not %s", orMissing(m["node_type"]))
+	return Node{}, newError(ErrInvalid, "node_type: must be \"array\" or \"group\", not %s", orMissing(m["node_type"]))
 }
 
 func orMissing(v json.RawMessage) string {
@@ -94,7 +92,7 @@ func orMissing(v json.RawMessage) string {
 // unknownMember decides about a top-level member the parser does not know.
 func unknownMember(key string, v json.RawMessage, ext *map[string]json.RawMessage) error {
 	if !mustUnderstandFalse(v) {
-		return errs.New(errs.Unimplemented, "%s: unknown metadata member that must be understood", key)
+		return newError(ErrUnsupported, "%s: unknown metadata member that must be understood", key)
 	}
 	if *ext == nil {
 		*ext = map[string]json.RawMessage{}
@@ -108,7 +106,7 @@ func parseAttributes(v json.RawMessage, field string) (json.RawMessage, error) {
 		return nil, nil
 	}
 	if !isObject(v) {
-		return nil, errs.New(errs.InvalidArgument, "%s: must be an object", field)
+		return nil, newError(ErrInvalid, "%s: must be an object", field)
 	}
 	return bytes.TrimSpace(v), nil
 }
@@ -142,16 +140,16 @@ func parseV3Consolidated(v json.RawMessage) (map[string]Node, error) {
 		Metadata map[string]json.RawMessage `json:"metadata"`
 	}
 	if err := json.Unmarshal(v, &cm); err != nil {
-		return nil, errs.New(errs.InvalidArgument, "consolidated_metadata: %v", err)
+		return nil, newError(ErrInvalid, "consolidated_metadata: %v", err)
 	}
 	if cm.Kind != "inline" {
-		return nil, errs.New(errs.Unimplemented, "consolidated_metadata.kind: %q is not supported", cm.Kind)
+		return nil, newError(ErrUnsupported, "consolidated_metadata.kind: %q is not supported", cm.Kind)
 	}
 	out := make(map[string]Node, len(cm.Metadata))
 	for path, doc := range cm.Metadata {
 		n, err := ParseV3(doc)
 		if err != nil {
-			return nil, errs.Wrap(errs.InvalidArgument, err, "consolidated_metadata.metadata[%q]", path)
+			return nil, wrapError(ErrInvalid, err, "consolidated_metadata.metadata[%q]", path)
 		}
 		out[path] = n
 	}
@@ -162,7 +160,7 @@ func parseV3Array(members []member, m map[string]json.RawMessage) (*Array, error
 	a := &Array{ZarrFormat: 3}
 	for _, req := range []string{"shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs"} {
 		if _, ok := m[req]; !ok {
-			return nil, errs.New(errs.InvalidArgument, "%s: missing", req)
+			return nil, newError(ErrInvalid, "%s: missing", req)
 		}
 	}
 	// data_type first: fill_value and codecs depend on it.
@@ -219,7 +217,7 @@ func parseV3DataType(v json.RawMessage) (DataType, json.RawMessage, error) {
 	}
 	sized := func() (int, error) {
 		if cfg.LengthBytes == nil || *cfg.LengthBytes <= 0 {
-			return 0, errs.New(errs.InvalidArgument, "data_type: %s needs a positive configuration.length_bytes", ext.Name)
+			return 0, newError(ErrInvalid, "data_type: %s needs a positive configuration.length_bytes", ext.Name)
 		}
 		return *cfg.LengthBytes, nil
 	}
@@ -237,7 +235,7 @@ func parseV3DataType(v json.RawMessage) (DataType, json.RawMessage, error) {
 	case "fixed_length_utf32":
 		n, err := sized()
 		if err != nil || n%4 != 0 {
-			return DataType{}, nil, errs.New(errs.InvalidArgument, "data_type: fixed_length_utf32 needs configuration.length_bytes, a positive multiple of 4")
+			return DataType{}, nil, newError(ErrInvalid, "data_type: fixed_length_utf32 needs configuration.length_bytes, a positive multiple of 4")
 		}
 		return DataType{Name: "U" + strconv.Itoa(n/4), Kind: KindFixedUnicode, Size: n}, raw, nil
 	case "raw_bytes":
@@ -263,13 +261,13 @@ func parseChunkGrid(v json.RawMessage) ([]int64, error) {
 		return nil, err
 	}
 	if ext.Name != "regular" {
-		return nil, errs.New(errs.Unimplemented, "chunk_grid: %q is not supported", ext.Name)
+		return nil, newError(ErrUnsupported, "chunk_grid: %q is not supported", ext.Name)
 	}
 	var cfg struct {
 		ChunkShape json.RawMessage `json:"chunk_shape"`
 	}
 	if ext.Configuration == nil || json.Unmarshal(ext.Configuration, &cfg) != nil || cfg.ChunkShape == nil {
-		return nil, errs.New(errs.InvalidArgument, "chunk_grid.configuration.chunk_shape: missing")
+		return nil, newError(ErrInvalid, "chunk_grid.configuration.chunk_shape: missing")
 	}
 	return parseShape(cfg.ChunkShape, "chunk_grid.configuration.chunk_shape", true)
 }
@@ -286,19 +284,19 @@ func parseKeyEncoding(v json.RawMessage) (ChunkKeyEncoding, error) {
 	case "v2":
 		e = V2KeyEncoding
 	default:
-		return e, errs.New(errs.Unimplemented, "chunk_key_encoding: %q is not supported", ext.Name)
+		return e, newError(ErrUnsupported, "chunk_key_encoding: %q is not supported", ext.Name)
 	}
 	var cfg struct {
 		Separator *string `json:"separator"`
 	}
 	if ext.Configuration != nil {
 		if err := json.Unmarshal(ext.Configuration, &cfg); err != nil {
-			return e, errs.New(errs.InvalidArgument, "chunk_key_encoding.configuration.separator: must be \"/\" or \".\"")
+			return e, newError(ErrInvalid, "chunk_key_encoding.configuration.separator: must be \"/\" or \".\"")
 		}
 	}
 	if cfg.Separator != nil {
 		if *cfg.Separator != "/" && *cfg.Separator != "." {
-			return e, errs.New(errs.InvalidArgument, "chunk_key_encoding.configuration.separator: must be \"/\" or \".\", not %q", *cfg.Separator)
+			return e, newError(ErrInvalid, "chunk_key_encoding.configuration.separator: must be \"/\" or \".\", not %q", *cfg.Separator)
 		}
 		e.Separator = (*cfg.Separator)[0]
 	}
@@ -311,7 +309,7 @@ func parseDimensionNames(v json.RawMessage) ([]string, error) {
 	}
 	var names []*string
 	if err := json.Unmarshal(v, &names); err != nil {
-		return nil, errs.New(errs.InvalidArgument, "dimension_names: must be a list of strings or nulls")
+		return nil, newError(ErrInvalid, "dimension_names: must be a list of strings or nulls")
 	}
 	out := make([]string, len(names))
 	for i, n := range names {
@@ -335,7 +333,7 @@ func (a *Array) parseStorageTransformers(v json.RawMessage) error {
 	}
 	var list []json.RawMessage
 	if err := json.Unmarshal(v, &list); err != nil {
-		return errs.New(errs.InvalidArgument, "storage_transformers: must be a list")
+		return newError(ErrInvalid, "storage_transformers: must be a list")
 	}
 	for i, e := range list {
 		field := "storage_transformers[" + strconv.Itoa(i) + "]"
@@ -348,10 +346,10 @@ func (a *Array) parseStorageTransformers(v json.RawMessage) error {
 		}
 		if isObject(e) {
 			if err := json.Unmarshal(e, &o); err != nil {
-				return errs.New(errs.InvalidArgument, "%s: %v", field, err)
+				return newError(ErrInvalid, "%s: %v", field, err)
 			}
 		} else if err := json.Unmarshal(e, &o.Name); err != nil {
-			return errs.New(errs.InvalidArgument, "%s: must be a name or an object", field)
+			return newError(ErrInvalid, "%s: must be a name or an object", field)
 		}
 		name := o.Name
 		if name == "" {
@@ -360,25 +358,25 @@ func (a *Array) parseStorageTransformers(v json.RawMessage) error {
 		switch {
 		case legacyShardingName(name):
 			if o.Type != "" && o.Type != "indexed" {
-				return errs.New(errs.Unimplemented, "%s: sharding type %q is not supported", field, o.Type)
+				return newError(ErrUnsupported, "%s: sharding type %q is not supported", field, o.Type)
 			}
 			var cfg struct {
 				ChunksPerShard json.RawMessage `json:"chunks_per_shard"`
 			}
 			if o.Configuration == nil || json.Unmarshal(o.Configuration, &cfg) != nil || cfg.ChunksPerShard == nil {
-				return errs.New(errs.InvalidArgument, "%s.configuration.chunks_per_shard: missing", field)
+				return newError(ErrInvalid, "%s.configuration.chunks_per_shard: missing", field)
 			}
 			cps, err := parseShape(cfg.ChunksPerShard, field+".configuration.chunks_per_shard", true)
 			if err != nil {
 				return err
 			}
 			if a.LegacySharding != nil {
-				return errs.New(errs.Unimplemented, "%s: more than one sharding transformer", field)
+				return newError(ErrUnsupported, "%s: more than one sharding transformer", field)
 			}
 			a.LegacySharding = &LegacySharding{ChunksPerShard: cps}
 		case o.MustUnderstand != nil && !*o.MustUnderstand:
 		default:
-			return errs.New(errs.Unimplemented, "%s: storage transformer %q is not supported", field, name)
+			return newError(ErrUnsupported, "%s: storage transformer %q is not supported", field, name)
 		}
 		a.StorageTransformers = append(a.StorageTransformers, bytes.TrimSpace(e))
 	}
@@ -495,11 +493,11 @@ func encodeV3Consolidated(nodes map[string]Node) (json.RawMessage, error) {
 	for _, p := range paths {
 		doc, err := nodes[p].EncodeV3()
 		if err != nil {
-			return nil, errs.Wrap(errs.InvalidArgument, err, "consolidated metadata %q", p)
+			return nil, wrapError(ErrInvalid, err, "consolidated metadata %q", p)
 		}
 		var c bytes.Buffer
 		if err := json.Compact(&c, doc); err != nil {
-			return nil, errs.Wrap(errs.Internal, err, "consolidated metadata %q", p)
+			return nil, wrapError(ErrInternal, err, "consolidated metadata %q", p)
 		}
 		md.raw(p, c.Bytes())
 	}
@@ -523,5 +521,5 @@ func (n Node) EncodeV3() ([]byte, error) {
 	case n.Group != nil:
 		return n.Group.EncodeV3()
 	}
-	return nil, errs.New(errs.InvalidArgument, "node: neither array nor group")
+	return nil, newError(ErrInvalid, "node: neither array nor group")
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/internal/wire"
 )
@@ -224,7 +225,9 @@ func TestCallsMarkedWithCodec(t *testing.T) {
 	defer cancel()
 	unmarked := func(ctx context.Context) error {
 		if !wire.HasCodec(ctx) {
-			return errs.New(errs.FailedPrecondition, "call not marked as using wire.Codec")
+			// converted here: a plain server has no guard to give errs'
+			// errors their status
+			return grpcerr.ToStatus(errs.New(errs.FailedPrecondition, "call not marked as using wire.Codec"))
 		}
 		return nil
 	}
