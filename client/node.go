@@ -11,6 +11,7 @@ import (
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
 )
 
 // Format is how a node is stored.
@@ -96,7 +97,7 @@ type Group struct {
 func (c *Client) GetNode(ctx context.Context, path string) (*Node, error) {
 	resp, err := c.arrays.GetNode(ctx, &gatewayv1.GetNodeRequest{Path: path})
 	if err != nil {
-		return nil, errs.FromStatus(err)
+		return nil, grpcerr.FromStatus(err)
 	}
 	return nodeFromProto(resp.GetNode()), nil
 }
@@ -129,7 +130,7 @@ func (c *Client) OpenGroup(ctx context.Context, path string) (*Group, error) {
 func (c *Client) List(ctx context.Context, path string, recursive bool) ([]*Node, error) {
 	stream, err := c.arrays.ListChildren(ctx, &gatewayv1.ListChildrenRequest{Path: path, Recursive: recursive})
 	if err != nil {
-		return nil, errs.FromStatus(err)
+		return nil, grpcerr.FromStatus(err)
 	}
 	var out []*Node
 	for {
@@ -138,7 +139,7 @@ func (c *Client) List(ctx context.Context, path string, recursive bool) ([]*Node
 			return out, nil
 		}
 		if err != nil {
-			return nil, errs.FromStatus(err)
+			return nil, grpcerr.FromStatus(err)
 		}
 		for _, n := range resp.GetNodes() {
 			out = append(out, nodeFromProto(n))
@@ -169,7 +170,7 @@ func (c *Client) CreateArray(ctx context.Context, path string, s ArraySpec) (*Ar
 		DimensionNames: s.DimensionNames, AttributesJson: s.Attributes,
 	}, noRetry)
 	if err != nil {
-		return nil, errs.FromStatus(err)
+		return nil, grpcerr.FromStatus(err)
 	}
 	return &Array{c: c, Node: nodeFromProto(resp.GetNode())}, nil
 }
@@ -204,7 +205,7 @@ func (c *Client) CreateGroup(ctx context.Context, path string, format Format, at
 	}
 	resp, err := c.arrays.CreateGroup(ctx, req, noRetry)
 	if err != nil {
-		return nil, errs.FromStatus(err)
+		return nil, grpcerr.FromStatus(err)
 	}
 	return &Group{c: c, Node: nodeFromProto(resp.GetNode())}, nil
 }
@@ -212,5 +213,5 @@ func (c *Client) CreateGroup(ctx context.Context, path string, format Format, at
 // Delete deletes the node at path and everything below it.
 func (c *Client) Delete(ctx context.Context, path string) error {
 	_, err := c.arrays.DeleteNode(ctx, &gatewayv1.DeleteNodeRequest{Path: path})
-	return errs.FromStatus(err)
+	return grpcerr.FromStatus(err)
 }

@@ -21,6 +21,7 @@ import (
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/internal/wire"
 )
@@ -92,7 +93,7 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 	}
 	if err != nil {
 		cancel()
-		return nil, nil, errs.FromStatus(err)
+		return nil, nil, grpcerr.FromStatus(err)
 	}
 	first := newMsg()
 	if err := stream.RecvMsg(first); err != nil {
@@ -106,7 +107,7 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 		if err == io.EOF {
 			err = errs.New(errs.DataLoss, "read %q: stream ended before the header", a.Path)
 		}
-		return nil, nil, errs.FromStatus(err)
+		return nil, nil, grpcerr.FromStatus(err)
 	}
 	h := first.GetHeader()
 	if h == nil {
@@ -122,7 +123,7 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 		if err := s.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Attach{Attach: &gatewayv1.SharedAttach{Attached: m != nil}}}); err != nil && err != io.EOF {
 			cancel()
 			a.c.maps.detach(m, false)
-			return nil, nil, errs.FromStatus(err)
+			return nil, nil, grpcerr.FromStatus(err)
 		}
 		if m != nil {
 			sh = &sharedIn{m: m, stream: s, batch: (int64(len(m.Data)) - shm.DataOffset) / 8}
@@ -170,7 +171,7 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 				return
 			}
 			if err != nil {
-				yield(Block{}, errs.FromStatus(err))
+				yield(Block{}, grpcerr.FromStatus(err))
 				return
 			}
 			pb := msg.GetBlock()

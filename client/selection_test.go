@@ -8,6 +8,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/client"
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
 )
 
 type S = client.Slice
@@ -79,7 +80,7 @@ func TestParseSelectionErrors(t *testing.T) {
 			continue
 		}
 		if !errors.Is(err, c.code) {
-			t.Errorf("ParseSelection(%q, %v): code %v, want %v: %v", c.sel, c.shape, errs.Code(err), c.code, err)
+			t.Errorf("ParseSelection(%q, %v): code %v, want %v: %v", c.sel, c.shape, grpcerr.Code(err), c.code, err)
 		}
 		for _, w := range c.want {
 			if !strings.Contains(err.Error(), w) {

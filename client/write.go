@@ -11,7 +11,7 @@ import (
 
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
-	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/internal/wire"
 )
 
@@ -32,7 +32,7 @@ func (a *Array) writeBlocks(ctx context.Context, sel Selection, blocks iter.Seq2
 	defer cancel()
 	stream, err := a.c.arrays.WriteSlab(ctx, noRetry)
 	if err != nil {
-		return WriteStats{}, errs.FromStatus(err)
+		return WriteStats{}, grpcerr.FromStatus(err)
 	}
 	if err := stream.Send(&gatewayv1.WriteSlabRequest{Message: &gatewayv1.WriteSlabRequest_Header{Header: &gatewayv1.WriteSlabHeader{Path: a.Path, Selection: sel.proto()}}}); err != nil {
 		return WriteStats{}, a.closeErr(stream, err)
@@ -55,7 +55,7 @@ func (a *Array) writeBlocks(ctx context.Context, sel Selection, blocks iter.Seq2
 	}
 	resp, err := stream.CloseAndRecv()
 	if err != nil {
-		return WriteStats{}, errs.FromStatus(err)
+		return WriteStats{}, grpcerr.FromStatus(err)
 	}
 	return WriteStats{Chunks: int64(resp.GetChunksWritten()), Bytes: int64(resp.GetBytesWritten())}, nil
 }
@@ -68,5 +68,5 @@ func (a *Array) closeErr(stream interface {
 	if errors.Is(err, io.EOF) {
 		_, err = stream.CloseAndRecv()
 	}
-	return errs.FromStatus(err)
+	return grpcerr.FromStatus(err)
 }

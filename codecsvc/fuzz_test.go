@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -50,7 +51,7 @@ func fuzzDecoder(f *testing.F, codecs, dtype string, shape []int, seeds ...[]byt
 		}
 		if err != nil {
 			if !errors.Is(err, errs.DataLoss) && !errors.Is(err, errs.InvalidArgument) && !errors.Is(err, errs.ResourceExhausted) {
-				t.Fatalf("decode failed with %v (code %v)", err, errs.Code(err))
+				t.Fatalf("decode failed with %v (code %v)", err, grpcerr.Code(err))
 			}
 			return
 		}

@@ -16,6 +16,7 @@ import (
 	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/wire"
 	"github.com/zarrgate/zarrgate/zarr"
@@ -287,14 +288,14 @@ func (s *Server) reserveEncode(ctx context.Context, spec *BatchSpec, chunks []Ch
 func (s *Server) Decode(ctx context.Context, req *codecv1.DecodeRequest) (*codecv1.DecodeResponse, error) {
 	resp, release, err := s.decode(ctx, req)
 	release()
-	return resp, errs.ToStatus(err)
+	return resp, grpcerr.ToStatus(err)
 }
 
 // Encode implements codecv1.CodecServiceServer.
 func (s *Server) Encode(ctx context.Context, req *codecv1.EncodeRequest) (*codecv1.EncodeResponse, error) {
 	resp, release, err := s.encode(ctx, req)
 	release()
-	return resp, errs.ToStatus(err)
+	return resp, grpcerr.ToStatus(err)
 }
 
 // Process implements codecv1.CodecServiceServer: batches are worked on
@@ -438,7 +439,7 @@ func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 // BatchErrorToProto turns a batch failure into its wire form, keeping the
 // code and the index of the failing item.
 func BatchErrorToProto(err error) *codecv1.BatchError {
-	be := &codecv1.BatchError{Code: int32(errs.Code(err)), Message: err.Error()}
+	be := &codecv1.BatchError{Code: int32(grpcerr.Code(err)), Message: err.Error()}
 	var ie *ItemError
 	if errors.As(err, &ie) {
 		i := int32(ie.Index)

@@ -10,6 +10,7 @@ import (
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/storeserver"
 	"github.com/zarrgate/zarrgate/zarr"
@@ -158,10 +159,10 @@ func i64s(v []uint64) ([]int64, error) {
 
 func (s *Server) reply(n *Node, err error) (*gatewayv1.Node, error) {
 	if err != nil {
-		return nil, errs.ToStatus(err)
+		return nil, grpcerr.ToStatus(err)
 	}
 	p, err := NodeProto(n)
-	return p, errs.ToStatus(err)
+	return p, grpcerr.ToStatus(err)
 }
 
 // GetNode implements gatewayv1.ArrayServiceServer.
@@ -192,7 +193,7 @@ func (s *Server) ListChildren(req *gatewayv1.ListChildrenRequest, stream grpc.Se
 		return nil
 	})
 	if err != nil {
-		return errs.ToStatus(err)
+		return grpcerr.ToStatus(err)
 	}
 	if len(resp.Nodes) > 0 {
 		return stream.Send(resp)
@@ -227,7 +228,7 @@ func (s *Server) CreateArray(ctx context.Context, req *gatewayv1.CreateArrayRequ
 		}
 	}
 	if err != nil {
-		return nil, errs.ToStatus(err)
+		return nil, grpcerr.ToStatus(err)
 	}
 	if len(spec.ShardShape) == 0 {
 		spec.ShardShape = nil
@@ -251,7 +252,7 @@ func (s *Server) UpdateAttributes(ctx context.Context, req *gatewayv1.UpdateAttr
 // DeleteNode implements gatewayv1.ArrayServiceServer.
 func (s *Server) DeleteNode(ctx context.Context, req *gatewayv1.DeleteNodeRequest) (*gatewayv1.DeleteNodeResponse, error) {
 	if err := s.g.Delete(ctx, req.GetPath()); err != nil {
-		return nil, errs.ToStatus(err)
+		return nil, grpcerr.ToStatus(err)
 	}
 	return &gatewayv1.DeleteNodeResponse{}, nil
 }
@@ -260,7 +261,7 @@ func (s *Server) DeleteNode(ctx context.Context, req *gatewayv1.DeleteNodeReques
 func (s *Server) ResizeArray(ctx context.Context, req *gatewayv1.ResizeArrayRequest) (*gatewayv1.ResizeArrayResponse, error) {
 	shape, err := i64s(req.GetShape())
 	if err != nil {
-		return nil, errs.ToStatus(err)
+		return nil, grpcerr.ToStatus(err)
 	}
 	n, err := s.reply(s.g.Resize(ctx, req.GetPath(), shape))
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/internal/wire"
@@ -35,11 +36,11 @@ func (s *Server) ReadSlabShared(stream grpc.BidiStreamingServer[gatewayv1.ReadSl
 	}
 	req := first.GetRead()
 	if req == nil {
-		return errs.ToStatus(errs.New(errs.InvalidArgument, "read_slab_shared: the first message must be the read (path and selection)"))
+		return grpcerr.ToStatus(errs.New(errs.InvalidArgument, "read_slab_shared: the first message must be the read (path and selection)"))
 	}
 	sel, err := SelectionFromProto(req.GetSelection())
 	if err != nil {
-		return errs.ToStatus(err)
+		return grpcerr.ToStatus(err)
 	}
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
@@ -106,7 +107,7 @@ func (s *Server) ReadSlabShared(stream grpc.BidiStreamingServer[gatewayv1.ReadSl
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		err = cause // the client broke the protocol: say how
 	}
-	return errs.ToStatus(err)
+	return grpcerr.ToStatus(err)
 }
 
 // sharedOut is the gateway's side of one ReadSlabShared call's segment.

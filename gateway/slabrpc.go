@@ -9,6 +9,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/internal/wire"
 	"github.com/zarrgate/zarrgate/zarr"
 )
@@ -44,7 +45,7 @@ func SelectionFromProto(sel []*gatewayv1.Slice) ([]zarr.Range, error) {
 func (s *Server) ReadSlab(req *gatewayv1.ReadSlabRequest, stream grpc.ServerStreamingServer[gatewayv1.ReadSlabResponse]) error {
 	sel, err := SelectionFromProto(req.GetSelection())
 	if err != nil {
-		return errs.ToStatus(err)
+		return grpcerr.ToStatus(err)
 	}
 	var elem int
 	err = s.g.readSlab(stream.Context(), req.GetPath(), sel, func(info SlabInfo) error {
@@ -55,7 +56,7 @@ func (s *Server) ReadSlab(req *gatewayv1.ReadSlabRequest, stream grpc.ServerStre
 			return wire.Send(stream, &gatewayv1.ReadSlabResponse{Message: &gatewayv1.ReadSlabResponse_Block{Block: pb}}, done)
 		})
 	})
-	return errs.ToStatus(err)
+	return grpcerr.ToStatus(err)
 }
 
 // slabHeader is info's wire form.
@@ -143,11 +144,11 @@ func (s *Server) WriteSlab(stream grpc.ClientStreamingServer[gatewayv1.WriteSlab
 	}
 	h := first.GetHeader()
 	if h == nil {
-		return errs.ToStatus(errs.New(errs.InvalidArgument, "write_slab: the first message must be the header (path and selection)"))
+		return grpcerr.ToStatus(errs.New(errs.InvalidArgument, "write_slab: the first message must be the header (path and selection)"))
 	}
 	sel, err := SelectionFromProto(h.GetSelection())
 	if err != nil {
-		return errs.ToStatus(err)
+		return grpcerr.ToStatus(err)
 	}
 	next := func() (Block, error) {
 		msg, err := stream.Recv()
@@ -177,7 +178,7 @@ func (s *Server) WriteSlab(stream grpc.ClientStreamingServer[gatewayv1.WriteSlab
 	}
 	st, err := s.g.WriteSlab(stream.Context(), h.GetPath(), sel, next)
 	if err != nil {
-		return errs.ToStatus(err)
+		return grpcerr.ToStatus(err)
 	}
 	return stream.SendAndClose(&gatewayv1.WriteSlabResponse{ChunksWritten: uint64(st.Objects), BytesWritten: uint64(st.Bytes)})
 }

@@ -23,7 +23,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
 )
 
 // command is a subcommand. Its run must parse its flags (made with
@@ -110,7 +110,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, new(usageError)):
 		fmt.Fprintf(stderr, "zarrgate %s: %v\nRun 'zarrgate help %s' for usage.\n", c.name, dashes(err), c.name)
 		return 2
-	case timeout > 0 && (errors.Is(err, context.DeadlineExceeded) || errs.Code(err) == codes.DeadlineExceeded):
+	case timeout > 0 && (errors.Is(err, context.DeadlineExceeded) || grpcerr.Code(err) == codes.DeadlineExceeded):
 		fmt.Fprintf(stderr, "zarrgate %s: timed out: did not finish within --timeout %v (%v)\n", c.name, timeout, err)
 		return 1
 	}

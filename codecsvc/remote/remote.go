@@ -22,6 +22,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/internal/wire"
 )
 
@@ -111,7 +112,7 @@ func (c *Client) open() (*procStream, error) {
 	s, err := c.c.Process(ctx)
 	if err != nil {
 		cancel()
-		return nil, errs.FromStatus(err)
+		return nil, grpcerr.FromStatus(err)
 	}
 	ps := &procStream{s: s, cancel: cancel, waiting: make(map[uint64]chan *codecv1.ProcessResponse), done: make(chan struct{})}
 	go ps.receive()
@@ -126,7 +127,7 @@ func (ps *procStream) receive() {
 			if errors.Is(err, io.EOF) {
 				err = status.Error(codes.Unavailable, "codec worker closed the stream")
 			}
-			ps.fail(errs.FromStatus(err))
+			ps.fail(grpcerr.FromStatus(err))
 			return
 		}
 		ps.mu.Lock()
@@ -200,7 +201,7 @@ func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest) (*codecv1.
 // batchError rebuilds a worker's batch error with its code and, when one
 // chunk failed, its index.
 func batchError(be *codecv1.BatchError) error {
-	err := errs.FromStatus(status.Error(codes.Code(be.GetCode()), be.GetMessage()))
+	err := grpcerr.FromStatus(status.Error(codes.Code(be.GetCode()), be.GetMessage()))
 	if be.ItemIndex != nil {
 		return &codecsvc.ItemError{Index: int(be.GetItemIndex()), Err: err}
 	}

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
-	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/internal/wire"
 )
 
@@ -151,14 +151,14 @@ func safetyNet(ctx context.Context, logger *slog.Logger, method string, err erro
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, io.EOF) && errs.Code(err) == codes.Unknown {
+	if errors.Is(err, io.EOF) && grpcerr.Code(err) == codes.Unknown {
 		if clientClosed {
 			return status.Errorf(codes.InvalidArgument, "%s: the client closed the stream before sending the messages the call needs", method)
 		}
 		logger.ErrorContext(ctx, "handler returned io.EOF without a status (server bug)", "method", method)
 		return status.Errorf(codes.Internal, "%s: internal error (server bug, logged): unexpected end of stream", method)
 	}
-	code := errs.Code(err)
+	code := grpcerr.Code(err)
 	if code == codes.DeadlineExceeded {
 		var dd errDefaultDeadline
 		if errors.As(context.Cause(ctx), &dd) {
@@ -194,7 +194,7 @@ func (s *Server) streamGuard(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 // server bug: Internal, logged with its stack.
 func recovered(ctx context.Context, logger *slog.Logger, p any) error {
 	if err, ok := p.(error); ok {
-		if c := errs.Code(err); c != codes.Unknown && c != codes.Internal {
+		if c := grpcerr.Code(err); c != codes.Unknown && c != codes.Internal {
 			logger.WarnContext(ctx, "handler aborted by a panic with a status", "code", c, "error", err, "stack", string(debug.Stack()))
 			return status.Error(c, err.Error())
 		}

@@ -41,7 +41,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"google.golang.org/grpc/codes"
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/storesvc"
@@ -111,7 +110,7 @@ func mapErr(op, key string, err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errs.Code(err) != codes.Unknown:
+	case errs.CodeOf(err) != errs.CodeUnknown:
 		return err // coded already (a value reader's error, a check, a cancellation)
 	case errors.Is(err, syscall.ENAMETOOLONG):
 		return errs.New(errs.InvalidArgument, "%s %q: a path segment is too long for the file system", op, key)

@@ -15,6 +15,7 @@ import (
 	storev1 "github.com/zarrgate/zarrgate/gen/zarrgate/store/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/internal/storeproto"
 )
@@ -43,7 +44,7 @@ func NewClient(ctx context.Context, cc grpc.ClientConnInterface) (*Client, error
 	c := storev1.NewStoreServiceClient(cc)
 	resp, err := c.GetCapabilities(ctx, &storev1.GetCapabilitiesRequest{})
 	if err != nil {
-		return nil, fmt.Errorf("store service: %w", errs.FromStatus(err))
+		return nil, fmt.Errorf("store service: %w", grpcerr.FromStatus(err))
 	}
 	return &Client{c: c, caps: storeproto.CapabilitiesFromProto(resp.GetCapabilities())}, nil
 }
@@ -62,7 +63,7 @@ func (c *Client) Get(ctx context.Context, key string, r storesvc.ByteRange) (*st
 	stream, err := c.c.Get(ctx, &storev1.GetRequest{Key: key, Range: storeproto.RangeToProto(r)})
 	if err != nil {
 		cancel()
-		return nil, errs.FromStatus(err)
+		return nil, grpcerr.FromStatus(err)
 	}
 	first, err := stream.Recv()
 	if err != nil {
@@ -70,7 +71,7 @@ func (c *Client) Get(ctx context.Context, key string, r storesvc.ByteRange) (*st
 		if err == io.EOF {
 			return nil, errs.New(errs.DataLoss, "get %q: stream ended without a frame", key)
 		}
-		return nil, errs.FromStatus(err)
+		return nil, grpcerr.FromStatus(err)
 	}
 	info := first.GetInfo()
 	if info == nil {
@@ -105,7 +106,7 @@ func (r *getReader) Read(p []byte) (int, error) {
 		case err == io.EOF:
 			r.err = errs.New(errs.DataLoss, "get %q: stream ended %d bytes short", r.key, r.left)
 		case err != nil:
-			r.err = errs.FromStatus(err)
+			r.err = grpcerr.FromStatus(err)
 		default:
 			r.cur = msg.GetData()
 		}
@@ -135,7 +136,7 @@ func (c *Client) GetPartialValues(ctx context.Context, reqs []storesvc.KeyRange)
 	defer cancel()
 	stream, err := c.c.GetPartialValues(ctx, req)
 	if err != nil {
-		return nil, errs.FromStatus(err)
+		return nil, grpcerr.FromStatus(err)
 	}
 	out := make([]storesvc.PartialValue, len(reqs))
 	done := 0
@@ -145,7 +146,7 @@ func (c *Client) GetPartialValues(ctx context.Context, reqs []storesvc.KeyRange)
 			break
 		}
 		if err != nil {
-			return nil, errs.FromStatus(err)
+			return nil, grpcerr.FromStatus(err)
 		}
 		for _, part := range msg.GetParts() {
 			i := int(part.GetIndex())
@@ -181,7 +182,7 @@ func (c *Client) Set(ctx context.Context, key string, value io.Reader, cond stor
 	defer cancel()
 	stream, err := c.c.Set(ctx)
 	if err != nil {
-		return "", errs.FromStatus(err)
+		return "", grpcerr.FromStatus(err)
 	}
 	buf := make([]byte, storeproto.FrameSize)
 	msg := &storev1.SetRequest{Header: &storev1.SetHeader{Key: key, Condition: storeproto.ConditionToProto(cond)}}
@@ -196,7 +197,7 @@ func (c *Client) Set(ctx context.Context, key string, value io.Reader, cond stor
 				if err == io.EOF { // the server ended the call; its status says why
 					_, err = stream.CloseAndRecv()
 				}
-				return "", errs.FromStatus(err)
+				return "", grpcerr.FromStatus(err)
 			}
 			msg.Header = nil
 		}
@@ -206,7 +207,7 @@ func (c *Client) Set(ctx context.Context, key string, value io.Reader, cond stor
 	}
 	resp, err := stream.CloseAndRecv()
 	if err != nil {
-		return "", errs.FromStatus(err)
+		return "", grpcerr.FromStatus(err)
 	}
 	return resp.GetGeneration(), nil
 }
@@ -218,25 +219,25 @@ func (c *Client) SetPartialValues(ctx context.Context, writes []storesvc.Partial
 		req.Writes[i] = &storev1.PartialWrite{Key: w.Key, Offset: uint64(w.Offset), Data: w.Data}
 	}
 	_, err := c.c.SetPartialValues(ctx, req)
-	return errs.FromStatus(err)
+	return grpcerr.FromStatus(err)
 }
 
 // Erase implements storesvc.Store.
 func (c *Client) Erase(ctx context.Context, key string, cond storesvc.Condition) error {
 	_, err := c.c.Erase(ctx, &storev1.EraseRequest{Key: key, Condition: storeproto.ConditionToProto(cond)})
-	return errs.FromStatus(err)
+	return grpcerr.FromStatus(err)
 }
 
 // EraseValues implements storesvc.BatchEraser.
 func (c *Client) EraseValues(ctx context.Context, keys []string) error {
 	_, err := c.c.EraseValues(ctx, &storev1.EraseValuesRequest{Keys: keys})
-	return errs.FromStatus(err)
+	return grpcerr.FromStatus(err)
 }
 
 // ErasePrefix implements storesvc.PrefixEraser.
 func (c *Client) ErasePrefix(ctx context.Context, prefix string) error {
 	_, err := c.c.ErasePrefix(ctx, &storev1.ErasePrefixRequest{Prefix: prefix})
-	return errs.FromStatus(err)
+	return grpcerr.FromStatus(err)
 }
 
 // ListPrefix implements storesvc.Store.
@@ -246,7 +247,7 @@ func (c *Client) ListPrefix(ctx context.Context, prefix string) iter.Seq2[string
 		defer cancel()
 		stream, err := c.c.ListPrefix(ctx, &storev1.ListPrefixRequest{Prefix: prefix})
 		if err != nil {
-			yield("", errs.FromStatus(err))
+			yield("", grpcerr.FromStatus(err))
 			return
 		}
 		for {
@@ -255,7 +256,7 @@ func (c *Client) ListPrefix(ctx context.Context, prefix string) iter.Seq2[string
 				return
 			}
 			if err != nil {
-				yield("", errs.FromStatus(err))
+				yield("", grpcerr.FromStatus(err))
 				return
 			}
 			for _, k := range msg.GetKeys() {
@@ -274,7 +275,7 @@ func (c *Client) ListDir(ctx context.Context, prefix string) iter.Seq2[storesvc.
 		defer cancel()
 		stream, err := c.c.ListDir(ctx, &storev1.ListDirRequest{Prefix: prefix})
 		if err != nil {
-			yield(storesvc.DirEntry{}, errs.FromStatus(err))
+			yield(storesvc.DirEntry{}, grpcerr.FromStatus(err))
 			return
 		}
 		for {
@@ -283,7 +284,7 @@ func (c *Client) ListDir(ctx context.Context, prefix string) iter.Seq2[storesvc.
 				return
 			}
 			if err != nil {
-				yield(storesvc.DirEntry{}, errs.FromStatus(err))
+				yield(storesvc.DirEntry{}, grpcerr.FromStatus(err))
 				return
 			}
 			for _, k := range msg.GetKeys() {

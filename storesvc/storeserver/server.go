@@ -18,6 +18,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/internal/wire"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/internal/storeproto"
@@ -56,11 +57,11 @@ func (srv *Server) GetCapabilities(context.Context, *storev1.GetCapabilitiesRequ
 func (srv *Server) Get(req *storev1.GetRequest, stream grpc.ServerStreamingServer[storev1.GetResponse]) error {
 	r, err := storeproto.RangeFromProto(req.GetRange())
 	if err != nil {
-		return errs.ToStatus(err)
+		return grpcerr.ToStatus(err)
 	}
 	obj, err := srv.s.Get(stream.Context(), req.GetKey(), r)
 	if err != nil {
-		return errs.ToStatus(err)
+		return grpcerr.ToStatus(err)
 	}
 	defer obj.Close()
 	bp := framePool.Get().(*[]byte)
@@ -73,7 +74,7 @@ func (srv *Server) Get(req *storev1.GetRequest, stream grpc.ServerStreamingServe
 	for first := true; first || remaining > 0; first = false {
 		n := min(int64(len(buf)), remaining)
 		if _, err := io.ReadFull(obj, buf[:n]); err != nil {
-			return errs.ToStatus(errs.Wrap(errs.Internal, err, "get %q", req.GetKey()))
+			return grpcerr.ToStatus(errs.Wrap(errs.Internal, err, "get %q", req.GetKey()))
 		}
 		remaining -= n
 		resp.Data = buf[:n]
@@ -92,7 +93,7 @@ func (srv *Server) GetPartialValues(req *storev1.GetPartialValuesRequest, stream
 	for i, kr := range req.GetRanges() {
 		r, err := storeproto.RangeFromProto(kr.GetRange())
 		if err != nil {
-			return errs.ToStatus(err)
+			return grpcerr.ToStatus(err)
 		}
 		reqs[i] = storesvc.KeyRange{Key: kr.GetKey(), Range: r}
 	}
@@ -101,7 +102,7 @@ func (srv *Server) GetPartialValues(req *storev1.GetPartialValuesRequest, stream
 		batch := reqs[start:min(start+partialBatch, len(reqs))]
 		vals, err := srv.s.GetPartialValues(stream.Context(), batch)
 		if err != nil {
-			return errs.ToStatus(err)
+			return grpcerr.ToStatus(err)
 		}
 		for i, v := range vals {
 			if err := out.add(uint32(start+i), v); err != nil {
@@ -184,19 +185,19 @@ func (p *partSender) flush() error {
 func (srv *Server) Set(stream grpc.ClientStreamingServer[storev1.SetRequest, storev1.SetResponse]) error {
 	first, err := stream.Recv()
 	if err == io.EOF {
-		return errs.ToStatus(errs.New(errs.InvalidArgument, "set: the stream ended before its header (key and condition)"))
+		return grpcerr.ToStatus(errs.New(errs.InvalidArgument, "set: the stream ended before its header (key and condition)"))
 	}
 	if err != nil {
 		return err
 	}
 	h := first.GetHeader()
 	if h == nil {
-		return errs.ToStatus(errs.New(errs.InvalidArgument, "set: the first message must carry the header (key and condition)"))
+		return grpcerr.ToStatus(errs.New(errs.InvalidArgument, "set: the first message must carry the header (key and condition)"))
 	}
 	r := &setReader{stream: stream, cur: first.GetData()}
 	gen, err := srv.s.Set(stream.Context(), h.GetKey(), r, storeproto.ConditionFromProto(h.GetCondition()))
 	if err != nil {
-		return errs.ToStatus(err)
+		return grpcerr.ToStatus(err)
 	}
 	return stream.SendAndClose(&storev1.SetResponse{Generation: gen})
 }
@@ -210,8 +211,13 @@ type setReader struct {
 func (r *setReader) Read(p []byte) (int, error) {
 	for len(r.cur) == 0 {
 		msg, err := r.stream.Recv()
+		if err == io.EOF {
+			return 0, err // the client closed its side
+		}
 		if err != nil {
-			return 0, err // io.EOF when the client closed its side
+			// A coded error (Canceled, DeadlineExceeded, ...), so that the
+			// backend keeps the code without knowing gRPC.
+			return 0, grpcerr.FromStatus(err)
 		}
 		if msg.GetHeader() != nil {
 			return 0, errs.New(errs.InvalidArgument, "set: header sent twice")
@@ -228,12 +234,12 @@ func (srv *Server) SetPartialValues(ctx context.Context, req *storev1.SetPartial
 	writes := make([]storesvc.PartialWrite, len(req.GetWrites()))
 	for i, w := range req.GetWrites() {
 		if w.GetOffset() > 1<<62 {
-			return nil, errs.ToStatus(errs.New(errs.InvalidArgument, "set_partial_values %q: offset %d too large", w.GetKey(), w.GetOffset()))
+			return nil, grpcerr.ToStatus(errs.New(errs.InvalidArgument, "set_partial_values %q: offset %d too large", w.GetKey(), w.GetOffset()))
 		}
 		writes[i] = storesvc.PartialWrite{Key: w.GetKey(), Offset: int64(w.GetOffset()), Data: w.GetData()}
 	}
 	if err := srv.s.SetPartialValues(ctx, writes); err != nil {
-		return nil, errs.ToStatus(err)
+		return nil, grpcerr.ToStatus(err)
 	}
 	return &storev1.SetPartialValuesResponse{}, nil
 }
@@ -241,7 +247,7 @@ func (srv *Server) SetPartialValues(ctx context.Context, req *storev1.SetPartial
 // Erase implements storev1.StoreServiceServer.
 func (srv *Server) Erase(ctx context.Context, req *storev1.EraseRequest) (*storev1.EraseResponse, error) {
 	if err := srv.s.Erase(ctx, req.GetKey(), storeproto.ConditionFromProto(req.GetCondition())); err != nil {
-		return nil, errs.ToStatus(err)
+		return nil, grpcerr.ToStatus(err)
 	}
 	return &storev1.EraseResponse{}, nil
 }
@@ -249,7 +255,7 @@ func (srv *Server) Erase(ctx context.Context, req *storev1.EraseRequest) (*store
 // EraseValues implements storev1.StoreServiceServer.
 func (srv *Server) EraseValues(ctx context.Context, req *storev1.EraseValuesRequest) (*storev1.EraseValuesResponse, error) {
 	if err := srv.s.EraseValues(ctx, req.GetKeys()); err != nil {
-		return nil, errs.ToStatus(err)
+		return nil, grpcerr.ToStatus(err)
 	}
 	return &storev1.EraseValuesResponse{}, nil
 }
@@ -257,7 +263,7 @@ func (srv *Server) EraseValues(ctx context.Context, req *storev1.EraseValuesRequ
 // ErasePrefix implements storev1.StoreServiceServer.
 func (srv *Server) ErasePrefix(ctx context.Context, req *storev1.ErasePrefixRequest) (*storev1.ErasePrefixResponse, error) {
 	if err := srv.s.ErasePrefix(ctx, req.GetPrefix()); err != nil {
-		return nil, errs.ToStatus(err)
+		return nil, grpcerr.ToStatus(err)
 	}
 	return &storev1.ErasePrefixResponse{}, nil
 }
@@ -280,7 +286,7 @@ func (srv *Server) sendKeys(ctx context.Context, prefix string, send func([]stri
 	keys := make([]string, 0, listBatch)
 	for k, err := range srv.s.ListPrefix(ctx, prefix) {
 		if err != nil {
-			return errs.ToStatus(err)
+			return grpcerr.ToStatus(err)
 		}
 		keys = append(keys, k)
 		if len(keys) == listBatch {
@@ -301,7 +307,7 @@ func (srv *Server) ListDir(req *storev1.ListDirRequest, stream grpc.ServerStream
 	resp := &storev1.ListDirResponse{}
 	for e, err := range srv.s.ListDir(stream.Context(), req.GetPrefix()) {
 		if err != nil {
-			return errs.ToStatus(err)
+			return grpcerr.ToStatus(err)
 		}
 		if e.IsPrefix {
 			resp.Prefixes = append(resp.Prefixes, e.Path)
