@@ -1,15 +1,19 @@
-# zarrgate — see README.md. Every tool is pinned in go.mod (`go tool ...`),
-# so a fresh clone needs nothing installed beyond Go, Python 3 and make.
+# zarrgate — see README.md. Every dev tool (buf, protoc plugins, grpcurl) is
+# pinned in its own module, tools/go.mod, and run with `go tool
+# -modfile=tools/go.mod ...` (GOTOOL below), so a fresh clone needs nothing
+# installed beyond Go, Python 3 and make, and the tools' dependencies stay out
+# of the product's go.mod.
 
 GO       ?= go
-BUF      := $(GO) tool buf
+GOTOOL   := $(GO) tool -modfile=tools/go.mod
+BUF      := $(GOTOOL) buf
 # Built test servers and Python venvs live outside the clone, so that fresh
 # clones on one machine (CI) reuse them.
 CACHE    ?= $(HOME)/.cache/zarrgate
 export ZARRGATE_CACHE := $(CACHE)/bin
 export ZARRGATE_VENV  := $(CACHE)/venv
 
-.PHONY: build all tools api-landed deps fuzz test-python generate check-generated lint breaking test test-go serve bench clean
+.PHONY: build all tools api-landed deps fuzz test-python generate check-generated lint breaking tidy-check test test-go serve bench clean
 
 all: lint test-go
 
@@ -19,7 +23,7 @@ build:
 
 ## tools: build the pinned dev tools (buf, protoc plugins, grpcurl) into the Go cache
 tools:
-	$(GO) build -o /dev/null tool
+	$(GO) build -modfile=tools/go.mod -o /dev/null tool
 
 ## generate: regenerate gen/ (Go) and the Python stubs from proto/ (offline
 ## once the Python venv exists)
@@ -32,8 +36,8 @@ check-generated: generate
 	@git diff --exit-code --stat -- gen/ clients/python/src/zarrgate/_gen/ || (echo "generated code is stale: run 'make generate' and commit" >&2; exit 1)
 	@test -z "$$(git ls-files --others --exclude-standard gen/ clients/python/src/zarrgate/_gen/)" || (echo "untracked generated files: run 'make generate' and commit" >&2; exit 1)
 
-## lint: buf lint, buf breaking, gofmt, go vet
-lint: breaking
+## lint: buf lint, buf breaking, tidy go.mod files, gofmt, go vet
+lint: breaking tidy-check
 	$(BUF) lint
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || (echo "gofmt needed: $$out" >&2; exit 1)
 	$(GO) vet ./...
@@ -42,6 +46,16 @@ lint: breaking
 ## (api/landed.binpb; additions are fine, anything else fails)
 breaking:
 	$(BUF) breaking --against api/landed.binpb
+
+## tidy-check: go.mod and go.sum of the product and of tools/ are what
+## `go mod tidy` makes them (no missing, unused or mis-marked requirements),
+## and the tools build against the product's protobuf and grpc (so that
+## protoc-gen-go is the version of the runtime the generated code runs on)
+RUNTIME_MODS := google.golang.org/protobuf google.golang.org/grpc
+tidy-check:
+	@a=$$($(GO) list -m $(RUNTIME_MODS)) && b=$$(cd tools && $(GO) list -m $(RUNTIME_MODS)) && test "$$a" = "$$b" || { printf 'go.mod:\n%s\ntools/go.mod:\n%s\n' "$$a" "$$b" >&2; echo "tools/go.mod and go.mod disagree on $(RUNTIME_MODS): bump both ('cd tools && go get MODULE@VERSION'), then 'make generate'" >&2; exit 1; }
+	@out=$$($(GO) mod tidy -diff 2>&1) || { printf '%s\n' "$$out" >&2; echo "go.mod/go.sum are not tidy (diff above): run 'go mod tidy' and commit" >&2; exit 1; }
+	@out=$$(cd tools && $(GO) mod tidy -diff 2>&1) || { printf '%s\n' "$$out" >&2; echo "tools/go.mod/go.sum are not tidy (diff above): run 'cd tools && go mod tidy' and commit" >&2; exit 1; }
 
 ## api-landed: record the current API as landed (only for a deliberate,
 ## announced break, or to pin new services once they have shipped)

@@ -114,12 +114,21 @@ func startCommand(t testing.TB, sub string, args ...string) *server {
 	return s
 }
 
-// grpcurl runs the grpcurl pinned in go.mod.
+// toolsModfile is the dev tools' module (buf, grpcurl, protoc plugins),
+// kept apart from the product's go.mod so that their dependencies never
+// enter it; tests run from the package directory, hence the "..".
+const toolsModfile = "../tools/go.mod"
+
+// grpcurl runs the grpcurl pinned in tools/go.mod.
 func grpcurl(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "grpcurl"}, args...)...)
+	modfile, err := filepath.Abs(toolsModfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "-modfile=" + modfile, "grpcurl"}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err

@@ -26,7 +26,7 @@ cat >"$shim/protoc-gen-grpc_python" <<SH
 exec "$venv/bin/python" "$root/clients/python/tools/protoc_gen_grpc_python.py"
 SH
 chmod +x "$shim/protoc" "$shim/protoc-gen-grpc_python"
-PATH="$shim:$PATH" ${GO:-go} tool buf generate --template buf.gen.python.yaml
+PATH="$shim:$PATH" ${GO:-go} tool -modfile=tools/go.mod buf generate --template buf.gen.python.yaml
 
 gen=clients/python/src/zarrgate/_gen
 # The stubs import each other as top-level `zarrgate.<pkg>.v1`, which would
