@@ -1,15 +1,15 @@
 // Package codecsvc is the codec engine: Zarr codecs built from their JSON
 // configuration by a registry, the chain executor following the
 // representation rules of the Zarr v3 core specification, the in-process
-// batch engine (Local) and its gRPC service (CodecService), the work of
-// codec workers. Codecs do no I/O.
+// batch engine (Local, a codec.Engine) and its gRPC service (CodecService),
+// the work of codec workers. Codecs do no I/O.
 //
 // Decoded chunks are in zarrgate's in-memory layout (Chunk): fixed-size
 // elements in C order, little-endian; variable-length elements as their
 // concatenated bytes plus n+1 offsets.
 //
 // Sharded arrays can be read and written an inner chunk at a time through
-// Shard (Chain.Shard, NewShard, NewLegacyShard).
+// Shard (Chain.Shard, NewShard, NewLegacyShard), a codec.ShardLayout.
 //
 // Adding a codec: implement ArrayCodec, BytesCodec or ByteCodec (a
 // ByteCodec's Decode must respect its size bound); Register it by name in
