@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -133,7 +134,7 @@ func BenchmarkSharding(b *testing.B) {
 	b.Run("decode-one-inner", func(b *testing.B) {
 		b.SetBytes(s.InnerSpec().Bytes())
 		for b.Loop() {
-			x, err := s.DecodeIndex(fetch(enc, s.IndexRange()))
+			x, err := s.DecodeIndex(fetch(enc, codec.IndexRange(s)))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,15 +1,15 @@
 // Package codecsvc is the codec engine: Zarr codecs built from their JSON
 // configuration by a registry, the chain executor following the
 // representation rules of the Zarr v3 core specification, the in-process
-// batch engine (Local) and its gRPC service (CodecService), the work of
-// codec workers. Codecs do no I/O.
+// batch engine (Local, a codec.Engine) and its gRPC service (CodecService),
+// the work of codec workers. Codecs do no I/O.
 //
 // Decoded chunks are in zarrgate's in-memory layout (Chunk): fixed-size
 // elements in C order, little-endian; variable-length elements as their
 // concatenated bytes plus n+1 offsets.
 //
 // Sharded arrays can be read and written an inner chunk at a time through
-// Shard (Chain.Shard, NewShard, NewLegacyShard).
+// Shard (Chain.Shard, NewShard, NewLegacyShard), a codec.ShardLayout.
 //
 // Adding a codec: implement ArrayCodec, BytesCodec or ByteCodec (a
 // ByteCodec's Decode must respect its size bound); Register it by name in
@@ -30,6 +30,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/internal/membudget"
@@ -82,21 +83,6 @@ func (s ChunkSpec) Bytes() int64 {
 	return n * int64(s.DataType.Size)
 }
 
-// Limits bound what one chunk may cost to decode or encode. They are
-// checked when a chain is built (NewChainLimits, Local), before anything is
-// allocated, and bound every decoder's output.
-type Limits struct {
-	// MaxChunkBytes bounds a chunk's decoded size: for a fixed-size data
-	// type its elements, for a variable-length one its offsets (8 bytes
-	// per element). Above it a chain is ResourceExhausted.
-	MaxChunkBytes int64
-	// MaxVariableBytes bounds the element bytes of one chunk of a
-	// variable-length data type (strings, bytes), whose size no metadata
-	// gives: decoders stop there with ResourceExhausted, and encoding a
-	// larger chunk is refused, so that every chunk written can be read.
-	MaxVariableBytes int64
-}
-
 // Default limits. 1 GiB is above any chunk zarr-python or numcodecs users
 // choose in practice (their guidance is 1-100 MiB) and still leaves a codec
 // worker with a few GiB room for a batch. String and bytes chunks get 64
@@ -112,12 +98,12 @@ const (
 )
 
 // DefaultLimits returns the default limits.
-func DefaultLimits() Limits {
-	return Limits{MaxChunkBytes: DefaultMaxChunkBytes, MaxVariableBytes: DefaultMaxVariableBytes}
+func DefaultLimits() codec.Limits {
+	return codec.Limits{MaxChunkBytes: DefaultMaxChunkBytes, MaxVariableBytes: DefaultMaxVariableBytes}
 }
 
 // withDefaults fills unset (zero or negative) limits with the defaults.
-func (l Limits) withDefaults() Limits {
+func withDefaults(l codec.Limits) codec.Limits {
 	if l.MaxChunkBytes <= 0 {
 		l.MaxChunkBytes = DefaultMaxChunkBytes
 	}
@@ -135,8 +121,8 @@ func (l Limits) withDefaults() Limits {
 // element) plus the fill value repeated, which must also be within
 // l.MaxVariableBytes. It allocates nothing: the gateway calls it before
 // reserving memory for a chunk, and every chain calls it when built.
-func CheckChunkSize(spec ChunkSpec, l Limits) error {
-	l = l.withDefaults()
+func CheckChunkSize(spec ChunkSpec, l codec.Limits) error {
+	l = withDefaults(l)
 	n, ok := spec.elements()
 	if !ok {
 		return errs.New(errs.InvalidArgument, "chunk shape %v: the number of elements overflows", spec.Shape)
@@ -174,17 +160,11 @@ func (s ChunkSpec) fill() []byte {
 	return s.FillValue
 }
 
-// Chunk is a decoded chunk: fixed-size elements in C order, little-endian,
-// in Data; for variable-length data types, the concatenated element bytes in
-// Data and n+1 offsets into it.
-type Chunk struct {
-	Data    []byte
-	Offsets []int64
-	// Pooled reports that Data lies in a buffer from zarrgate's buffer pool
-	// (internal/bufpool) that belongs to this chunk alone, so that the
-	// gateway can recycle it once the chunk is sent. Others ignore it.
-	Pooled bool
-}
+// Chunk is a decoded chunk (see codec.Chunk): the codecs' input and output.
+// A chain's Decode may lend its result from zarrgate's buffer pool
+// (Chunk.Lent), when a codec decoded into a pool buffer that the chunk
+// alone now holds; Release hands it back.
+type Chunk = codec.Chunk
 
 // FillChunk returns a chunk holding the fill value everywhere.
 func FillChunk(spec ChunkSpec) Chunk {
@@ -299,7 +279,7 @@ var recoverPanics = true
 // concurrent use.
 type Chain struct {
 	spec   ChunkSpec
-	limits Limits
+	limits codec.Limits
 	aa     []ArrayCodec
 	aaIn   []ChunkSpec // representation each array codec receives
 	ab     BytesCodec
@@ -330,8 +310,8 @@ func NewChain(specs []zarr.CodecSpec, spec ChunkSpec) (*Chain, error) {
 // InvalidArgument; both name it. The chunk (and every representation the
 // chain passes it through) must pass CheckChunkSize under l, before
 // anything is allocated for it.
-func NewChainLimits(specs []zarr.CodecSpec, spec ChunkSpec, l Limits) (*Chain, error) {
-	l = l.withDefaults()
+func NewChainLimits(specs []zarr.CodecSpec, spec ChunkSpec, l codec.Limits) (*Chain, error) {
+	l = withDefaults(l)
 	if err := CheckChunkSize(spec, l); err != nil {
 		return nil, err
 	}
@@ -426,7 +406,7 @@ func (c *Chain) boundsFor(varBytes int64) (abBound int64, bounds []int64, encode
 func (c *Chain) Spec() ChunkSpec { return c.spec }
 
 // Limits are the limits the chain was built under.
-func (c *Chain) Limits() Limits { return c.limits }
+func (c *Chain) Limits() codec.Limits { return c.limits }
 
 // MaxEncodedSize bounds the chain's encoded size (-1: unknown, for
 // variable-length data).
@@ -525,7 +505,7 @@ func (c *Chain) decode(encoded []byte, varBytes int64) (ch Chunk, err error) {
 	}
 	// pooled is the pool buffer (from a pooledDecoder) the data being
 	// decoded lies in, if any: handed back as soon as a stage moves the
-	// data elsewhere, or marked on the chunk if the data ends up in it.
+	// data elsewhere, or lent with the chunk if the data ends up in it.
 	var pooled []byte
 	moved := func(now []byte) {
 		if pooled != nil && !bufpool.Overlaps(now, pooled) {
@@ -572,8 +552,11 @@ func (c *Chain) decode(encoded []byte, varBytes int64) (ch Chunk, err error) {
 		}
 		moved(ch.Data)
 	}
-	ch.Pooled = pooled != nil
-	pooled = nil
+	if pooled != nil {
+		buf := pooled
+		ch = codec.Lend(ch.Data, ch.Offsets, func() { bufpool.Put(buf) })
+		pooled = nil
+	}
 	return ch, nil
 }
 

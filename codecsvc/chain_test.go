@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/zarrgate/zarrgate/errs"
-	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -153,14 +152,14 @@ func TestPooledDecode(t *testing.T) {
 			if err != nil || !bytes.Equal(out.Data, in.Data) {
 				t.Fatalf("%s round %d: decoded data differs (%v)", c.codecs, round, err)
 			}
-			if out.Pooled != c.pooled {
-				t.Fatalf("%s: Pooled = %v, want %v", c.codecs, out.Pooled, c.pooled)
+			if out.Lent() != c.pooled {
+				t.Fatalf("%s: Lent = %v, want %v", c.codecs, out.Lent(), c.pooled)
 			}
 			// Keep some chunks, recycle the others as the gateway does.
 			if round%2 == 0 {
 				kept, want = append(kept, out), append(want, in.Data)
-			} else if out.Pooled {
-				bufpool.Put(out.Data)
+			} else {
+				out.Release()
 			}
 		}
 		for i, k := range kept {

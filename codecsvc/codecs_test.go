@@ -16,6 +16,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/zarr"
 )
@@ -284,7 +285,7 @@ func zstdFrameClaiming(t *testing.T, size uint64) []byte {
 }
 
 func TestEngines(t *testing.T) {
-	spec := &BatchSpec{Codecs: []zarr.CodecSpec{{Name: "bytes", Configuration: json.RawMessage(`{"endian":"little"}`)}, {Name: "crc32c"}},
+	spec := &codec.BatchSpec{Codecs: []zarr.CodecSpec{{Name: "bytes", Configuration: json.RawMessage(`{"endian":"little"}`)}, {Name: "crc32c"}},
 		Shape: []int64{8}, DataType: zarr.MustDataType("int16")}
 	l := NewLocal()
 	chunks := []Chunk{{Data: make([]byte, 16)}, {Data: bytes.Repeat([]byte{1}, 16)}}
@@ -295,7 +296,7 @@ func TestEngines(t *testing.T) {
 	enc[1] = append([]byte(nil), enc[1]...)
 	enc[1][3] ^= 1
 	_, err = l.Decode(context.Background(), spec, enc)
-	var ie *ItemError
+	var ie *codec.ItemError
 	if !errors.As(err, &ie) || ie.Index != 1 || !errors.Is(err, errs.DataLoss) {
 		t.Fatalf("batch with a corrupt second chunk: %v", err)
 	}

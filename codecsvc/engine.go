@@ -3,27 +3,17 @@ package codecsvc
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
-	"github.com/zarrgate/zarrgate/zarr"
 )
 
-// BatchSpec describes the chunks of a batch: the codec chain and the
-// decoded chunk layout.
-type BatchSpec struct {
-	Codecs    []zarr.CodecSpec
-	Shape     []int64
-	DataType  zarr.DataType
-	FillValue []byte
-}
-
-// key identifies a spec, for caching built chains.
-func (s *BatchSpec) key() string {
+// specKey identifies a batch spec, for caching built chains.
+func specKey(s *codec.BatchSpec) string {
 	var b strings.Builder
 	codecs, _ := json.Marshal(s.Codecs)
 	b.Write(codecs)
@@ -35,53 +25,34 @@ func (s *BatchSpec) key() string {
 	return b.String()
 }
 
-// Engine encodes and decodes batches of chunks of one array. Local runs
-// them in this process; the remote client (package codecsvc/remote) on
-// codec workers. A failure on one item fails the batch with an error
-// wrapping *ItemError, which says which item.
-type Engine interface {
-	Decode(ctx context.Context, spec *BatchSpec, encoded [][]byte) ([]Chunk, error)
-	Encode(ctx context.Context, spec *BatchSpec, chunks []Chunk) ([][]byte, error)
-}
-
-// ItemError is a codec failure on one item of a batch.
-type ItemError struct {
-	Index int
-	Err   error
-}
-
-func (e *ItemError) Error() string { return fmt.Sprintf("chunk %d of the batch: %v", e.Index, e.Err) }
-
-// Unwrap returns the codec's error, which carries the gRPC code.
-func (e *ItemError) Unwrap() error { return e.Err }
-
 // Local is the in-process engine. Built chains are cached by spec. It
 // charges no memory budget: its callers (the gateway, the codec worker's
 // Server) reserve memory for their batches themselves.
 type Local struct {
-	limits Limits
+	Layouts
+	limits codec.Limits
 	mu     sync.Mutex
 	chains map[string]*Chain
 }
 
-var _ Engine = (*Local)(nil)
+var _ codec.Engine = (*Local)(nil)
 
 // NewLocal returns an in-process engine under the default limits.
 func NewLocal() *Local { return NewLocalLimits(DefaultLimits()) }
 
 // NewLocalLimits returns an in-process engine whose chains are built and
 // run under l (zero fields: the defaults).
-func NewLocalLimits(l Limits) *Local {
-	return &Local{limits: l.withDefaults(), chains: make(map[string]*Chain)}
+func NewLocalLimits(l codec.Limits) *Local {
+	return &Local{limits: withDefaults(l), chains: make(map[string]*Chain)}
 }
 
 // Limits are the limits the engine's chains run under.
-func (l *Local) Limits() Limits { return l.limits }
+func (l *Local) Limits() codec.Limits { return l.limits }
 
 // Chain returns the (cached) chain of a spec. A chunk too large for the
 // limits is refused (CheckChunkSize) before anything is allocated for it.
-func (l *Local) Chain(spec *BatchSpec) (*Chain, error) {
-	k := spec.key()
+func (l *Local) Chain(spec *codec.BatchSpec) (*Chain, error) {
+	k := specKey(spec)
 	l.mu.Lock()
 	c, ok := l.chains[k]
 	l.mu.Unlock()
@@ -108,8 +79,8 @@ func (l *Local) Chain(spec *BatchSpec) (*Chain, error) {
 	return c, nil
 }
 
-// Decode implements Engine.
-func (l *Local) Decode(ctx context.Context, spec *BatchSpec, encoded [][]byte) ([]Chunk, error) {
+// Decode implements codec.Engine.
+func (l *Local) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte) ([]Chunk, error) {
 	c, err := l.Chain(spec)
 	if err != nil {
 		return nil, err
@@ -120,14 +91,14 @@ func (l *Local) Decode(ctx context.Context, spec *BatchSpec, encoded [][]byte) (
 			return nil, err
 		}
 		if out[i], err = c.Decode(e); err != nil {
-			return nil, &ItemError{Index: i, Err: err}
+			return nil, &codec.ItemError{Index: i, Err: err}
 		}
 	}
 	return out, nil
 }
 
-// Encode implements Engine.
-func (l *Local) Encode(ctx context.Context, spec *BatchSpec, chunks []Chunk) ([][]byte, error) {
+// Encode implements codec.Engine.
+func (l *Local) Encode(ctx context.Context, spec *codec.BatchSpec, chunks []Chunk) ([][]byte, error) {
 	c, err := l.Chain(spec)
 	if err != nil {
 		return nil, err
@@ -138,8 +109,59 @@ func (l *Local) Encode(ctx context.Context, spec *BatchSpec, chunks []Chunk) ([]
 			return nil, err
 		}
 		if out[i], err = c.Encode(ch); err != nil {
-			return nil, &ItemError{Index: i, Err: err}
+			return nil, &codec.ItemError{Index: i, Err: err}
 		}
 	}
 	return out, nil
+}
+
+// Layouts answers codec.Layouts from this package's codecs, in process: it
+// holds nothing, so its zero value serves. Local embeds it; so does the
+// remote engine (codecsvc/remote), whose callers run the shard index chain
+// on every partial read of a shard and must not wait on a worker for it.
+type Layouts struct{}
+
+var _ codec.Layouts = Layouts{}
+
+// ChunkLayout implements codec.Layouts: CheckChunkSize, and Raw.
+func (Layouts) ChunkLayout(spec *codec.BatchSpec, l codec.Limits) (bool, error) {
+	if err := CheckChunkSize(chunkSpec(spec), l); err != nil {
+		return false, err
+	}
+	return Raw(spec.Codecs, spec.DataType), nil
+}
+
+// ShardLayout implements codec.Layouts: NewShardLimits.
+func (Layouts) ShardLayout(spec *codec.BatchSpec, l codec.Limits) (codec.ShardLayout, error) {
+	if len(spec.Codecs) != 1 || spec.Codecs[0].Name != "sharding_indexed" {
+		return nil, errs.New(errs.InvalidArgument, "a shard layout needs a chain of one sharding_indexed codec, not %d codecs", len(spec.Codecs))
+	}
+	s, err := NewShardLimits(spec.Codecs[0].Configuration, chunkSpec(spec), l)
+	if err != nil {
+		return nil, err // not a nil *Shard in a non-nil interface
+	}
+	return s, nil
+}
+
+// LegacyShardLayout implements codec.Layouts: NewLegacyShardLimits.
+func (Layouts) LegacyShardLayout(spec *codec.BatchSpec, chunksPerShard []int64, l codec.Limits) (codec.ShardLayout, error) {
+	per := make([]int, len(chunksPerShard))
+	for i, p := range chunksPerShard {
+		per[i] = int(p)
+	}
+	s, err := NewLegacyShardLimits(spec.Codecs, chunkSpec(spec), per, l)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// chunkSpec is a batch spec's chunk representation, its shape converted
+// as it is (CheckChunkSize refuses negative dimensions).
+func chunkSpec(spec *codec.BatchSpec) ChunkSpec {
+	shape := make([]int, len(spec.Shape))
+	for i, d := range spec.Shape {
+		shape[i] = int(d)
+	}
+	return ChunkSpec{Shape: shape, DataType: spec.DataType, FillValue: spec.FillValue}
 }

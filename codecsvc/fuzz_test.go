@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/zarr"
@@ -14,7 +15,7 @@ import (
 
 // fuzzLimits are the limits fuzzed chains run under: small, so that the
 // allocation bound below means something for variable-length data.
-var fuzzLimits = Limits{MaxChunkBytes: 64 << 20, MaxVariableBytes: 256 << 10}
+var fuzzLimits = codec.Limits{MaxChunkBytes: 64 << 20, MaxVariableBytes: 256 << 10}
 
 // fuzzDecoder fuzzes one chain's decoder: whatever the input, Decode
 // returns a chunk of exactly the right size (variable-length: within the
@@ -172,12 +173,12 @@ func FuzzDecodeShardPartial(f *testing.F) {
 		if int64(len(shard)) < s.IndexSize() {
 			return
 		}
-		x, err := s.DecodeIndex(fetch(shard, s.IndexRange()))
+		x, err := s.DecodeIndex(fetch(shard, codec.IndexRange(s)))
 		if err != nil {
 			return
 		}
 		for i := range x {
-			b, err := s.InnerBytes(shard, x, i)
+			b, err := codec.InnerBytes(shard, x, i)
 			if err != nil {
 				continue
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc/blosc"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/zarr"
@@ -32,7 +33,7 @@ func codecSpecs(t testing.TB, js string) []zarr.CodecSpec {
 // The chunk is now refused for its size before anything is allocated.
 func TestZstdBombHugeChunk(t *testing.T) {
 	frame := zstdFrameClaiming(t, 1<<39)
-	spec := &BatchSpec{Codecs: []zarr.CodecSpec{{Name: "bytes"}, {Name: "zstd", Configuration: json.RawMessage(`{"level":3}`)}},
+	spec := &codec.BatchSpec{Codecs: []zarr.CodecSpec{{Name: "bytes"}, {Name: "zstd", Configuration: json.RawMessage(`{"level":3}`)}},
 		Shape: []int64{1 << 40}, DataType: zarr.MustDataType("uint8")}
 	a0 := heapAlloc()
 	_, err := NewLocal().Decode(context.Background(), spec, [][]byte{frame})
@@ -51,7 +52,7 @@ func TestZstdBombHugeChunk(t *testing.T) {
 // built, before anything is allocated for the chunk.
 func TestCheckChunkSize(t *testing.T) {
 	u8, f64, str := zarr.MustDataType("uint8"), zarr.MustDataType("float64"), zarr.MustDataType("string")
-	lim := Limits{MaxChunkBytes: 1 << 20, MaxVariableBytes: 1 << 10}
+	lim := codec.Limits{MaxChunkBytes: 1 << 20, MaxVariableBytes: 1 << 10}
 	for _, tc := range []struct {
 		spec ChunkSpec
 		want *errs.Kind // nil: accepted
@@ -104,7 +105,7 @@ func TestCheckChunkSize(t *testing.T) {
 			return err
 		}(),
 		"Local.Chain": func() error {
-			_, err := NewLocal().Chain(&BatchSpec{Codecs: codecSpecs(t, `[{"name":"bytes"}]`), Shape: []int64{1 << 40, 1 << 40}, DataType: u8})
+			_, err := NewLocal().Chain(&codec.BatchSpec{Codecs: codecSpecs(t, `[{"name":"bytes"}]`), Shape: []int64{1 << 40, 1 << 40}, DataType: u8})
 			return err
 		}(),
 	} {
@@ -156,7 +157,7 @@ var bombCodecs = []string{
 // ResourceExhausted, fast, costing memory in proportion to the limit.
 func TestStringBombs(t *testing.T) {
 	const limit = 2 << 20
-	lim := Limits{MaxVariableBytes: limit}
+	lim := codec.Limits{MaxVariableBytes: limit}
 	spec := ChunkSpec{Shape: []int{16}, DataType: zarr.MustDataType("string")}
 	// A vlen stream of 16 strings, the last of 32 MiB of zeros, 16 times
 	// the limit (valid UTF-8: a decoder cannot tell it from real data
@@ -305,7 +306,7 @@ func TestVlenLies(t *testing.T) {
 		}
 	}
 	// A raw (uncompressed) vlen chunk over the limit is ResourceExhausted.
-	small, err := NewChainLimits(codecSpecs(t, `[{"name":"vlen-bytes"}]`), ChunkSpec{Shape: []int{1}, DataType: zarr.MustDataType("bytes")}, Limits{MaxVariableBytes: 100})
+	small, err := NewChainLimits(codecSpecs(t, `[{"name":"vlen-bytes"}]`), ChunkSpec{Shape: []int{1}, DataType: zarr.MustDataType("bytes")}, codec.Limits{MaxVariableBytes: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +337,7 @@ func TestShardSharesVariableLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := NewChainLimits(codecSpecs(t, cfg), spec, Limits{MaxVariableBytes: 1 << 20}) // each inner chunk (600 KiB) fits, the shard does not
+	c, err := NewChainLimits(codecSpecs(t, cfg), spec, codec.Limits{MaxVariableBytes: 1 << 20}) // each inner chunk (600 KiB) fits, the shard does not
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +354,7 @@ func TestShardSharesVariableLimit(t *testing.T) {
 	// decompresses to 60 MiB and must stop after 0.5 MiB, not 8.
 	spec = ChunkSpec{Shape: []int{2}, DataType: zarr.MustDataType("bytes")}
 	cfg = `[{"name":"sharding_indexed","configuration":{"chunk_shape":[1],"codecs":[{"name":"vlen-bytes"},{"name":"gzip"}]}}]`
-	c, err = NewChainLimits(codecSpecs(t, cfg), spec, Limits{MaxVariableBytes: 8 << 20})
+	c, err = NewChainLimits(codecSpecs(t, cfg), spec, codec.Limits{MaxVariableBytes: 8 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +368,7 @@ func TestShardSharesVariableLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shard, err := s.Assemble([][]byte{first, bomb})
+	shard, err := codec.Assemble(s, [][]byte{first, bomb})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
 
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/internal/membudget"
@@ -22,11 +23,11 @@ import (
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
-// Server serves an Engine as zarrgate.codec.v1.CodecService: the codec
+// Server serves a codec.Engine as zarrgate.codec.v1.CodecService: the codec
 // worker.
 type Server struct {
 	codecv1.UnimplementedCodecServiceServer
-	e Engine
+	e codec.Engine
 	// local is e when it runs in this process: its chains tell the memory
 	// a batch needs before it is decoded or encoded.
 	local *Local
@@ -37,7 +38,7 @@ type Server struct {
 }
 
 // NewServer returns the CodecService of e, charging no memory budget.
-func NewServer(e Engine) *Server {
+func NewServer(e codec.Engine) *Server {
 	s := &Server{e: e, inflight: 2 * runtime.GOMAXPROCS(0)}
 	s.local, _ = e.(*Local)
 	return s
@@ -63,7 +64,7 @@ func NewBudgetServer(l *Local, b *membudget.Budget) *Server {
 func (s *Server) Register(r grpc.ServiceRegistrar) { codecv1.RegisterCodecServiceServer(r, s) }
 
 // SpecToProto converts a batch spec for the wire.
-func SpecToProto(s *BatchSpec) (*codecv1.ChunkSpec, error) {
+func SpecToProto(s *codec.BatchSpec) (*codecv1.ChunkSpec, error) {
 	codecs, err := json.Marshal(s.Codecs)
 	if err != nil {
 		return nil, err
@@ -76,7 +77,7 @@ func SpecToProto(s *BatchSpec) (*codecv1.ChunkSpec, error) {
 }
 
 // SpecFromProto converts a spec from the wire.
-func SpecFromProto(p *codecv1.ChunkSpec) (*BatchSpec, error) {
+func SpecFromProto(p *codecv1.ChunkSpec) (*codec.BatchSpec, error) {
 	dt, err := zarr.ParseDataType(p.GetDataType())
 	if err != nil {
 		return nil, err
@@ -85,7 +86,7 @@ func SpecFromProto(p *codecv1.ChunkSpec) (*BatchSpec, error) {
 	if err := json.Unmarshal([]byte(p.GetCodecsJson()), &codecs); err != nil {
 		return nil, errs.New(errs.InvalidArgument, "codecs_json: not a JSON array of codecs: %v", err)
 	}
-	s := &BatchSpec{Codecs: codecs, DataType: dt, FillValue: p.GetFillValue(), Shape: make([]int64, len(p.GetChunkShape()))}
+	s := &codec.BatchSpec{Codecs: codecs, DataType: dt, FillValue: p.GetFillValue(), Shape: make([]int64, len(p.GetChunkShape()))}
 	elems := uint64(1)
 	for i, d := range p.GetChunkShape() {
 		if d > 1<<40 {
@@ -151,7 +152,7 @@ func noRelease() {}
 // the offsets of all its chunks and one chunk's allowance of element
 // bytes, and, as each chunk's element bytes turn out, reserves them too
 // before the next chunk gets its allowance.
-func (s *Server) decodeBudgeted(ctx context.Context, spec *BatchSpec, encoded [][]byte) ([]Chunk, func(), error) {
+func (s *Server) decodeBudgeted(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte) ([]Chunk, func(), error) {
 	c, err := s.local.Chain(spec)
 	if err != nil {
 		return nil, noRelease, err
@@ -193,7 +194,7 @@ func (s *Server) decodeBudgeted(ctx context.Context, spec *BatchSpec, encoded []
 		}
 		if out[i], err = c.Decode(e); err != nil {
 			release()
-			return nil, noRelease, &ItemError{Index: i, Err: err}
+			return nil, noRelease, &codec.ItemError{Index: i, Err: err}
 		}
 		if variable {
 			d := int64(len(out[i].Data))
@@ -258,7 +259,7 @@ func (s *Server) encode(ctx context.Context, req *codecv1.EncodeRequest) (_ *cod
 // reserveEncode reserves an encode batch's memory: its chunks, their
 // encodings at their bound and one chunk's working buffers. Unlike
 // decoding, everything is known up front, even for variable-length data.
-func (s *Server) reserveEncode(ctx context.Context, spec *BatchSpec, chunks []Chunk) (func(), error) {
+func (s *Server) reserveEncode(ctx context.Context, spec *codec.BatchSpec, chunks []Chunk) (func(), error) {
 	c, err := s.local.Chain(spec)
 	if err != nil {
 		return nil, err
@@ -440,7 +441,7 @@ func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 // code and the index of the failing item.
 func BatchErrorToProto(err error) *codecv1.BatchError {
 	be := &codecv1.BatchError{Code: int32(grpcerr.Code(err)), Message: err.Error()}
-	var ie *ItemError
+	var ie *codec.ItemError
 	if errors.As(err, &ie) {
 		i := int32(ie.Index)
 		be.ItemIndex = &i

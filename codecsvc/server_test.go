@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/codecsvc/remote"
 	"github.com/zarrgate/zarrgate/errs"
@@ -52,7 +53,7 @@ func protoSpec(t *testing.T, codecs, dtype string, shape ...int64) *codecv1.Chun
 	if err := json.Unmarshal([]byte(codecs), &cs); err != nil {
 		t.Fatal(err)
 	}
-	ps, err := codecsvc.SpecToProto(&codecsvc.BatchSpec{Codecs: cs, Shape: shape, DataType: zarr.MustDataType(dtype)})
+	ps, err := codecsvc.SpecToProto(&codec.BatchSpec{Codecs: cs, Shape: shape, DataType: zarr.MustDataType(dtype)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func zstdZeros(t *testing.T, n int64) []byte {
 	t.Helper()
 	var cs []zarr.CodecSpec
 	json.Unmarshal([]byte(zstdChain), &cs)
-	enc, err := codecsvc.NewLocal().Encode(context.Background(), &codecsvc.BatchSpec{Codecs: cs, Shape: []int64{n}, DataType: zarr.MustDataType("uint8")},
+	enc, err := codecsvc.NewLocal().Encode(context.Background(), &codec.BatchSpec{Codecs: cs, Shape: []int64{n}, DataType: zarr.MustDataType("uint8")},
 		[]codecsvc.Chunk{{Data: make([]byte, n)}})
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +182,7 @@ func TestBudgetServerConcurrent(t *testing.T) {
 	defer rc.Close()
 	var cs []zarr.CodecSpec
 	json.Unmarshal([]byte(zstdChain), &cs)
-	spec := &codecsvc.BatchSpec{Codecs: cs, Shape: []int64{16 << 20}, DataType: zarr.MustDataType("uint8")}
+	spec := &codec.BatchSpec{Codecs: cs, Shape: []int64{16 << 20}, DataType: zarr.MustDataType("uint8")}
 	enc := zstdZeros(t, 16<<20) // each batch: 16 MiB out
 	var wg sync.WaitGroup
 	errc := make(chan error, 8)
@@ -237,7 +238,7 @@ func TestBudgetServerStrings(t *testing.T) {
 	cc := budgetWorker(t, b)
 	rc := remote.New(cc)
 	defer rc.Close()
-	spec := &codecsvc.BatchSpec{Codecs: []zarr.CodecSpec{{Name: "vlen-utf8"}, {Name: "zstd"}}, Shape: []int64{3}, DataType: zarr.MustDataType("string")}
+	spec := &codec.BatchSpec{Codecs: []zarr.CodecSpec{{Name: "vlen-utf8"}, {Name: "zstd"}}, Shape: []int64{3}, DataType: zarr.MustDataType("string")}
 	chunks := make([]codecsvc.Chunk, 10)
 	for i := range chunks {
 		chunks[i] = codecsvc.Chunk{Data: []byte("añbcc" + strings.Repeat("x", i)), Offsets: []int64{0, 1, 3, int64(6 + i)}}
@@ -252,7 +253,7 @@ func TestBudgetServerStrings(t *testing.T) {
 	}
 	chunks[4].Data[1] = 0xff
 	_, err = rc.Encode(context.Background(), spec, chunks)
-	var ie *codecsvc.ItemError
+	var ie *codec.ItemError
 	if !errors.Is(err, errs.InvalidArgument) || !errors.As(err, &ie) || ie.Index != 4 || !strings.Contains(err.Error(), "element 1") {
 		t.Errorf("invalid UTF-8 in chunk 4 element 1: %v", err)
 	}

@@ -8,19 +8,12 @@ import (
 	"math"
 	"slices"
 
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
 func init() { Register("sharding_indexed", newSharding) }
-
-// ShardingConfig is the sharding_indexed codec's configuration.
-type ShardingConfig struct {
-	ChunkShape    []int            `json:"chunk_shape"`
-	Codecs        []zarr.CodecSpec `json:"codecs"`
-	IndexCodecs   []zarr.CodecSpec `json:"index_codecs,omitempty"`
-	IndexLocation string           `json:"index_location,omitempty"`
-}
 
 // DefaultIndexCodecs is the index chain when a configuration names none.
 var DefaultIndexCodecs = []zarr.CodecSpec{
@@ -34,54 +27,14 @@ var DefaultIndexCodecs = []zarr.CodecSpec{
 // variable-sized index codecs).
 var indexSizeCodecs = map[string]bool{"bytes": true, "crc32c": true, "transpose": true}
 
-const emptyOffset = ^uint64(0)
-
-// IndexEntry locates one inner chunk in a shard: NBytes bytes at Offset
-// from the start of the shard. Both all ones mark an empty inner chunk,
-// which reads as the fill value.
-type IndexEntry struct{ Offset, NBytes uint64 }
-
-// EmptyEntry is the index entry of an inner chunk that is not stored.
-var EmptyEntry = IndexEntry{emptyOffset, emptyOffset}
-
-// Empty reports whether the inner chunk is absent.
-func (e IndexEntry) Empty() bool { return e == EmptyEntry }
-
-// Range is the entry's byte range in the shard. It is meaningless for an
-// empty entry; for the entries DecodeIndex returns, it never overflows.
-func (e IndexEntry) Range() ByteRange {
-	return ByteRange{Offset: int64(e.Offset), Length: int64(e.NBytes)}
-}
-
-// ByteRange is part of a stored shard: Length bytes from Offset, or, with
-// Suffix, the last Length bytes (Offset unused). It mirrors the forms of a
-// store's ranged reads without depending on the store package.
-type ByteRange struct {
-	Offset, Length int64
-	Suffix         bool
-}
-
-// ShardIndex is a decoded shard index: one entry per inner chunk, in C
-// order over the chunks-per-shard grid.
-type ShardIndex []IndexEntry
-
-// IsEmpty reports whether no inner chunk is stored.
-func (x ShardIndex) IsEmpty() bool {
-	for _, e := range x {
-		if !e.Empty() {
-			return false
-		}
-	}
-	return true
-}
-
 // Shard is the layout of the shards of one array: how inner chunks and
 // the index are placed in a shard and how each is encoded. It serves the
-// whole-shard codec (sharding_indexed) and the gateway's partial reads and
-// writes, which fetch the index (IndexRange, DecodeIndex), then only the
-// inner chunks they need (IndexEntry.Range, DecodeInner), and rewrite a
-// shard from a mix of untouched encoded inner chunks and new ones (Split,
-// EncodeInner, Assemble). It also describes the legacy sharding storage
+// whole-shard codec (sharding_indexed) and, as a codec.ShardLayout, the
+// gateway's partial reads and writes, which fetch the index
+// (codec.IndexRange, DecodeIndex), then only the inner chunks they need
+// (codec.IndexEntry.Range, DecodeInner), and rewrite a shard from a mix of
+// untouched encoded inner chunks and new ones (codec.Split, EncodeInner,
+// codec.Assemble). It also describes the legacy sharding storage
 // transformer (NewLegacyShard). A Shard is immutable and safe for
 // concurrent use.
 type Shard struct {
@@ -95,6 +48,8 @@ type Shard struct {
 	fill       Chunk // one inner chunk of fill values, read-only
 }
 
+var _ codec.ShardLayout = (*Shard)(nil)
+
 // NewShard builds the shard layout of a sharding_indexed configuration for
 // shards of the representation spec.
 func NewShard(config json.RawMessage, spec ChunkSpec) (*Shard, error) {
@@ -105,12 +60,12 @@ func NewShard(config json.RawMessage, spec ChunkSpec) (*Shard, error) {
 // against l (CheckChunkSize) and decoded under it. The shard as a whole may
 // be larger: it is read and written an inner chunk at a time (a chain
 // that decodes it whole checks it as one chunk).
-func NewShardLimits(config json.RawMessage, spec ChunkSpec, l Limits) (*Shard, error) {
-	var c ShardingConfig
+func NewShardLimits(config json.RawMessage, spec ChunkSpec, l codec.Limits) (*Shard, error) {
+	var c codec.ShardingConfig
 	if err := configOf(config, &c); err != nil {
 		return nil, err
 	}
-	return newShard(c, spec, l.withDefaults())
+	return newShard(c, spec, withDefaults(l))
 }
 
 // NewLegacyShard builds the layout of the sharding storage transformer
@@ -122,8 +77,8 @@ func NewLegacyShard(codecs []zarr.CodecSpec, chunk ChunkSpec, chunksPerShard []i
 }
 
 // NewLegacyShardLimits is NewLegacyShard under the limits l.
-func NewLegacyShardLimits(codecs []zarr.CodecSpec, chunk ChunkSpec, chunksPerShard []int, l Limits) (*Shard, error) {
-	l = l.withDefaults()
+func NewLegacyShardLimits(codecs []zarr.CodecSpec, chunk ChunkSpec, chunksPerShard []int, l codec.Limits) (*Shard, error) {
+	l = withDefaults(l)
 	if len(chunksPerShard) != len(chunk.Shape) {
 		return nil, errs.New(errs.InvalidArgument, "chunks_per_shard %v: has %d dimensions, the chunk %d", chunksPerShard, len(chunksPerShard), len(chunk.Shape))
 	}
@@ -183,7 +138,7 @@ func newShardLayout(inner []int, spec ChunkSpec) (*Shard, error) {
 
 // checkIndexSize refuses shards of so many inner chunks that their index
 // (16 bytes an entry) is over the per-chunk limit, before it is allocated.
-func checkIndexSize(n int, l Limits) error {
+func checkIndexSize(n int, l codec.Limits) error {
 	if int64(n) > l.MaxChunkBytes/16 {
 		return errs.New(errs.ResourceExhausted, "shard of %d inner chunks: its index of %s is more than the per-chunk limit of %s (--max-chunk-bytes)",
 			n, sizeOf(16*int64(n)), sizeOf(l.MaxChunkBytes))
@@ -191,7 +146,7 @@ func checkIndexSize(n int, l Limits) error {
 	return nil
 }
 
-func newShard(c ShardingConfig, spec ChunkSpec, l Limits) (*Shard, error) {
+func newShard(c codec.ShardingConfig, spec ChunkSpec, l codec.Limits) (*Shard, error) {
 	if _, err := zarr.Bytes("shard", convertInt64(spec.Shape), max(spec.DataType.Size, 1)); err != nil {
 		return nil, err
 	}
@@ -285,31 +240,11 @@ func (s *Shard) IndexSize() int64 { return s.indexSize }
 // IndexAtStart reports whether the index precedes the inner chunks.
 func (s *Shard) IndexAtStart() bool { return s.atStart }
 
-// IndexRange is where the index lies in a shard: its first IndexSize bytes
-// or, for an index at the end, the suffix of that length.
-func (s *Shard) IndexRange() ByteRange {
-	if s.atStart {
-		return ByteRange{Length: s.indexSize}
-	}
-	return ByteRange{Length: s.indexSize, Suffix: true}
-}
-
-// IndexBytes cuts the encoded index out of a whole shard.
-func (s *Shard) IndexBytes(shard []byte) ([]byte, error) {
-	if int64(len(shard)) < s.indexSize {
-		return nil, errs.New(errs.DataLoss, "shard of %d bytes is shorter than its %d-byte index", len(shard), s.indexSize)
-	}
-	if s.atStart {
-		return shard[:s.indexSize], nil
-	}
-	return shard[int64(len(shard))-s.indexSize:], nil
-}
-
 // DecodeIndex decodes an encoded index (IndexSize bytes). A corrupt index
 // (checksum mismatch, wrong size, an entry whose range overflows) is
 // DataLoss; entries past the end of the shard are found when the range is
 // read (InnerBytes for a whole shard).
-func (s *Shard) DecodeIndex(b []byte) (ShardIndex, error) {
+func (s *Shard) DecodeIndex(b []byte) (codec.ShardIndex, error) {
 	var raw []byte
 	if s.indexChain == nil {
 		if int64(len(b)) != s.indexSize {
@@ -323,9 +258,9 @@ func (s *Shard) DecodeIndex(b []byte) (ShardIndex, error) {
 		}
 		raw = dec.Data
 	}
-	out := make(ShardIndex, s.n)
+	out := make(codec.ShardIndex, s.n)
 	for i := range out {
-		e := IndexEntry{binary.LittleEndian.Uint64(raw[16*i:]), binary.LittleEndian.Uint64(raw[16*i+8:])}
+		e := codec.IndexEntry{Offset: binary.LittleEndian.Uint64(raw[16*i:]), NBytes: binary.LittleEndian.Uint64(raw[16*i+8:])}
 		if !e.Empty() && (e.Offset > math.MaxInt64 || e.NBytes > math.MaxInt64-e.Offset) {
 			return nil, errs.New(errs.DataLoss, "shard index entry %d (offset %d, %d bytes) is out of range", i, e.Offset, e.NBytes)
 		}
@@ -335,7 +270,7 @@ func (s *Shard) DecodeIndex(b []byte) (ShardIndex, error) {
 }
 
 // EncodeIndex encodes an index of NumInner entries.
-func (s *Shard) EncodeIndex(x ShardIndex) ([]byte, error) {
+func (s *Shard) EncodeIndex(x codec.ShardIndex) ([]byte, error) {
 	if len(x) != s.n {
 		return nil, errs.New(errs.InvalidArgument, "shard index has %d entries, want %d", len(x), s.n)
 	}
@@ -353,7 +288,7 @@ func (s *Shard) EncodeIndex(x ShardIndex) ([]byte, error) {
 // DecodeInner decodes one inner chunk from the NBytes bytes its index
 // entry points to; an empty entry decodes to the fill value without b.
 // Like Chain.Decode, the result may share memory with b.
-func (s *Shard) DecodeInner(e IndexEntry, b []byte) (Chunk, error) {
+func (s *Shard) DecodeInner(e codec.IndexEntry, b []byte) (Chunk, error) {
 	if e.Empty() {
 		return Chunk{Data: slices.Clone(s.fill.Data), Offsets: slices.Clone(s.fill.Offsets)}, nil
 	}
@@ -361,7 +296,7 @@ func (s *Shard) DecodeInner(e IndexEntry, b []byte) (Chunk, error) {
 }
 
 // decodeInner is DecodeInner sharing the fill chunk, for read-only use.
-func (s *Shard) decodeInner(e IndexEntry, b []byte) (Chunk, error) {
+func (s *Shard) decodeInner(e codec.IndexEntry, b []byte) (Chunk, error) {
 	if e.Empty() {
 		return s.fill, nil
 	}
@@ -369,39 +304,6 @@ func (s *Shard) decodeInner(e IndexEntry, b []byte) (Chunk, error) {
 		return Chunk{}, errs.New(errs.DataLoss, "inner chunk: %d bytes, the index says %d", len(b), e.NBytes)
 	}
 	return s.innerChain.Decode(b)
-}
-
-// InnerBytes returns inner chunk i's encoded bytes within a whole shard,
-// nil for an empty entry. An entry pointing outside the shard is DataLoss.
-func (s *Shard) InnerBytes(shard []byte, x ShardIndex, i int) ([]byte, error) {
-	e := x[i]
-	if e.Empty() {
-		return nil, nil
-	}
-	if e.Offset > uint64(len(shard)) || e.NBytes > uint64(len(shard))-e.Offset {
-		return nil, errs.New(errs.DataLoss, "shard index entry %d (offset %d, %d bytes) points outside the %d-byte shard", i, e.Offset, e.NBytes, len(shard))
-	}
-	return shard[e.Offset : e.Offset+e.NBytes], nil
-}
-
-// Split returns the encoded inner chunks of a whole shard (nil for empty
-// ones), as slices of shard, for Assemble to reuse without re-encoding.
-func (s *Shard) Split(shard []byte) ([][]byte, error) {
-	ib, err := s.IndexBytes(shard)
-	if err != nil {
-		return nil, err
-	}
-	x, err := s.DecodeIndex(ib)
-	if err != nil {
-		return nil, err
-	}
-	out := make([][]byte, s.n)
-	for i := range out {
-		if out[i], err = s.InnerBytes(shard, x, i); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
 }
 
 // EncodeInner encodes one inner chunk. An inner chunk holding only the fill
@@ -416,46 +318,6 @@ func (s *Shard) EncodeInner(c Chunk) ([]byte, error) {
 
 func (s *Shard) isFill(c Chunk) bool {
 	return bytes.Equal(c.Data, s.fill.Data) && slices.Equal(c.Offsets, s.fill.Offsets)
-}
-
-// Assemble lays out a shard from NumInner encoded inner chunks (nil:
-// empty), in order, with the index at its configured place. A shard whose
-// inner chunks are all empty is still a valid shard (just an index);
-// callers that do not store empty shards check ShardIndex.IsEmpty or the
-// parts themselves.
-func (s *Shard) Assemble(parts [][]byte) ([]byte, error) {
-	if len(parts) != s.n {
-		return nil, errs.New(errs.InvalidArgument, "shard of %d inner chunks assembled from %d", s.n, len(parts))
-	}
-	x := make(ShardIndex, s.n)
-	var pos, body int64
-	if s.atStart {
-		pos = s.indexSize
-	}
-	for i, p := range parts {
-		if p == nil {
-			x[i] = EmptyEntry
-			continue
-		}
-		x[i] = IndexEntry{uint64(pos), uint64(len(p))}
-		pos += int64(len(p))
-		body += int64(len(p))
-	}
-	index, err := s.EncodeIndex(x)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, 0, body+int64(len(index)))
-	if s.atStart {
-		out = append(out, index...)
-	}
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	if !s.atStart {
-		out = append(out, index...)
-	}
-	return out, nil
 }
 
 // forRows calls f for every run of contiguous elements (along the last
@@ -569,7 +431,7 @@ func (s *Shard) Encode(c Chunk, _ ChunkSpec) ([]byte, error) {
 			return nil, fmt.Errorf("inner chunk %d: %w", i, err)
 		}
 	}
-	return s.Assemble(parts)
+	return codec.Assemble(s, parts)
 }
 
 // Decode implements BytesCodec.
@@ -592,7 +454,7 @@ func (s *Shard) variableBound(_ ChunkSpec, varBytes int64) int64 {
 // under what the ones before it left, so that the shard, not each inner
 // chunk, is held to the per-chunk limit.
 func (s *Shard) decodeLimited(b []byte, varBytes int64) (Chunk, error) {
-	ib, err := s.IndexBytes(b)
+	ib, err := codec.IndexBytes(s, b)
 	if err != nil {
 		return Chunk{}, err
 	}
@@ -605,7 +467,7 @@ func (s *Shard) decodeLimited(b []byte, varBytes int64) (Chunk, error) {
 	}
 	inner := make([]Chunk, s.n)
 	for i, e := range x {
-		p, err := s.InnerBytes(b, x, i)
+		p, err := codec.InnerBytes(b, x, i)
 		if err != nil {
 			return Chunk{}, err
 		}

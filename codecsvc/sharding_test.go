@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/zarr"
 )
@@ -26,7 +27,7 @@ func shardChain(t testing.TB, config string, spec ChunkSpec) (*Chain, *Shard) {
 }
 
 // fetch is what a store's ranged read returns for r.
-func fetch(obj []byte, r ByteRange) []byte {
+func fetch(obj []byte, r codec.ByteRange) []byte {
 	if r.Suffix {
 		return obj[len(obj)-int(r.Length):]
 	}
@@ -52,13 +53,13 @@ func TestShardKnownAnswer(t *testing.T) {
 	if err != nil || !bytes.Equal(enc, want) {
 		t.Fatalf("encoded shard = % x, %v\nwant % x", enc, err, want)
 	}
-	if s.IndexSize() != 36 || s.IndexRange() != (ByteRange{Length: 36, Suffix: true}) {
-		t.Errorf("index size %d, range %+v", s.IndexSize(), s.IndexRange())
+	if s.IndexSize() != 36 || codec.IndexRange(s) != (codec.ByteRange{Length: 36, Suffix: true}) {
+		t.Errorf("index size %d, range %+v", s.IndexSize(), codec.IndexRange(s))
 	}
 	// Any layout is valid: inner chunks in reverse order with unused bytes
 	// between them, both stored.
 	body := []byte{0xee, 0, 7, 0, 7, 0xee, 0xee, 2, 1, 4, 3}
-	x := ShardIndex{{7, 4}, {1, 4}}
+	x := codec.ShardIndex{{Offset: 7, NBytes: 4}, {Offset: 1, NBytes: 4}}
 	ib, err := s.EncodeIndex(x)
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +130,7 @@ func TestShardPartialRead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			x, err := s.DecodeIndex(fetch(enc, s.IndexRange()))
+			x, err := s.DecodeIndex(fetch(enc, codec.IndexRange(s)))
 			if err != nil {
 				t.Fatalf("%s %s: index: %v", dt, cfg, err)
 			}
@@ -153,7 +154,7 @@ func TestShardPartialRead(t *testing.T) {
 			// Nested: the inner layout reads its own inner chunks.
 			if inner := s.InnerChain().Shard(); inner != nil && !x[0].Empty() {
 				b := fetch(enc, x[0].Range())
-				ix, err := inner.DecodeIndex(fetch(b, inner.IndexRange()))
+				ix, err := inner.DecodeIndex(fetch(b, codec.IndexRange(inner)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -178,7 +179,7 @@ func TestShardRewrite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		parts, err := s.Split(old)
+		parts, err := codec.Split(s, old)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +193,7 @@ func TestShardRewrite(t *testing.T) {
 		if parts[cleared], err = s.EncodeInner(FillChunk(s.InnerSpec())); err != nil || parts[cleared] != nil {
 			t.Fatalf("a fill-only inner chunk encodes to %v, %v; want nil", parts[cleared], err)
 		}
-		shard, err := s.Assemble(parts)
+		shard, err := codec.Assemble(s, parts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,8 +250,8 @@ func TestLegacyShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.IndexSize() != 32 || s.IndexRange() != (ByteRange{Length: 32, Suffix: true}) || !slices.Equal(s.Spec().Shape, []int{2, 4}) {
-		t.Fatalf("legacy layout: index %d %+v, shard shape %v", s.IndexSize(), s.IndexRange(), s.Spec().Shape)
+	if s.IndexSize() != 32 || codec.IndexRange(s) != (codec.ByteRange{Length: 32, Suffix: true}) || !slices.Equal(s.Spec().Shape, []int{2, 4}) {
+		t.Fatalf("legacy layout: index %d %+v, shard shape %v", s.IndexSize(), codec.IndexRange(s), s.Spec().Shape)
 	}
 	// Chunk (0,1) stored first, chunk (0,0) absent.
 	c1, err := s.InnerChain().Encode(Chunk{Data: []byte{1, 2, 3, 4}})
@@ -262,8 +263,8 @@ func TestLegacyShard(t *testing.T) {
 	shard = binary.LittleEndian.AppendUint64(shard, ^uint64(0))
 	shard = binary.LittleEndian.AppendUint64(shard, 0)
 	shard = binary.LittleEndian.AppendUint64(shard, uint64(len(c1)))
-	x, err := s.DecodeIndex(fetch(shard, s.IndexRange()))
-	if err != nil || !x[0].Empty() || x[1] != (IndexEntry{0, uint64(len(c1))}) {
+	x, err := s.DecodeIndex(fetch(shard, codec.IndexRange(s)))
+	if err != nil || !x[0].Empty() || x[1] != (codec.IndexEntry{Offset: 0, NBytes: uint64(len(c1))}) {
 		t.Fatalf("legacy index %v, %v", x, err)
 	}
 	got, err := s.DecodeInner(x[1], fetch(shard, x[1].Range()))
@@ -293,27 +294,27 @@ func TestShardBadInput(t *testing.T) {
 	// A flipped bit in the index fails its checksum.
 	bad := slices.Clone(enc)
 	bad[3] ^= 1
-	if _, err := s.DecodeIndex(fetch(bad, s.IndexRange())); !errors.Is(err, errs.DataLoss) || !strings.Contains(err.Error(), "crc32c") {
+	if _, err := s.DecodeIndex(fetch(bad, codec.IndexRange(s))); !errors.Is(err, errs.DataLoss) || !strings.Contains(err.Error(), "crc32c") {
 		t.Errorf("corrupt index: %v", err)
 	}
 	if _, err := c.Decode(bad); !errors.Is(err, errs.DataLoss) {
 		t.Errorf("shard with a corrupt index: %v", err)
 	}
 	// Entries pointing outside the shard, and fetched ranges of the wrong size.
-	x, _ := s.DecodeIndex(fetch(enc, s.IndexRange()))
-	x[0] = IndexEntry{uint64(len(enc)) - 2, 10}
-	if _, err := s.InnerBytes(enc, x, 0); !errors.Is(err, errs.DataLoss) {
+	x, _ := s.DecodeIndex(fetch(enc, codec.IndexRange(s)))
+	x[0] = codec.IndexEntry{Offset: uint64(len(enc)) - 2, NBytes: 10}
+	if _, err := codec.InnerBytes(enc, x, 0); !errors.Is(err, errs.DataLoss) {
 		t.Errorf("entry past the end: %v", err)
 	}
-	x[1] = IndexEntry{^uint64(0) - 5, 10}
-	if _, err := s.InnerBytes(enc, x, 1); !errors.Is(err, errs.DataLoss) {
+	x[1] = codec.IndexEntry{Offset: ^uint64(0) - 5, NBytes: 10}
+	if _, err := codec.InnerBytes(enc, x, 1); !errors.Is(err, errs.DataLoss) {
 		t.Errorf("entry with an overflowing end: %v", err)
 	}
-	huge := make(ShardIndex, s.NumInner())
+	huge := make(codec.ShardIndex, s.NumInner())
 	for i := range huge {
-		huge[i] = EmptyEntry
+		huge[i] = codec.EmptyEntry
 	}
-	huge[3] = IndexEntry{1 << 63, 1}
+	huge[3] = codec.IndexEntry{Offset: 1 << 63, NBytes: 1}
 	ib, err := s.EncodeIndex(huge)
 	if err != nil {
 		t.Fatal(err)
@@ -321,7 +322,7 @@ func TestShardBadInput(t *testing.T) {
 	if _, err := s.DecodeIndex(ib); !errors.Is(err, errs.DataLoss) {
 		t.Errorf("index entry beyond 2^63: %v", err)
 	}
-	if _, err := s.DecodeInner(IndexEntry{0, 10}, make([]byte, 9)); !errors.Is(err, errs.DataLoss) {
+	if _, err := s.DecodeInner(codec.IndexEntry{Offset: 0, NBytes: 10}, make([]byte, 9)); !errors.Is(err, errs.DataLoss) {
 		t.Errorf("inner chunk shorter than its entry: %v", err)
 	}
 	if _, err := c.Decode(enc[:10]); !errors.Is(err, errs.DataLoss) {

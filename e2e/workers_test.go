@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	codecremote "github.com/zarrgate/zarrgate/codecsvc/remote"
 	"github.com/zarrgate/zarrgate/internal/rpc"
@@ -52,7 +53,7 @@ func TestCodecWorker(t *testing.T) {
 	defer cc.Close()
 	var codecs []zarr.CodecSpec
 	json.Unmarshal([]byte(`[{"name":"bytes","configuration":{"endian":"big"}},{"name":"zstd","configuration":{"level":3}},{"name":"crc32c"}]`), &codecs)
-	spec := &codecsvc.BatchSpec{Codecs: codecs, Shape: []int64{64}, DataType: zarr.MustDataType("int32")}
+	spec := &codec.BatchSpec{Codecs: codecs, Shape: []int64{64}, DataType: zarr.MustDataType("int32")}
 	chunks := []codecsvc.Chunk{{Data: bytes.Repeat([]byte{1, 2, 3, 4}, 64)}, {Data: make([]byte, 256)}}
 	r := codecremote.New(cc)
 	defer r.Close()

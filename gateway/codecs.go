@@ -5,25 +5,26 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/zarrgate/zarrgate/codecsvc"
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
-	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
 // ChunkSpec is what the codec engine needs for a batch of one array's
 // chunks: the chain and the decoded chunk layout.
-type ChunkSpec = codecsvc.BatchSpec
+type ChunkSpec = codec.BatchSpec
 
-// Chunk is a decoded chunk (see codecsvc.Chunk).
-type Chunk = codecsvc.Chunk
+// Chunk is a decoded chunk (see codec.Chunk).
+type Chunk = codec.Chunk
 
-// Codecs is the codec engine the gateway runs chunks through, in batches:
-// codecsvc.Local in-process, or codec workers through codecsvc/remote.
-type Codecs = codecsvc.Engine
+// Codecs is the codec engine the gateway runs chunks through, in batches,
+// and asks how an array's chunks and shards are laid out: codecsvc.Local
+// in-process, or codec workers through codecsvc/remote. The gateway knows
+// it only by this contract, and links no codec.
+type Codecs = codec.Engine
 
 // NewItemError wraps err as the failure of batch item i.
-func NewItemError(i int, err error) error { return &codecsvc.ItemError{Index: i, Err: err} }
+func NewItemError(i int, err error) error { return &codec.ItemError{Index: i, Err: err} }
 
 // engineCodec binds a Codecs engine to one array's chunk spec.
 type engineCodec struct {
@@ -43,9 +44,8 @@ func (e engineCodec) decode(ctx context.Context, encoded [][]byte) ([]chunk, err
 	chunks := make([]chunk, len(out))
 	for i, c := range out {
 		chunks[i] = chunk{data: c.Data, offsets: c.Offsets}
-		if c.Pooled {
-			data := c.Data
-			chunks[i].release = func() { bufpool.Put(data) }
+		if c.Lent() {
+			chunks[i].release = c.Release
 		}
 	}
 	return chunks, nil
@@ -71,8 +71,8 @@ func (g *Gateway) layout(n *node) (*layout, error) {
 const varElemBytes = 16
 
 // limits are the codecs' per-chunk limits, from the gateway's.
-func (c Config) limits() codecsvc.Limits {
-	return codecsvc.Limits{MaxChunkBytes: c.MaxChunkBytes, MaxVariableBytes: c.MaxVariableBytes}
+func (c Config) limits() codec.Limits {
+	return codec.Limits{MaxChunkBytes: c.MaxChunkBytes, MaxVariableBytes: c.MaxVariableBytes}
 }
 
 func (g *Gateway) newLayout(n *node) (*layout, error) {
@@ -92,13 +92,13 @@ func (g *Gateway) newLayout(n *node) (*layout, error) {
 				return nil, errs.New(errs.InvalidArgument, "array %q: shard shape overflows", n.path)
 			}
 		}
-		idx, err := codecsvc.NewLegacyShardLimits(chain, codecsvc.ChunkSpec{Shape: convert[int](a.ChunkShape), DataType: a.DataType, FillValue: a.FillValue}, convert[int](per), g.cfg.limits())
+		idx, err := g.codecs.LegacyShardLayout(&ChunkSpec{Codecs: chain, Shape: a.ChunkShape, DataType: a.DataType, FillValue: a.FillValue}, per, g.cfg.limits())
 		if err != nil {
 			return nil, fmt.Errorf("array %q: sharding storage transformer: %w", n.path, err)
 		}
 		l.shard.index = idx
 	case len(chain) == 1 && chain[0].Name == "sharding_indexed":
-		var cfg codecsvc.ShardingConfig
+		var cfg codec.ShardingConfig
 		if err := json.Unmarshal(chain[0].Configuration, &cfg); err != nil {
 			return nil, errs.New(errs.InvalidArgument, "array %q: sharding_indexed configuration: %v", n.path, err)
 		}
@@ -112,7 +112,7 @@ func (g *Gateway) newLayout(n *node) (*layout, error) {
 			}
 			per[i] = a.ChunkShape[i] / int64(cfg.ChunkShape[i])
 		}
-		idx, err := codecsvc.NewShardLimits(chain[0].Configuration, codecsvc.ChunkSpec{Shape: convert[int](a.ChunkShape), DataType: a.DataType, FillValue: a.FillValue}, g.cfg.limits())
+		idx, err := g.codecs.ShardLayout(&ChunkSpec{Codecs: chain, Shape: a.ChunkShape, DataType: a.DataType, FillValue: a.FillValue}, g.cfg.limits())
 		if err != nil {
 			return nil, fmt.Errorf("array %q: %w", n.path, err)
 		}
@@ -122,13 +122,15 @@ func (g *Gateway) newLayout(n *node) (*layout, error) {
 	// Arrays whose chunks this gateway could not hold are refused before
 	// anything of their size is allocated (sharded ones by the shard
 	// layouts above, which check inner chunks and the index).
+	spec := &ChunkSpec{Codecs: chain, Shape: l.unit, DataType: a.DataType, FillValue: a.FillValue}
 	if l.shard == nil {
-		if err := codecsvc.CheckChunkSize(codecsvc.ChunkSpec{Shape: convert[int](l.unit), DataType: a.DataType, FillValue: a.FillValue}, g.cfg.limits()); err != nil {
+		raw, err := g.codecs.ChunkLayout(spec, g.cfg.limits())
+		if err != nil {
 			return nil, fmt.Errorf("array %q: %w", n.path, err)
 		}
+		l.raw = raw
 	}
-	l.codec = engineCodec{g.codecs, &ChunkSpec{Codecs: chain, Shape: l.unit, DataType: a.DataType, FillValue: a.FillValue}}
-	l.raw = l.shard == nil && codecsvc.Raw(chain, a.DataType)
+	l.codec = engineCodec{g.codecs, spec}
 	l.fill = newFill(a, l.unit)
 	return l, nil
 }

@@ -5,7 +5,7 @@ import (
 	"context"
 	"slices"
 
-	"github.com/zarrgate/zarrgate/codecsvc"
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -52,9 +52,9 @@ type shardLayout struct {
 	// per is the number of units per shard along each dimension.
 	per []int64
 	n   int
-	// index encodes and decodes the shard index (codecsvc's shard layout:
+	// index encodes and decodes the shard index (codec.ShardLayout:
 	// location, size, index codecs).
-	index *codecsvc.Shard
+	index codec.ShardLayout
 }
 
 // objectShape is the shape of the grid's stored objects: shards or chunks.
@@ -255,8 +255,8 @@ func (f *fill) block(origin, shape []int64, n int64) Block {
 	return b
 }
 
-// convert converts between integer slices (shapes are int in codecsvc,
-// int64 here).
+// convert converts between integer slices (shapes are int in
+// codec.ShardingConfig, int64 here).
 func convert[T, F ~int | ~int64](s []F) []T {
 	out := make([]T, len(s))
 	for i, x := range s {

@@ -15,7 +15,7 @@ import (
 
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
-	"github.com/zarrgate/zarrgate/codecsvc"
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/internal/membudget"
@@ -496,7 +496,7 @@ func recycle(v storesvc.PartialValue, decoded []*chunk) {
 // blameChunk names the chunk a batch decode failed on, when the codec
 // error says which batch item it was.
 func (g *Gateway) blameChunk(err error, reqs []storesvc.KeyRange, vals []storesvc.PartialValue) error {
-	var ie *codecsvc.ItemError
+	var ie *codec.ItemError
 	if errors.As(err, &ie) {
 		k := 0
 		for i, v := range vals {
@@ -564,7 +564,7 @@ func (g *Gateway) readShard(ctx context.Context, l *layout, mem *readMem, t read
 			if !ok {
 				break
 			}
-			e := codecsvc.EmptyEntry
+			e := codec.EmptyEntry
 			if idx.found {
 				e = idx.entries[w.entry]
 			}
@@ -656,7 +656,7 @@ func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, k
 	}
 	decoded, err := l.codec.decode(ctx, encoded)
 	if err != nil {
-		var ie *codecsvc.ItemError
+		var ie *codec.ItemError
 		if errors.As(err, &ie) && ie.Index < len(batch) {
 			return fmt.Errorf("shard %q inner chunk %d: %w", key, batch[ie.Index].entry, ie.Err)
 		}
@@ -721,7 +721,7 @@ func uncoalesce(key string, runVals []storesvc.PartialValue, pieces []piece) ([]
 type shardIdx struct {
 	found      bool
 	generation string
-	entries    codecsvc.ShardIndex
+	entries    codec.ShardIndex
 }
 
 // shardIndex returns the index of the shard at key, from the cache unless
@@ -797,7 +797,7 @@ func emitFill(l *layout, dims []zarr.DimProjection, out func(Block) error) error
 // larger than any encoding of an inner chunk, or two that overlap. Such an
 // index would otherwise send reads past the end, which look like a shard
 // that changed since its index was read.
-func checkIndex(key string, entries codecsvc.ShardIndex, size, indexSize int64, indexAtStart bool, maxChunk int64) error {
+func checkIndex(key string, entries codec.ShardIndex, size, indexSize int64, indexAtStart bool, maxChunk int64) error {
 	lo, hi := int64(0), size-indexSize // where chunks may lie
 	if indexAtStart {
 		lo, hi = indexSize, size

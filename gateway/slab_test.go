@@ -25,8 +25,9 @@ import (
 
 // testCodecs is a small codec engine for the gateway's own tests: bytes
 // (either endian), crc32c and vlen-utf8/vlen-bytes, enough to exercise
-// every path of the engine against real stores.
-type testCodecs struct{}
+// every path of the engine against real stores. Its layouts (chunk size
+// checks, the shard index chain) are codecsvc's, as a remote engine's are.
+type testCodecs struct{ codecsvc.Layouts }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/storesvc"
@@ -1400,7 +1401,7 @@ func (w *slabWriter) storeShard(o *pendingObject, encoded [][]byte, cond storesv
 		return err
 	}
 	defer w.mem.release(size)
-	shard, err := w.l.shard.index.Assemble(encoded)
+	shard, err := codec.Assemble(w.l.shard.index, encoded)
 	if err != nil {
 		return fmt.Errorf("shard %q: %w", o.key, err)
 	}
@@ -1517,7 +1518,7 @@ func (w *slabWriter) mergeShard(o *pendingObject, stored []byte, cond storesvc.C
 	encoded := make([][]byte, w.l.shard.n)
 	if stored != nil {
 		var err error
-		if encoded, err = w.l.shard.index.Split(stored); err != nil {
+		if encoded, err = codec.Split(w.l.shard.index, stored); err != nil {
 			return fmt.Errorf("shard %q: %w", o.key, err)
 		}
 	}

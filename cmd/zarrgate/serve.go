@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/gateway"
 	"github.com/zarrgate/zarrgate/internal/rpc"
@@ -39,7 +40,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 
 // gatewayFlags adds the flags of commands that serve the gateway and
 // returns its configuration once they are parsed (and the budget made).
-func gatewayFlags(fs *flag.FlagSet) func(*slog.Logger) (gateway.Config, codecsvc.Limits) {
+func gatewayFlags(fs *flag.FlagSet) func(*slog.Logger) (gateway.Config, codec.Limits) {
 	shared := fs.Bool("shared-memory", true, "pass block data of large reads to clients on this host, of this user, through shared memory instead of the socket")
 	size := fs.Int64("shared-memory-bytes", 32<<20, "size of one shared-memory segment; at most 4 are in use at once, 2 kept idle")
 	budget := budgetFlags(fs)
@@ -48,7 +49,7 @@ func gatewayFlags(fs *flag.FlagSet) func(*slog.Logger) (gateway.Config, codecsvc
 	maxChunks := fs.Int64("max-slab-chunks", 1<<20, "most chunks (or shards) one ReadSlab or WriteSlab may touch: bounds its store calls")
 	writeBuf := sizeFlag(fs, "write-buffer-bytes", 256<<20, "decoded data one WriteSlab holds in memory for chunks not yet complete; beyond it partial chunks spill to --spill-dir")
 	spill := fs.String("spill-dir", "", "directory for partial chunks of large WriteSlabs (default: the system's temporary directory)")
-	return func(logger *slog.Logger) (gateway.Config, codecsvc.Limits) {
+	return func(logger *slog.Logger) (gateway.Config, codec.Limits) {
 		lim := limits()
 		return gateway.Config{
 			SharedMemory: *shared, SharedMemoryBytes: *size,

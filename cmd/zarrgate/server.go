@@ -21,6 +21,7 @@ import (
 
 	"google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/rpc"
@@ -34,11 +35,11 @@ const shutdownGrace = 10 * time.Second
 
 // codecLimitFlags adds the per-chunk limits every process that decodes
 // chunks takes, and returns them once parsed.
-func codecLimitFlags(fs *flag.FlagSet) func() codecsvc.Limits {
+func codecLimitFlags(fs *flag.FlagSet) func() codec.Limits {
 	maxChunk := sizeFlag(fs, "max-chunk-bytes", codecsvc.DefaultMaxChunkBytes, "largest decoded chunk (or shard index, or a string chunk's offsets) read or written; arrays with larger chunks are refused with RESOURCE_EXHAUSTED")
 	maxVar := sizeFlag(fs, "max-variable-chunk-bytes", codecsvc.DefaultMaxVariableBytes, "most element bytes one chunk of a string or bytes array may hold decoded (nothing else bounds them); more is RESOURCE_EXHAUSTED")
-	return func() codecsvc.Limits {
-		return codecsvc.Limits{MaxChunkBytes: *maxChunk, MaxVariableBytes: *maxVar}
+	return func() codec.Limits {
+		return codec.Limits{MaxChunkBytes: *maxChunk, MaxVariableBytes: *maxVar}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	codecremote "github.com/zarrgate/zarrgate/codecsvc/remote"
 	"github.com/zarrgate/zarrgate/errs"
@@ -106,7 +107,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	cfg, lim := gcfg(logger)
-	var codecs codecsvc.Engine = codecsvc.NewLocalLimits(lim)
+	var codecs codec.Engine = codecsvc.NewLocalLimits(lim)
 	if *codecTarget != "" {
 		codecTier := &rpc.Tier{Name: "codec", Target: *codecTarget, Wait: *tierWait, Logger: logger}
 		ccc, err := rpc.DialWorkers(*codecTarget, codecTier.DialOptions()...)

@@ -1,9 +1,12 @@
 // Package remote is a codec engine that runs on codec workers over gRPC: it
-// implements codecsvc.Engine like the in-process engine. Batches travel on
+// implements codec.Engine like the in-process engine. Batches travel on
 // long-lived bidirectional Process streams, many at a time, so that a
 // caller pipelines chunks instead of waiting for each. Each batch carries
 // its caller's deadline, and a caller that gives up cancels its batch on
-// the worker.
+// the worker. The engine's layouts (codec.Layouts: chunk checks and the
+// shard index chain) are answered in this process by codecsvc.Layouts: they
+// are no chunk work, and the shard index is decoded on every partial read
+// of a shard, where a round trip to a worker would cost more than the work.
 package remote
 
 import (
@@ -20,6 +23,7 @@ import (
 
 	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
 
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/grpcerr"
@@ -38,6 +42,8 @@ const streams = 4
 
 // Client is a remote codec engine.
 type Client struct {
+	codecsvc.Layouts // in process: see the package documentation
+
 	c      codecv1.CodecServiceClient
 	nextID atomic.Uint64
 
@@ -45,7 +51,7 @@ type Client struct {
 	stream [streams]*procStream
 }
 
-var _ codecsvc.Engine = (*Client)(nil)
+var _ codec.Engine = (*Client)(nil)
 
 // New returns a codec engine running on the worker(s) behind cc.
 func New(cc grpc.ClientConnInterface) *Client { return &Client{c: codecv1.NewCodecServiceClient(cc)} }
@@ -203,14 +209,14 @@ func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest) (*codecv1.
 func batchError(be *codecv1.BatchError) error {
 	err := grpcerr.FromStatus(status.Error(codes.Code(be.GetCode()), be.GetMessage()))
 	if be.ItemIndex != nil {
-		return &codecsvc.ItemError{Index: int(be.GetItemIndex()), Err: err}
+		return &codec.ItemError{Index: int(be.GetItemIndex()), Err: err}
 	}
 	return err
 }
 
 // split cuts n items into runs whose decoded size stays under
 // maxBatchBytes (at least one item per run).
-func split(spec *codecsvc.BatchSpec, n int) [][2]int {
+func split(spec *codec.BatchSpec, n int) [][2]int {
 	per := int64(spec.DataType.Size)
 	for _, d := range spec.Shape {
 		per *= d
@@ -226,13 +232,13 @@ func split(spec *codecsvc.BatchSpec, n int) [][2]int {
 	return runs
 }
 
-// Decode implements codecsvc.Engine.
-func (c *Client) Decode(ctx context.Context, spec *codecsvc.BatchSpec, encoded [][]byte) ([]codecsvc.Chunk, error) {
+// Decode implements codec.Engine.
+func (c *Client) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte) ([]codec.Chunk, error) {
 	ps, err := codecsvc.SpecToProto(spec)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]codecsvc.Chunk, len(encoded))
+	out := make([]codec.Chunk, len(encoded))
 	g, gctx := errgroup.WithContext(ctx)
 	for _, r := range split(spec, len(encoded)) {
 		g.Go(func() error {
@@ -251,8 +257,8 @@ func (c *Client) Decode(ctx context.Context, spec *codecsvc.BatchSpec, encoded [
 	return out, g.Wait()
 }
 
-// Encode implements codecsvc.Engine.
-func (c *Client) Encode(ctx context.Context, spec *codecsvc.BatchSpec, chunks []codecsvc.Chunk) ([][]byte, error) {
+// Encode implements codec.Engine.
+func (c *Client) Encode(ctx context.Context, spec *codec.BatchSpec, chunks []codec.Chunk) ([][]byte, error) {
 	ps, err := codecsvc.SpecToProto(spec)
 	if err != nil {
 		return nil, err
@@ -278,9 +284,9 @@ func (c *Client) Encode(ctx context.Context, spec *codecsvc.BatchSpec, chunks []
 
 // shift moves an item error's index from a sub-batch to the whole batch.
 func shift(err error, by int) error {
-	var ie *codecsvc.ItemError
+	var ie *codec.ItemError
 	if errors.As(err, &ie) {
-		return &codecsvc.ItemError{Index: ie.Index + by, Err: ie.Err}
+		return &codec.ItemError{Index: ie.Index + by, Err: ie.Err}
 	}
 	return err
 }

@@ -20,6 +20,7 @@ import (
 
 	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
 
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/codecsvc/remote"
 	"github.com/zarrgate/zarrgate/errs"
@@ -43,10 +44,10 @@ func serveWorker(t testing.TB) *grpc.ClientConn {
 	return cc
 }
 
-func spec(codecs string, shape ...int64) *codecsvc.BatchSpec {
+func spec(codecs string, shape ...int64) *codec.BatchSpec {
 	var cs []zarr.CodecSpec
 	json.Unmarshal([]byte(codecs), &cs)
-	return &codecsvc.BatchSpec{Codecs: cs, Shape: shape, DataType: zarr.MustDataType("float32"), FillValue: make([]byte, 4)}
+	return &codec.BatchSpec{Codecs: cs, Shape: shape, DataType: zarr.MustDataType("float32"), FillValue: make([]byte, 4)}
 }
 
 const zstdChain = `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":3}}]`
@@ -74,7 +75,7 @@ func TestRemoteMatchesLocal(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			chunks := []codecsvc.Chunk{{Data: floats(4096, float64(g))}, {Data: floats(4096, float64(g)+0.5)}}
+			chunks := []codec.Chunk{{Data: floats(4096, float64(g))}, {Data: floats(4096, float64(g)+0.5)}}
 			want, _ := l.Encode(ctx, s, chunks)
 			got, err := r.Encode(ctx, s, chunks)
 			if err != nil {
@@ -105,9 +106,9 @@ func TestRemoteSplitsLargeBatches(t *testing.T) {
 	ctx := context.Background()
 	r := remote.New(serveWorker(t))
 	s := spec(`[{"name":"bytes","configuration":{"endian":"little"}}]`, 1024, 1024) // 4 MiB a chunk
-	chunks := make([]codecsvc.Chunk, 12)                                            // 48 MiB in all
+	chunks := make([]codec.Chunk, 12)                                               // 48 MiB in all
 	for i := range chunks {
-		chunks[i] = codecsvc.Chunk{Data: floats(1<<20, float64(i))}
+		chunks[i] = codec.Chunk{Data: floats(1<<20, float64(i))}
 	}
 	enc, err := r.Encode(ctx, s, chunks)
 	if err != nil {
@@ -125,11 +126,11 @@ func TestRemoteErrors(t *testing.T) {
 	cc := serveWorker(t)
 	r := remote.New(cc)
 	s := spec(`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}]`, 16)
-	enc, _ := r.Encode(ctx, s, []codecsvc.Chunk{{Data: floats(16, 1)}, {Data: floats(16, 2)}, {Data: floats(16, 3)}})
+	enc, _ := r.Encode(ctx, s, []codec.Chunk{{Data: floats(16, 1)}, {Data: floats(16, 2)}, {Data: floats(16, 3)}})
 	enc[2] = append([]byte(nil), enc[2]...)
 	enc[2][5] ^= 1
 	_, err := r.Decode(ctx, s, enc)
-	var ie *codecsvc.ItemError
+	var ie *codec.ItemError
 	if !errors.As(err, &ie) || ie.Index != 2 || !errors.Is(err, errs.DataLoss) {
 		t.Fatalf("corrupt third chunk: %v", err)
 	}
@@ -138,7 +139,7 @@ func TestRemoteErrors(t *testing.T) {
 		t.Fatalf("unknown codec: %v", err)
 	}
 	// The stream goes on after failed batches.
-	if _, err := r.Encode(ctx, s, []codecsvc.Chunk{{Data: floats(16, 1)}}); err != nil {
+	if _, err := r.Encode(ctx, s, []codec.Chunk{{Data: floats(16, 1)}}); err != nil {
 		t.Fatalf("after failures: %v", err)
 	}
 	// Unary calls too.
@@ -167,14 +168,14 @@ func BenchmarkBatchDecode(b *testing.B) {
 	}
 	for _, c := range chains {
 		s := spec(c.codecs, 256, 256)
-		chunks := make([]codecsvc.Chunk, 16)
+		chunks := make([]codec.Chunk, 16)
 		for i := range chunks {
-			chunks[i] = codecsvc.Chunk{Data: floats(256*256, float64(i))}
+			chunks[i] = codec.Chunk{Data: floats(256*256, float64(i))}
 		}
 		enc, _ := l.Encode(ctx, s, chunks)
 		for _, e := range []struct {
 			name string
-			e    codecsvc.Engine
+			e    codec.Engine
 		}{{"in-process", l}, {"worker-loopback", w}} {
 			b.Run(c.name+"/"+e.name, func(b *testing.B) {
 				b.SetBytes(16 * 256 * 256 * 4)
@@ -192,11 +193,11 @@ func BenchmarkBatchDecode(b *testing.B) {
 
 // recording wraps an engine and reports how each Encode call ended.
 type recording struct {
-	codecsvc.Engine
+	codec.Engine
 	ended chan error
 }
 
-func (r recording) Encode(ctx context.Context, s *codecsvc.BatchSpec, c []codecsvc.Chunk) ([][]byte, error) {
+func (r recording) Encode(ctx context.Context, s *codec.BatchSpec, c []codec.Chunk) ([][]byte, error) {
 	out, err := r.Engine.Encode(ctx, s, c)
 	r.ended <- err // nil if the worker ran the whole batch
 	return out, err
@@ -223,13 +224,13 @@ func TestDeadlineAndCancelReachWorker(t *testing.T) {
 	defer r.Close()
 	// A slow batch: 64 chunks of 1 MiB of noise through gzip level 9.
 	s := spec(`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"gzip","configuration":{"level":9}}]`, 512, 512)
-	chunks := make([]codecsvc.Chunk, 64)
+	chunks := make([]codec.Chunk, 64)
 	for i := range chunks {
 		b := make([]byte, 1<<20)
 		for k := range b {
 			b[k] = byte((k*7919 + i*104729) >> 3)
 		}
-		chunks[i] = codecsvc.Chunk{Data: b}
+		chunks[i] = codec.Chunk{Data: b}
 	}
 	for _, how := range []string{"deadline", "cancel"} {
 		var ctx context.Context
@@ -260,12 +261,12 @@ func TestDeadlineAndCancelReachWorker(t *testing.T) {
 
 // counting wraps an engine, counts its Decode batches, and can be slow.
 type counting struct {
-	codecsvc.Engine
+	codec.Engine
 	delay time.Duration
 	n     *atomic.Int64
 }
 
-func (c counting) Decode(ctx context.Context, s *codecsvc.BatchSpec, e [][]byte) ([]codecsvc.Chunk, error) {
+func (c counting) Decode(ctx context.Context, s *codec.BatchSpec, e [][]byte) ([]codec.Chunk, error) {
 	c.n.Add(1)
 	time.Sleep(c.delay)
 	return c.Engine.Decode(ctx, s, e)
@@ -294,7 +295,7 @@ func TestSlowWorkerGetsLessWork(t *testing.T) {
 	defer cc.Close()
 	ctx := context.Background()
 	s := spec(zstdChain, 64)
-	enc, _ := codecsvc.NewLocal().Encode(ctx, s, []codecsvc.Chunk{{Data: floats(64, 1)}})
+	enc, _ := codecsvc.NewLocal().Encode(ctx, s, []codec.Chunk{{Data: floats(64, 1)}})
 	// Connect to both workers first (unary calls round-robin over ready
 	// ones), so that the streams spread over both.
 	ps, _ := codecsvc.SpecToProto(s)
