@@ -11,6 +11,8 @@ tool (
 
 require golang.org/x/sys v0.49.0
 
+require github.com/hashicorp/golang-lru/v2 v2.0.7
+
 require (
 	buf.build/gen/go/bufbuild/bufplugin/protocolbuffers/go v1.36.12-20261002170247-538130002972.2 // indirect
 	buf.build/gen/go/bufbuild/protodescriptor/protocolbuffers/go v1.36.12-20261012172039-ff528c23443f.2 // indirect
