@@ -7,7 +7,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/zarr"
@@ -55,14 +56,20 @@ func (e *ItemError) Error() string { return fmt.Sprintf("chunk %d of the batch: 
 // Unwrap returns the codec's error, which carries the gRPC code.
 func (e *ItemError) Unwrap() error { return e.Err }
 
-// Local is the in-process engine. Built chains are cached by spec. It
+// Local is the in-process engine. Built chains are cached by spec, the
+// maxChains most recently used (a chain is pure: it never goes stale). It
 // charges no memory budget: its callers (the gateway, the codec worker's
 // Server) reserve memory for their batches themselves.
 type Local struct {
 	limits Limits
-	mu     sync.Mutex
-	chains map[string]*Chain
+	chains *lru.Cache[string, *Chain]
 }
+
+// maxChains bounds the chains an engine keeps: one per distinct codec
+// chain and chunk layout in use (a gateway's arrays; a codec worker's
+// clients' arrays). A chain holds its codecs' configuration, a few KiB at
+// most, so the cache stays under a few tens of MiB.
+const maxChains = 4096
 
 var _ Engine = (*Local)(nil)
 
@@ -72,7 +79,11 @@ func NewLocal() *Local { return NewLocalLimits(DefaultLimits()) }
 // NewLocalLimits returns an in-process engine whose chains are built and
 // run under l (zero fields: the defaults).
 func NewLocalLimits(l Limits) *Local {
-	return &Local{limits: l.withDefaults(), chains: make(map[string]*Chain)}
+	chains, err := lru.New[string, *Chain](maxChains)
+	if err != nil {
+		panic(err) // only for a size <= 0
+	}
+	return &Local{limits: l.withDefaults(), chains: chains}
 }
 
 // Limits are the limits the engine's chains run under.
@@ -82,10 +93,7 @@ func (l *Local) Limits() Limits { return l.limits }
 // limits is refused (CheckChunkSize) before anything is allocated for it.
 func (l *Local) Chain(spec *BatchSpec) (*Chain, error) {
 	k := spec.key()
-	l.mu.Lock()
-	c, ok := l.chains[k]
-	l.mu.Unlock()
-	if ok {
+	if c, ok := l.chains.Get(k); ok {
 		return c, nil
 	}
 	shape := make([]int, len(spec.Shape))
@@ -99,12 +107,7 @@ func (l *Local) Chain(spec *BatchSpec) (*Chain, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	if len(l.chains) > 4096 {
-		clear(l.chains)
-	}
-	l.chains[k] = c
-	l.mu.Unlock()
+	l.chains.Add(k, c)
 	return c, nil
 }
 
