@@ -22,12 +22,15 @@ import (
 // quarter of cacheMaxBytes is not cached at all (a shard index of a million
 // inner chunks or more, a node with more than 8 MiB of metadata): it is
 // read from the store on every call, as with MetadataTTL < 0. The weights
-// are estimates of the heap held; with the LRU's and the tree's own maps,
-// the cache holds at most about 80 MiB.
+// are estimates of the heap held (cacheEntryOverhead: the LRU's entry, its
+// two maps' and the tree's, measured at about 500 bytes): 100 000 small
+// shard indexes hold about 50 MiB of heap, 64 MiB of large ones about 64
+// MiB; with what the weights leave out of a node (its parsed metadata and
+// codecs beyond twice their documents), about 80 MiB at most.
 const (
 	cacheMaxEntries    = 100_000
 	cacheMaxBytes      = 64 << 20
-	cacheEntryOverhead = 256
+	cacheEntryOverhead = 512
 )
 
 // cacheKind tells a node entry from a shard-index entry.
