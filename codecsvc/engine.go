@@ -6,7 +6,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
@@ -25,15 +26,21 @@ func specKey(s *codec.BatchSpec) string {
 	return b.String()
 }
 
-// Local is the in-process engine. Built chains are cached by spec. It
+// Local is the in-process engine. Built chains are cached by spec, the
+// maxChains most recently used (a chain is pure: it never goes stale). It
 // charges no memory budget: its callers (the gateway, the codec worker's
 // Server) reserve memory for their batches themselves.
 type Local struct {
 	Layouts
 	limits codec.Limits
-	mu     sync.Mutex
-	chains map[string]*Chain
+	chains *lru.Cache[string, *Chain]
 }
+
+// maxChains bounds the chains an engine keeps: one per distinct codec
+// chain and chunk layout in use (a gateway's arrays; a codec worker's
+// clients' arrays). A chain holds its codecs' configuration, a few KiB at
+// most, so the cache stays under a few tens of MiB.
+const maxChains = 4096
 
 var _ codec.Engine = (*Local)(nil)
 
@@ -43,7 +50,11 @@ func NewLocal() *Local { return NewLocalLimits(DefaultLimits()) }
 // NewLocalLimits returns an in-process engine whose chains are built and
 // run under l (zero fields: the defaults).
 func NewLocalLimits(l codec.Limits) *Local {
-	return &Local{limits: withDefaults(l), chains: make(map[string]*Chain)}
+	chains, err := lru.New[string, *Chain](maxChains)
+	if err != nil {
+		panic(err) // only for a size <= 0
+	}
+	return &Local{limits: withDefaults(l), chains: chains}
 }
 
 // Limits are the limits the engine's chains run under.
@@ -53,10 +64,7 @@ func (l *Local) Limits() codec.Limits { return l.limits }
 // limits is refused (CheckChunkSize) before anything is allocated for it.
 func (l *Local) Chain(spec *codec.BatchSpec) (*Chain, error) {
 	k := specKey(spec)
-	l.mu.Lock()
-	c, ok := l.chains[k]
-	l.mu.Unlock()
-	if ok {
+	if c, ok := l.chains.Get(k); ok {
 		return c, nil
 	}
 	shape := make([]int, len(spec.Shape))
@@ -70,12 +78,7 @@ func (l *Local) Chain(spec *codec.BatchSpec) (*Chain, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	if len(l.chains) > 4096 {
-		clear(l.chains)
-	}
-	l.chains[k] = c
-	l.mu.Unlock()
+	l.chains.Add(k, c)
 	return c, nil
 }
 

@@ -113,8 +113,7 @@ type Gateway struct {
 	store  *storesvc.Portable
 	codecs Codecs
 	cfg    Config
-	meta   *ttlCache[*node]
-	index  *ttlCache[*shardIdx]
+	cache  *metaCache    // nodes and shard indexes
 	shared chan struct{} // a slot per segment in use
 	idleMu sync.Mutex
 	idle   []idleSegment // segments kept for later calls, the latest last
@@ -138,8 +137,7 @@ func New(store storesvc.Store, codecs Codecs, cfg Config) *Gateway {
 		store:  storesvc.Wrap(store),
 		codecs: codecs,
 		cfg:    cfg,
-		meta:   newTTLCache[*node](cfg.MetadataTTL),
-		index:  newTTLCache[*shardIdx](cfg.MetadataTTL),
+		cache:  newMetaCache(cfg.MetadataTTL, cacheMaxEntries, cacheMaxBytes),
 		shared: make(chan struct{}, cfg.MaxSharedReads),
 	}
 }

@@ -61,14 +61,14 @@ func (n *node) format() Format {
 
 // node returns the cached or freshly loaded node at path.
 func (g *Gateway) node(ctx context.Context, path string) (*node, error) {
-	if n, ok := g.meta.get(path); ok {
+	if n, ok := g.cache.node(path); ok {
 		return n, nil
 	}
 	n, err := loadNode(ctx, g.store, path)
 	if err != nil {
 		return nil, err
 	}
-	g.meta.put(path, n)
+	g.cache.putNode(n)
 	return n, nil
 }
 
@@ -442,7 +442,7 @@ func (g *Gateway) writeNew(ctx context.Context, n *node) error {
 			return err
 		}
 	}
-	g.meta.drop(n.path)
+	g.cache.dropNode(n.path)
 	return nil
 }
 
@@ -516,7 +516,7 @@ func (g *Gateway) update(ctx context.Context, path string, change func(*node) er
 				return nil, err
 			}
 		}
-		g.meta.drop(path)
+		g.cache.dropNode(path)
 		if !conflict {
 			return n, nil
 		}
@@ -625,8 +625,7 @@ func (g *Gateway) Delete(ctx context.Context, path string) error {
 		return err
 	}
 	err := g.store.ErasePrefix(ctx, nodePrefix(path))
-	g.meta.drop(nodePrefix(path))
-	g.meta.drop(path)
+	g.cache.dropPrefix(nodePrefix(path))
 	return err
 }
 

@@ -3,9 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
-	"time"
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/storesvc"
@@ -31,6 +29,10 @@ type node struct {
 	layoutOnce sync.Once
 	lay        *layout
 	layErr     error
+
+	// docBytes is the size of the metadata documents the node was read
+	// from: what its cache entry is weighed by.
+	docBytes int64
 }
 
 // prefix is the store prefix of the node's keys ("" for the root).
@@ -73,6 +75,9 @@ func loadNode(ctx context.Context, s *storesvc.Portable, path string) (*node, er
 	}
 	v3, zarray, zgroup, zattrs := vals[0], vals[1], vals[2], vals[3]
 	n := &node{path: path}
+	for _, v := range vals {
+		n.docBytes += int64(len(v.Data))
+	}
 	switch {
 	case v3.Found:
 		parsed, err := zarr.ParseV3(v3.Data)
@@ -96,63 +101,4 @@ func loadNode(ctx context.Context, s *storesvc.Portable, path string) (*node, er
 		return nil, errs.New(errs.NotFound, "no Zarr node at %q (none of zarr.json, .zarray, .zgroup)", path)
 	}
 	return n, nil
-}
-
-// ttlCache is a small cache whose entries expire after a fixed time and
-// are dropped by this gateway's own writes.
-type ttlCache[V any] struct {
-	ttl time.Duration
-	mu  sync.Mutex
-	m   map[string]ttlEntry[V]
-}
-
-type ttlEntry[V any] struct {
-	v       V
-	expires time.Time
-}
-
-func newTTLCache[V any](ttl time.Duration) *ttlCache[V] {
-	return &ttlCache[V]{ttl: ttl, m: make(map[string]ttlEntry[V])}
-}
-
-func (c *ttlCache[V]) get(key string) (V, bool) {
-	var zero V
-	if c.ttl <= 0 {
-		return zero, false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[key]
-	if !ok || time.Now().After(e.expires) {
-		delete(c.m, key)
-		return zero, false
-	}
-	return e.v, true
-}
-
-func (c *ttlCache[V]) put(key string, v V) {
-	if c.ttl <= 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.m) > 100_000 { // bound memory: start over
-		clear(c.m)
-	}
-	c.m[key] = ttlEntry[V]{v: v, expires: time.Now().Add(c.ttl)}
-}
-
-// drop removes key, or with a trailing "/" every key under that prefix.
-func (c *ttlCache[V]) drop(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if strings.HasSuffix(key, "/") || key == "" {
-		for k := range c.m {
-			if strings.HasPrefix(k, key) {
-				delete(c.m, k)
-			}
-		}
-		return
-	}
-	delete(c.m, key)
 }

@@ -94,7 +94,7 @@ func (g *Gateway) createParent(ctx context.Context, p, child string, format Form
 		}
 	}
 	err = g.createDoc(ctx, p, docs[0])
-	g.meta.drop(p)
+	g.cache.dropNode(p)
 	switch {
 	case errors.Is(err, errs.AlreadyExists):
 		// Another creator got there first: fine if it made a group.

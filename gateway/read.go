@@ -728,7 +728,7 @@ type shardIdx struct {
 // refresh is set.
 func (g *Gateway) shardIndex(ctx context.Context, l *layout, key string, refresh bool) (*shardIdx, error) {
 	if !refresh {
-		if idx, ok := g.index.get(key); ok {
+		if idx, ok := g.cache.index(key); ok {
 			return idx, nil
 		}
 	}
@@ -744,7 +744,7 @@ func (g *Gateway) readShardIndex(ctx context.Context, l *layout, key string) (*s
 	obj, err := g.store.Get(ctx, key, r)
 	if errors.Is(err, errs.NotFound) {
 		idx := &shardIdx{}
-		g.index.put(key, idx)
+		g.cache.putIndex(l.path(), key, idx)
 		return idx, nil
 	}
 	if errors.Is(err, errs.OutOfRange) {
@@ -777,7 +777,7 @@ func (g *Gateway) readShardIndex(ctx context.Context, l *layout, key string) (*s
 		return nil, err
 	}
 	idx := &shardIdx{found: true, generation: obj.Generation, entries: entries}
-	g.index.put(key, idx)
+	g.cache.putIndex(l.path(), key, idx)
 	return idx, nil
 }
 

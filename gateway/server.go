@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"io"
 
 	"google.golang.org/grpc"
 
@@ -11,7 +10,6 @@ import (
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/grpcerr"
-	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/storeserver"
 	"github.com/zarrgate/zarrgate/zarr"
 )
@@ -31,45 +29,7 @@ func NewServer(g *Gateway) *Server { return &Server{g: g} }
 // Register registers ArrayService and the StoreService pass-through.
 func (s *Server) Register(r grpc.ServiceRegistrar) {
 	gatewayv1.RegisterArrayServiceServer(r, s)
-	storeserver.New(&invalidating{Portable: s.g.store, g: s.g}).Register(r)
-}
-
-// invalidating is the gateway's store as served through the StoreService
-// pass-through: raw writes through it drop the gateway's cached metadata,
-// like writes through the gateway itself.
-type invalidating struct {
-	*storesvc.Portable
-	g *Gateway
-}
-
-func (s *invalidating) drop() {
-	s.g.meta.drop("")
-	s.g.index.drop("")
-}
-
-func (s *invalidating) Set(ctx context.Context, key string, v io.Reader, c storesvc.Condition) (string, error) {
-	defer s.drop()
-	return s.Portable.Set(ctx, key, v, c)
-}
-
-func (s *invalidating) SetPartialValues(ctx context.Context, w []storesvc.PartialWrite) error {
-	defer s.drop()
-	return s.Portable.SetPartialValues(ctx, w)
-}
-
-func (s *invalidating) Erase(ctx context.Context, key string, c storesvc.Condition) error {
-	defer s.drop()
-	return s.Portable.Erase(ctx, key, c)
-}
-
-func (s *invalidating) EraseValues(ctx context.Context, keys []string) error {
-	defer s.drop()
-	return s.Portable.EraseValues(ctx, keys)
-}
-
-func (s *invalidating) ErasePrefix(ctx context.Context, prefix string) error {
-	defer s.drop()
-	return s.Portable.ErasePrefix(ctx, prefix)
+	storeserver.New(s.g.RawStore()).Register(r)
 }
 
 // NodeProto converts a node for the wire.

@@ -114,7 +114,9 @@ func (g *Gateway) WriteSlab(ctx context.Context, path string, sel []zarr.Range, 
 	return w.stats(), nil
 }
 
-func (g *Gateway) dropCaches(l *layout) { g.index.drop(l.prefix) }
+// dropCaches drops the cached indexes of the array's shards, which a write
+// may have changed (the array's other entries stay).
+func (g *Gateway) dropCaches(l *layout) { g.cache.dropIndexes(l.path()) }
 
 // Bookkeeping a WriteSlab charges to the budget per pending object and
 // unit (maps, projections, bitmaps' headers): not data, but not free.
