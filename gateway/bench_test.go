@@ -2,15 +2,10 @@ package gateway
 
 import (
 	"encoding/json"
-	"math/rand/v2"
 	"testing"
 
-	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
-
 	"github.com/zarrgate/zarrgate/codecsvc"
-	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/storesvc/file"
-	"github.com/zarrgate/zarrgate/zarr"
 )
 
 const (
@@ -60,82 +55,4 @@ func BenchmarkEngineReadSlab(b *testing.B) {
 			}
 		})
 	}
-}
-
-// drain reads a ReadSlab stream to its end.
-func drain(b *testing.B, c gatewayv1.ArrayServiceClient, req *gatewayv1.ReadSlabRequest) {
-	rs, err := c.ReadSlab(ctx, req)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for {
-		if _, err := rs.Recv(); err != nil {
-			return
-		}
-	}
-}
-
-// BenchmarkRPCReadSlab is BenchmarkEngineReadSlab (uncompressed) through
-// ArrayService on loopback.
-func BenchmarkRPCReadSlab(b *testing.B) {
-	c := serveGatewayB(b, benchGateway(b, plainBytes))
-	b.SetBytes(benchN * benchN * 4)
-	for b.Loop() {
-		drain(b, c, &gatewayv1.ReadSlabRequest{Path: "a"})
-	}
-}
-
-// BenchmarkRPCReadSlabShared is BenchmarkRPCReadSlab with block data
-// through a shared-memory segment (ReadSlabShared), the client's side
-// played by hand: every block copied out of the segment into a slab-sized
-// buffer, releases every eighth of the ring.
-func BenchmarkRPCReadSlabShared(b *testing.B) {
-	if !shm.Supported {
-		b.Skip("no shared memory on this platform")
-	}
-	for name, codecs := range map[string]string{"uncompressed": plainBytes, "zstd": zstdBytes} {
-		c := serveGatewayB(b, benchGatewayConfig(b, codecs, Config{SharedMemory: true}))
-		dst := make([]byte, benchN*benchN*4)
-		b.Run(name, func(b *testing.B) {
-			b.SetBytes(benchN * benchN * 4)
-			for b.Loop() {
-				readShared(b, c, dst)
-			}
-		})
-	}
-}
-
-// readShared reads all of "a" through ReadSlabShared into dst (block after
-// block, not in place).
-func readShared(b *testing.B, c gatewayv1.ArrayServiceClient, dst []byte) {
-	off := 0
-	err := readAllShared(b, c, nil, func(_ *gatewayv1.Block, data []byte) { off += copy(dst[off:], data) })
-	if err != nil || off != len(dst) {
-		b.Fatalf("read %d of %d bytes: %v", off, len(dst), err)
-	}
-}
-
-// BenchmarkSmallRead reads random 64×64 boxes (up to four chunks each):
-// the latency of small reads, in the engine alone and through ArrayService
-// on loopback.
-func BenchmarkSmallRead(b *testing.B) {
-	g := benchGateway(b, plainBytes)
-	r := rand.New(rand.NewPCG(1, 2))
-	box := func() (int64, int64) { return r.Int64N(benchN - 64), r.Int64N(benchN - 64) }
-	b.Run("engine", func(b *testing.B) {
-		for b.Loop() {
-			y, x := box()
-			err := g.ReadSlab(ctx, "a", []zarr.Range{{Start: y, Stop: y + 64, Step: 1}, {Start: x, Stop: x + 64, Step: 1}}, func(SlabInfo) error { return nil }, func(Block) error { return nil })
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	c := serveGatewayB(b, g)
-	b.Run("rpc", func(b *testing.B) {
-		for b.Loop() {
-			y, x := box()
-			drain(b, c, &gatewayv1.ReadSlabRequest{Path: "a", Selection: []*gatewayv1.Slice{{Start: uint64(y), Stop: uint64(y + 64)}, {Start: uint64(x), Stop: uint64(x + 64)}}})
-		}
-	})
 }

@@ -5,32 +5,20 @@ import (
 	"encoding/json"
 	"io"
 
-	"google.golang.org/grpc"
-
-	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
-
-	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
-// Server serves a Gateway as zarrgate.gateway.v1.ArrayService, and its
-// store as zarrgate.store.v1.StoreService (a pass-through, so that stub
-// clients and other Zarr libraries can use the raw store through the
-// gateway).
-type Server struct {
-	gatewayv1.UnimplementedArrayServiceServer
-	g *Gateway
-}
+// This file is what the engine gives the layers that serve it (package
+// arrayserver, for one) beside its calls: the raw store, and arrays
+// described as clients see them.
 
-// NewServer returns the gRPC server of g.
-func NewServer(g *Gateway) *Server { return &Server{g: g} }
-
-// Register registers ArrayService and the StoreService pass-through.
-func (s *Server) Register(r grpc.ServiceRegistrar) {
-	gatewayv1.RegisterArrayServiceServer(r, s)
-	storesvc.NewServer(&invalidating{Portable: s.g.store, g: s.g}).Register(r)
-}
+// PassThrough is the gateway's store for raw access beside the engine (the
+// StoreService a server offers next to ArrayService, so that stub clients
+// and other Zarr libraries can use the raw store through the gateway):
+// writes through it drop the gateway's cached metadata, like writes
+// through the gateway itself.
+func (g *Gateway) PassThrough() storesvc.Store { return &invalidating{Portable: g.store, g: g} }
 
 // invalidating is the gateway's store as served through the StoreService
 // pass-through: raw writes through it drop the gateway's cached metadata,
@@ -70,52 +58,49 @@ func (s *invalidating) ErasePrefix(ctx context.Context, prefix string) error {
 	return s.Portable.ErasePrefix(ctx, prefix)
 }
 
-// NodeProto converts a node for the wire.
-func NodeProto(n *Node) (*gatewayv1.Node, error) {
-	out := &gatewayv1.Node{Path: n.Path, Format: gatewayv1.Format(n.Format), AttributesJson: "{}"}
-	var attrs json.RawMessage
-	if n.Array != nil {
-		attrs = n.Array.Attributes
-		info, err := arrayInfo(n.Array)
-		if err != nil {
-			return nil, err
-		}
-		out.Kind, out.Array = gatewayv1.NodeKind_NODE_KIND_ARRAY, info
-	} else {
-		out.Kind = gatewayv1.NodeKind_NODE_KIND_GROUP
-		attrs = n.Group.Attributes
-		for _, d := range n.Group.Dimensions {
-			out.Dimensions = append(out.Dimensions, &gatewayv1.Dimension{Name: d.Name, Size: uint64(d.Size), Unlimited: d.Unlimited})
-		}
-	}
-	if len(attrs) > 0 {
-		out.AttributesJson = string(attrs)
-	}
-	return out, nil
+// ArrayInfo describes an array as clients see it: the grid they read and
+// write in (a sharded array's inner chunks, with the shards' shape beside)
+// and its metadata in JSON. Its slices may be the array's own: read-only.
+type ArrayInfo struct {
+	Shape    []int64
+	DataType string
+	// ChunkShape is the shape of the chunks (of a sharded array, the inner
+	// chunks).
+	ChunkShape []int64
+	// ShardShape is the shape of the shards of a sharded array (codec
+	// sharding_indexed, or the legacy sharding transformer); nil otherwise.
+	ShardShape []int64
+	// Codecs is the codec chain in JSON.
+	Codecs         json.RawMessage
+	DimensionNames []string
+	// FillValue is the fill value in JSON (null if it has none, or none
+	// JSON can say).
+	FillValue json.RawMessage
 }
 
-func arrayInfo(a *zarr.Array) (*gatewayv1.ArrayInfo, error) {
+// DescribeArray is a's ArrayInfo.
+func DescribeArray(a *zarr.Array) (ArrayInfo, error) {
 	codecs, err := json.Marshal(a.Codecs)
 	if err != nil {
-		return nil, err
+		return ArrayInfo{}, err
 	}
 	fill, err := zarr.EncodeFillValue(a.DataType, a.FillValue, a.FillNull)
 	if err != nil {
 		fill = json.RawMessage("null")
 	}
-	info := &gatewayv1.ArrayInfo{
-		Shape: u64s(a.Shape), DataType: a.DataType.Name, ChunkShape: u64s(a.ChunkShape),
-		CodecsJson: string(codecs), DimensionNames: a.DimensionNames, FillValueJson: string(fill),
+	info := ArrayInfo{
+		Shape: a.Shape, DataType: a.DataType.Name, ChunkShape: a.ChunkShape,
+		Codecs: codecs, DimensionNames: a.DimensionNames, FillValue: fill,
 	}
 	if inner, ok := innerChunkShape(a); ok {
-		info.ShardShape, info.ChunkShape = info.ChunkShape, u64s(inner)
+		info.ShardShape, info.ChunkShape = info.ChunkShape, inner
 	}
 	if ls := a.LegacySharding; ls != nil {
 		shard := make([]int64, len(a.ChunkShape))
 		for i := range shard {
 			shard[i] = a.ChunkShape[i] * ls.ChunksPerShard[i]
 		}
-		info.ShardShape = u64s(shard)
+		info.ShardShape = shard
 	}
 	return info, nil
 }
@@ -134,136 +119,4 @@ func innerChunkShape(a *zarr.Array) ([]int64, bool) {
 		}
 	}
 	return nil, false
-}
-
-func u64s(v []int64) []uint64 {
-	out := make([]uint64, len(v))
-	for i, x := range v {
-		out[i] = uint64(x)
-	}
-	return out
-}
-
-func i64s(v []uint64) ([]int64, error) {
-	out := make([]int64, len(v))
-	for i, x := range v {
-		if x > 1<<62 {
-			return nil, errs.New(errs.InvalidArgument, "dimension %d: %d is too large", i, x)
-		}
-		out[i] = int64(x)
-	}
-	return out, nil
-}
-
-func (s *Server) reply(n *Node, err error) (*gatewayv1.Node, error) {
-	if err != nil {
-		return nil, errs.ToStatus(err)
-	}
-	p, err := NodeProto(n)
-	return p, errs.ToStatus(err)
-}
-
-// GetNode implements gatewayv1.ArrayServiceServer.
-func (s *Server) GetNode(ctx context.Context, req *gatewayv1.GetNodeRequest) (*gatewayv1.GetNodeResponse, error) {
-	n, err := s.reply(s.g.GetNode(ctx, req.GetPath()))
-	if err != nil {
-		return nil, err
-	}
-	return &gatewayv1.GetNodeResponse{Node: n}, nil
-}
-
-// ListChildren implements gatewayv1.ArrayServiceServer.
-func (s *Server) ListChildren(req *gatewayv1.ListChildrenRequest, stream grpc.ServerStreamingServer[gatewayv1.ListChildrenResponse]) error {
-	const batch = 100
-	resp := &gatewayv1.ListChildrenResponse{}
-	err := s.g.Children(stream.Context(), req.GetPath(), req.GetRecursive(), func(n *Node) error {
-		p, err := NodeProto(n)
-		if err != nil {
-			return err
-		}
-		resp.Nodes = append(resp.Nodes, p)
-		if len(resp.Nodes) == batch {
-			if err := stream.Send(resp); err != nil {
-				return err
-			}
-			resp = &gatewayv1.ListChildrenResponse{}
-		}
-		return nil
-	})
-	if err != nil {
-		return errs.ToStatus(err)
-	}
-	if len(resp.Nodes) > 0 {
-		return stream.Send(resp)
-	}
-	return nil
-}
-
-// CreateGroup implements gatewayv1.ArrayServiceServer.
-func (s *Server) CreateGroup(ctx context.Context, req *gatewayv1.CreateGroupRequest) (*gatewayv1.CreateGroupResponse, error) {
-	spec := GroupSpec{Format: Format(req.GetFormat()), Attributes: json.RawMessage(req.GetAttributesJson()), NCZarrLegacy: req.GetNczarrLegacy()}
-	for _, d := range req.GetDimensions() {
-		spec.Dimensions = append(spec.Dimensions, zarr.Dimension{Name: d.GetName(), Size: int64(d.GetSize()), Unlimited: d.GetUnlimited()})
-	}
-	n, err := s.reply(s.g.CreateGroup(ctx, req.GetPath(), spec))
-	if err != nil {
-		return nil, err
-	}
-	return &gatewayv1.CreateGroupResponse{Node: n}, nil
-}
-
-// CreateArray implements gatewayv1.ArrayServiceServer.
-func (s *Server) CreateArray(ctx context.Context, req *gatewayv1.CreateArrayRequest) (*gatewayv1.CreateArrayResponse, error) {
-	spec := ArraySpec{
-		Format: Format(req.GetFormat()), DataType: req.GetDataType(), DimensionNames: req.GetDimensionNames(),
-		Codecs: json.RawMessage(req.GetCodecsJson()), FillValue: json.RawMessage(req.GetFillValueJson()),
-		Attributes: json.RawMessage(req.GetAttributesJson()),
-	}
-	var err error
-	if spec.Shape, err = i64s(req.GetShape()); err == nil {
-		if spec.ChunkShape, err = i64s(req.GetChunkShape()); err == nil {
-			spec.ShardShape, err = i64s(req.GetShardShape())
-		}
-	}
-	if err != nil {
-		return nil, errs.ToStatus(err)
-	}
-	if len(spec.ShardShape) == 0 {
-		spec.ShardShape = nil
-	}
-	n, err := s.reply(s.g.CreateArray(ctx, req.GetPath(), spec))
-	if err != nil {
-		return nil, err
-	}
-	return &gatewayv1.CreateArrayResponse{Node: n}, nil
-}
-
-// UpdateAttributes implements gatewayv1.ArrayServiceServer.
-func (s *Server) UpdateAttributes(ctx context.Context, req *gatewayv1.UpdateAttributesRequest) (*gatewayv1.UpdateAttributesResponse, error) {
-	n, err := s.reply(s.g.UpdateAttributes(ctx, req.GetPath(), json.RawMessage(req.GetAttributesJson()), req.GetMerge()))
-	if err != nil {
-		return nil, err
-	}
-	return &gatewayv1.UpdateAttributesResponse{Node: n}, nil
-}
-
-// DeleteNode implements gatewayv1.ArrayServiceServer.
-func (s *Server) DeleteNode(ctx context.Context, req *gatewayv1.DeleteNodeRequest) (*gatewayv1.DeleteNodeResponse, error) {
-	if err := s.g.Delete(ctx, req.GetPath()); err != nil {
-		return nil, errs.ToStatus(err)
-	}
-	return &gatewayv1.DeleteNodeResponse{}, nil
-}
-
-// ResizeArray implements gatewayv1.ArrayServiceServer.
-func (s *Server) ResizeArray(ctx context.Context, req *gatewayv1.ResizeArrayRequest) (*gatewayv1.ResizeArrayResponse, error) {
-	shape, err := i64s(req.GetShape())
-	if err != nil {
-		return nil, errs.ToStatus(err)
-	}
-	n, err := s.reply(s.g.Resize(ctx, req.GetPath(), shape))
-	if err != nil {
-		return nil, err
-	}
-	return &gatewayv1.ResizeArrayResponse{Node: n}, nil
 }
