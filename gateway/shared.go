@@ -26,8 +26,11 @@ type SharedSegment struct {
 	ring  *shm.Ring
 	piece int64 // largest data one block puts in the ring
 
-	pending map[uint64]Block // placed, waiting for an earlier allocation
-	next    uint64           // the allocation to pass on next
+	// pending[i] is the block of allocation next+i if it has been placed
+	// (Placed set) and waits for an earlier one. A slice, not a map:
+	// Blocks are too large to be map values without an allocation each.
+	pending []Block
+	next    uint64 // the allocation to pass on next
 }
 
 // sharedWarned limits the warning about segments that cannot be created to
@@ -75,8 +78,7 @@ func (g *Gateway) SharedSegment() *SharedSegment {
 		it = idleSegment{seg: seg, res: res}
 	}
 	size := int64(len(it.seg.Data))
-	return &SharedSegment{g: g, seg: it.seg, res: it.res, ring: shm.NewRing(shm.DataOffset, size), piece: (size - shm.DataOffset) / 4,
-		pending: map[uint64]Block{}}
+	return &SharedSegment{g: g, seg: it.seg, res: it.res, ring: shm.NewRing(shm.DataOffset, size), piece: (size - shm.DataOffset) / 4}
 }
 
 // Path is where the segment is, for a reader to map it (with Size and
@@ -103,7 +105,15 @@ func (o *SharedSegment) Drained(ctx context.Context) error { return o.ring.Drain
 
 // Pending is the number of placed blocks InOrder holds back, waiting for
 // an earlier one: none once a read has passed all of its blocks on.
-func (o *SharedSegment) Pending() int { return len(o.pending) }
+func (o *SharedSegment) Pending() int {
+	n := 0
+	for _, b := range o.pending {
+		if b.Placed {
+			n++
+		}
+	}
+	return n
+}
 
 // Alloc returns n bytes of the ring for a whole chunk to be read into
 // (nil if n is more than one block may take), and the tag that marks its
@@ -154,18 +164,24 @@ func (o *SharedSegment) InOrder(b Block, send func(Block) error) error {
 	if !b.Placed {
 		return send(b)
 	}
-	o.pending[b.Placement.Seq] = b
-	for {
-		p, ok := o.pending[o.next]
-		if !ok {
-			return nil
-		}
-		delete(o.pending, o.next)
-		o.next++
-		if err := send(p); err != nil {
-			return err
-		}
+	i := int(b.Placement.Seq - o.next) // allocations before next are sent
+	for len(o.pending) <= i {
+		o.pending = append(o.pending, Block{})
 	}
+	o.pending[i] = b
+	k := 0 // blocks sent
+	var err error
+	for ; k < len(o.pending) && o.pending[k].Placed && err == nil; k++ {
+		o.next++
+		err = send(o.pending[k])
+	}
+	if k > 0 {
+		// Those left to the front, keeping the array for later blocks.
+		n := copy(o.pending, o.pending[k:])
+		clear(o.pending[n:])
+		o.pending = o.pending[:n]
+	}
+	return err
 }
 
 // Close ends the call's use of the segment: kept for a later call if

@@ -12,7 +12,7 @@ import (
 // TestSharedSendOrder: placed blocks go out in allocation order whatever
 // order the workers finish in; empty blocks go at once.
 func TestSharedSendOrder(t *testing.T) {
-	o := &SharedSegment{pending: map[uint64]Block{}}
+	o := &SharedSegment{}
 	var sent []int64
 	send := func(b Block) error {
 		if !b.Placed {
@@ -33,8 +33,8 @@ func TestSharedSendOrder(t *testing.T) {
 	if fmt.Sprint(sent) != "[0 100 1 2 3 4 5]" {
 		t.Fatalf("sent in the order %v", sent)
 	}
-	if len(o.pending) != 0 {
-		t.Fatalf("%d blocks still pending", len(o.pending))
+	if o.Pending() != 0 {
+		t.Fatalf("%d blocks still pending", o.Pending())
 	}
 }
 
@@ -64,5 +64,25 @@ func TestSharedPlaceRecyclesOnce(t *testing.T) {
 			p.free() // what a failed read's drain does with queued blocks
 		}
 		o.Release(uint64(len(pieces)))
+	}
+}
+
+// TestSharedInOrderAllocatesNothing: holding placed blocks back for an
+// earlier one allocates nothing per block (a map of Blocks would: they are
+// too large to be stored in one in place), on ReadSlabShared's hot path.
+func TestSharedInOrderAllocatesNothing(t *testing.T) {
+	o := &SharedSegment{}
+	send := func(Block) error { return nil }
+	seq := uint64(0)
+	allocs := testing.AllocsPerRun(100, func() {
+		for _, d := range []uint64{1, 0, 3, 2, 6, 4, 5, 7} {
+			if err := o.InOrder(Block{Placed: true, Placement: Placement{Length: 1, Seq: seq + d}}, send); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seq += 8
+	})
+	if allocs != 0 || o.Pending() != 0 {
+		t.Fatalf("%v allocations per 8 blocks, %d pending", allocs, o.Pending())
 	}
 }
