@@ -48,12 +48,13 @@ type Block struct {
 	Data          []byte
 	Offsets       []int64
 
-	// release, if set, recycles Data's buffer: the ArrayService handler
-	// calls it once gRPC has written the block out. Other callers drop it.
+	// release, if set, recycles Data's buffer: callers of ReadSlabTo call
+	// it (Free) once done with the data, a transport once it has written
+	// the block out; ReadSlab drops it.
 	release func()
 	// held, if set, gives back the block's share of the memory reserved
 	// for the batch it came from (see readMem): called with release, or
-	// once emit has returned for callers outside this package.
+	// by ReadSlab once emit has returned.
 	held func()
 
 	// Placed says a BlockSink has put the block's data in memory of its
