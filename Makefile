@@ -98,7 +98,7 @@ serve:
 ## in bench/requirements.txt, is added to the test venv for the comparison)
 bench: deps
 	$(PYTHON) -m pip install -q -r bench/requirements.txt
-	$(GO) test -run '^$$' -bench . -benchtime 5x ./storesvc/remote/ ./codecsvc/... ./gateway/ ./internal/...
+	$(GO) test -run '^$$' -bench . -benchtime 5x ./storesvc/remote/ ./codecsvc/... ./gateway/... ./internal/...
 	ZARRGATE_PYTHON=$(PYTHON) $(GO) test -run '^$$' -bench 'GatewaySlabs' -benchtime 3x -timeout 60m ./e2e/
 	$(GO) test -run '^$$' -bench 'ServeStream' -benchtime 5x ./e2e/
 	$(GO) test -run '^$$' -bench 'CodecWorkers' -benchtime 2x ./e2e/

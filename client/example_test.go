@@ -15,6 +15,7 @@ import (
 	"github.com/zarrgate/zarrgate/client"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/gateway"
+	"github.com/zarrgate/zarrgate/gateway/arrayserver"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	// Small shared-memory segments, and few, so that large reads wrap the
 	// ring and concurrent ones also take the inline path.
-	gateway.NewServer(gateway.New(memory.New(), codecsvc.NewLocal(), gateway.Config{
+	arrayserver.NewServer(gateway.New(memory.New(), codecsvc.NewLocal(), gateway.Config{
 		SharedMemory: true, SharedMemoryBytes: 1 << 20, MaxSharedReads: 2})).Register(srv)
 	go srv.Serve(lis)
 	addr = lis.Addr().String()

@@ -16,6 +16,7 @@ import (
 	"github.com/zarrgate/zarrgate/client"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/gateway"
+	"github.com/zarrgate/zarrgate/gateway/arrayserver"
 	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/internal/shm"
@@ -25,7 +26,7 @@ import (
 // liar is a gateway whose ReadSlabShared sends what lie says: the client
 // must turn every lie into DataLoss, never a panic or a wrong value.
 type liar struct {
-	*gateway.Server
+	*arrayserver.Server
 	lie func(seg *shm.Segment, send func(*gatewayv1.ReadSlabSharedResponse) error) error
 }
 
@@ -64,7 +65,7 @@ func serveLiar(t *testing.T, lie func(*shm.Segment, func(*gatewayv1.ReadSlabShar
 	}
 	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	g := gateway.New(memory.New(), codecsvc.NewLocal(), gateway.Config{})
-	gatewayv1.RegisterArrayServiceServer(srv, &liar{Server: gateway.NewServer(g), lie: lie})
+	gatewayv1.RegisterArrayServiceServer(srv, &liar{Server: arrayserver.NewServer(g), lie: lie})
 	go srv.Serve(lis)
 	c, err := client.Dial(context.Background(), lis.Addr().String())
 	if err != nil {

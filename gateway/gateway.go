@@ -5,7 +5,8 @@
 // It is written against the store contract (storesvc.Store) and the codec
 // engine interface (Codecs) only, never against a backend or generated
 // stubs, so the same engine runs embedded (file store, in-process codecs)
-// and over remote store and codec workers.
+// and over remote store and codec workers. Package arrayserver serves it
+// over gRPC, translating between the wire and the engine's types.
 package gateway
 
 import (

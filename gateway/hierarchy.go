@@ -45,6 +45,32 @@ type Node struct {
 	Group  *zarr.Group // nil for arrays
 }
 
+// NodeKind is what a node is.
+type NodeKind int
+
+// Node kinds.
+const (
+	KindGroup NodeKind = iota + 1
+	KindArray
+)
+
+// Kind says whether n is a group or an array.
+func (n *Node) Kind() NodeKind {
+	if n.Array != nil {
+		return KindArray
+	}
+	return KindGroup
+}
+
+// Attributes are the node's user attributes in JSON (empty if it has
+// none).
+func (n *Node) Attributes() json.RawMessage {
+	if n.Array != nil {
+		return n.Array.Attributes
+	}
+	return n.Group.Attributes
+}
+
 func (n *node) public() *Node {
 	return &Node{Path: n.path, Format: n.format(), Array: n.array, Group: n.group}
 }

@@ -13,8 +13,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
-
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
@@ -23,11 +21,23 @@ import (
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
-// SlabInfo describes a slab: the output shape and element type.
+// SlabInfo describes a slab: the output shape and element type, and the
+// byte order of the blocks' elements.
 type SlabInfo struct {
-	Shape    []int64
-	DataType zarr.DataType
+	Shape     []int64
+	DataType  zarr.DataType
+	ByteOrder ByteOrder
 }
+
+// ByteOrder is the byte order of multi-byte elements in blocks.
+type ByteOrder int
+
+// Byte orders. Blocks are always little-endian (whatever the array's
+// codecs store); the type says so in the engine's API, as the wire's
+// SlabHeader does.
+const (
+	LittleEndian ByteOrder = iota + 1
+)
 
 // Block is a box of a slab: its origin in slab coordinates, its shape, and
 // its elements in C order (little-endian), or for variable-length types the
@@ -38,21 +48,39 @@ type Block struct {
 	Data          []byte
 	Offsets       []int64
 
-	// release, if set, recycles Data's buffer: the ArrayService handler
-	// calls it once gRPC has written the block out. Other callers drop it.
+	// release, if set, recycles Data's buffer: callers of ReadSlabTo call
+	// it (Free) once done with the data, a transport once it has written
+	// the block out; ReadSlab drops it.
 	release func()
 	// held, if set, gives back the block's share of the memory reserved
 	// for the batch it came from (see readMem): called with release, or
-	// once emit has returned for callers outside this package.
+	// by ReadSlab once emit has returned.
 	held func()
-	// shared, set by ReadSlabShared's placement: Data is at this range of
-	// the call's segment, allocation number seq.
-	shared *gatewayv1.SharedRange
-	seq    uint64
+
+	// Placed says a BlockSink has put the block's data in memory of its
+	// own, at Placement, instead of in Data (which is then nil). A value,
+	// not a pointer: placing a block allocates nothing.
+	Placed    bool
+	Placement Placement
 }
 
-// free recycles the block's buffer and gives back its reservation; only
-// for whoever holds the block last (the block must not be used after).
+// Placement is where a BlockSink put a block's data: Length bytes at
+// Offset of the sink's memory, its Seq-th allocation there (counted from
+// 0), so that blocks can be passed on in the order their memory is freed
+// in.
+type Placement struct {
+	Offset, Length int64
+	Seq            uint64
+}
+
+// Free recycles the block's buffer and gives back its reservation, for
+// callers of ReadSlabTo, which own the blocks they are given: once they
+// are done with the data (a transport, once it has written it). Only
+// whoever holds the block last may call it, once; the block must not be
+// used after.
+func (b Block) Free() { b.free() }
+
+// free is Free.
 func (b Block) free() {
 	if b.release != nil {
 		b.release()
@@ -148,7 +176,7 @@ type readTask struct {
 // than letting blocks pile up: memory stays bounded whatever the slab's
 // size. Cancelling ctx, or an error from emit, stops all work.
 func (g *Gateway) ReadSlab(ctx context.Context, path string, sel []zarr.Range, start func(SlabInfo) error, emit func(Block) error) error {
-	return g.readSlab(ctx, path, sel, start, nil, func(b Block) error {
+	return g.ReadSlabTo(ctx, path, sel, start, nil, func(b Block) error {
 		// The caller may keep the data (its buffer is never recycled), but
 		// the memory it stands for is the caller's from here on.
 		err := emit(b)
@@ -159,21 +187,29 @@ func (g *Gateway) ReadSlab(ctx context.Context, path string, sel []zarr.Range, s
 	})
 }
 
-// blockSink is where a read's workers put block data when it does not go
-// to emit as is: ReadSlabShared's segment. Its methods run in the workers,
-// in parallel; ctx is the read's.
-type blockSink interface {
-	// place passes b on through push, or pieces of it, put in place.
-	place(ctx context.Context, b Block, push func(Block) error) error
-	// alloc returns n bytes of the destination for a whole chunk stored
+// BlockSink is where a read's workers put block data when it does not go
+// to emit as is: a shared-memory segment a reader on this host maps (see
+// SharedSegment), for one. Its methods run in the workers, in parallel;
+// ctx is the read's.
+type BlockSink interface {
+	// Place passes b on through push, or pieces of it, put in place
+	// (Placed set); b's buffer is then the sink's to free.
+	Place(ctx context.Context, b Block, push func(Block) error) error
+	// Alloc returns n bytes of the destination for a whole chunk stored
 	// raw (its stored bytes are its elements) to be read into, and tag,
 	// which marks a block of those bytes as already in place; or nil if
 	// the sink takes no direct reads.
-	alloc(ctx context.Context, n int64) (buf []byte, tag func(*Block), err error)
+	Alloc(ctx context.Context, n int64) (buf []byte, tag func(*Block), err error)
 }
 
-// readSlab is ReadSlab with the workers putting blocks into sink, if set.
-func (g *Gateway) readSlab(ctx context.Context, path string, sel []zarr.Range, start func(SlabInfo) error, sink blockSink, emit func(Block) error) error {
+// ReadSlabTo is ReadSlab for callers that hold block data past emit (a
+// transport that writes it out by reference) or place it elsewhere: emit
+// owns every block it is given, and calls its Free once done with the
+// data, which recycles the buffer; blocks it never frees are given back
+// to the memory budget when the read ends, and their buffers to the
+// garbage collector. If sink is set, the workers put blocks into it
+// before emit sees them.
+func (g *Gateway) ReadSlabTo(ctx context.Context, path string, sel []zarr.Range, start func(SlabInfo) error, sink BlockSink, emit func(Block) error) error {
 	n, err := g.array(ctx, path)
 	if err != nil {
 		return err
@@ -196,7 +232,7 @@ func (g *Gateway) readSlab(ctx context.Context, path string, sel []zarr.Range, s
 	if err := g.checkSlabChunks(path, proj); err != nil {
 		return err
 	}
-	if err := start(SlabInfo{Shape: proj.Shape, DataType: a.DataType}); err != nil {
+	if err := start(SlabInfo{Shape: proj.Shape, DataType: a.DataType, ByteOrder: LittleEndian}); err != nil {
 		return err
 	}
 	mem := g.newReadMem(path)
@@ -215,7 +251,7 @@ func (g *Gateway) readSlab(ctx context.Context, path string, sel []zarr.Range, s
 		}
 		out := emit
 		if sink != nil {
-			out = func(b Block) error { return sink.place(ctx, b, emit) }
+			out = func(b Block) error { return sink.Place(ctx, b, emit) }
 		}
 		if err := g.readBatch(ctx, l, mem, batch, sink, out); err != nil {
 			return fmt.Errorf("read %q: %w", path, err)
@@ -264,7 +300,7 @@ func (g *Gateway) readSlab(ctx context.Context, path string, sel []zarr.Range, s
 	}
 	out := queue
 	if sink != nil {
-		out = func(b Block) error { return sink.place(ectx, b, queue) }
+		out = func(b Block) error { return sink.Place(ectx, b, queue) }
 	}
 	for range g.cfg.Parallelism {
 		eg.Go(func() error {
@@ -333,7 +369,7 @@ func clone[T any](s []T) []T { return append([]T(nil), s...) }
 
 // readBatch reads one task batch: a shard (batches of sharded arrays hold
 // one), or up to maxPlainBatch chunks.
-func (g *Gateway) readBatch(ctx context.Context, l *layout, mem *readMem, batch []readTask, sink blockSink, out func(Block) error) error {
+func (g *Gateway) readBatch(ctx context.Context, l *layout, mem *readMem, batch []readTask, sink BlockSink, out func(Block) error) error {
 	if l.shard != nil {
 		return g.readShard(ctx, l, mem, batch[0], out)
 	}
@@ -367,7 +403,7 @@ func (g *Gateway) readBatch(ctx context.Context, l *layout, mem *readMem, batch 
 // straight into the sink's memory: chunks stored raw need no decoding, so
 // their stored bytes are the block. It returns the tasks left for
 // readChunks.
-func (g *Gateway) readDirect(ctx context.Context, l *layout, batch []readTask, sink blockSink, out func(Block) error) ([]readTask, error) {
+func (g *Gateway) readDirect(ctx context.Context, l *layout, batch []readTask, sink BlockSink, out func(Block) error) ([]readTask, error) {
 	n := l.unitElems() * int64(l.elem)
 	var rest []readTask
 	for i, t := range batch {
@@ -375,7 +411,7 @@ func (g *Gateway) readDirect(ctx context.Context, l *layout, batch []readTask, s
 			rest = append(rest, t)
 			continue
 		}
-		buf, tag, err := sink.alloc(ctx, n)
+		buf, tag, err := sink.Alloc(ctx, n)
 		if err != nil {
 			return nil, err
 		}

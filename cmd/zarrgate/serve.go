@@ -9,6 +9,7 @@ import (
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/gateway"
+	"github.com/zarrgate/zarrgate/gateway/arrayserver"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 )
 
@@ -34,7 +35,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	defer store.Close()
 	return sf.serveWith(ctx, logger, "zarrgate serving", func(srv *rpc.Server) {
 		cfg, lim := gcfg(logger)
-		gateway.NewServer(gateway.New(store, codecsvc.NewLocalLimits(lim), cfg)).Register(srv)
+		arrayserver.NewServer(gateway.New(store, codecsvc.NewLocalLimits(lim), cfg)).Register(srv)
 	}, "root", *root, "read_only", *readOnly)
 }
 

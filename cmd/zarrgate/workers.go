@@ -15,6 +15,7 @@ import (
 	codecremote "github.com/zarrgate/zarrgate/codecsvc/remote"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/gateway"
+	"github.com/zarrgate/zarrgate/gateway/arrayserver"
 	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/storesvc"
@@ -120,7 +121,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 		codecs = rc
 	}
 	return sf.serveWith(ctx, logger, "zarrgate gateway serving", func(srv *rpc.Server) {
-		gateway.NewServer(gateway.New(store, codecs, cfg)).Register(srv)
+		arrayserver.NewServer(gateway.New(store, codecs, cfg)).Register(srv)
 	}, "store", *storeTarget, "codec", *codecTarget, "tier_wait", *tierWait)
 }
 

@@ -1,4 +1,4 @@
-package gateway
+package arrayserver
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/gateway"
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 	"github.com/zarrgate/zarrgate/storesvc"
 )
@@ -25,10 +26,10 @@ func TestCreateGroupRPCNCZarrLegacy(t *testing.T) {
 		Dimensions: []*gatewayv1.Dimension{{Name: "level", Size: 2}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.CreateArray(ctx, "model/run1/v", ArraySpec{Format: FormatNCZarr, Shape: []int64{2}, DataType: "int32", DimensionNames: []string{"level"}}); err != nil {
+	if _, err := g.CreateArray(ctx, "model/run1/v", gateway.ArraySpec{Format: gateway.FormatNCZarr, Shape: []int64{2}, DataType: "int32", DimensionNames: []string{"level"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.CreateArray(ctx, "model/run1/deep/w", ArraySpec{Format: FormatNCZarr, Shape: []int64{2}, DataType: "int32", DimensionNames: []string{"level"}}); err != nil {
+	if _, err := g.CreateArray(ctx, "model/run1/deep/w", gateway.ArraySpec{Format: gateway.FormatNCZarr, Shape: []int64{2}, DataType: "int32", DimensionNames: []string{"level"}}); err != nil {
 		t.Fatal(err)
 	}
 	for key, want := range map[string]string{
@@ -39,7 +40,7 @@ func TestCreateGroupRPCNCZarrLegacy(t *testing.T) {
 		"model/run1/deep/.zgroup":   `"_NCZARR_GROUP":{"dims":{},"vars":["w"],"groups":[]}`,
 		"model/run1/deep/w/.zarray": `"_NCZARR_ARRAY":{"dimrefs":["/model/run1/level"]`,
 	} {
-		b, _, err := storesvc.ReadAll(ctx, g.store, key)
+		b, _, err := storesvc.ReadAll(ctx, g.Store(), key)
 		if err != nil {
 			t.Fatalf("%s: %v", key, err)
 		}
@@ -67,7 +68,7 @@ func TestCreateGroupRPCNCZarrLegacyRefused(t *testing.T) {
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "lower-case") {
 		t.Fatalf("legacy below a lower-case root: %v", err)
 	}
-	if _, _, err := storesvc.ReadAll(ctx, g.store, "a/.zgroup"); !errors.Is(err, errs.NotFound) {
+	if _, _, err := storesvc.ReadAll(ctx, g.Store(), "a/.zgroup"); !errors.Is(err, errs.NotFound) {
 		t.Errorf("a refused group left a parent behind: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package gateway
+package arrayserver
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/codecsvc"
+	"github.com/zarrgate/zarrgate/gateway"
 	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/storesvc/file"
 	"github.com/zarrgate/zarrgate/zarr"
@@ -21,45 +22,28 @@ const (
 
 // benchGateway returns an engine on a file store holding array "a": 64 MiB
 // of float32 in 256×256 chunks with the given codecs, written in full.
-func benchGateway(b *testing.B, codecs string) *Gateway {
-	return benchGatewayConfig(b, codecs, Config{})
+func benchGateway(b *testing.B, codecs string) *gateway.Gateway {
+	return benchGatewayConfig(b, codecs, gateway.Config{})
 }
 
-func benchGatewayConfig(b *testing.B, codecs string, cfg Config) *Gateway {
+func benchGatewayConfig(b *testing.B, codecs string, cfg gateway.Config) *gateway.Gateway {
 	fs, err := file.New(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
-	g := New(fs, codecsvc.NewLocal(), cfg)
-	if _, err := g.CreateArray(ctx, "a", ArraySpec{Shape: []int64{benchN, benchN}, DataType: "float32", ChunkShape: []int64{256, 256}, Codecs: json.RawMessage(codecs)}); err != nil {
+	g := gateway.New(fs, codecsvc.NewLocal(), cfg)
+	if _, err := g.CreateArray(ctx, "a", gateway.ArraySpec{Shape: []int64{benchN, benchN}, DataType: "float32", ChunkShape: []int64{256, 256}, Codecs: json.RawMessage(codecs)}); err != nil {
 		b.Fatal(err)
 	}
 	data := make([]byte, benchN*benchN*4)
 	for i := range data {
 		data[i] = byte(i*7/5) | 1 // no chunk is all fill value
 	}
-	blk := Block{Origin: []int64{0, 0}, Shape: []int64{benchN, benchN}, Data: data}
-	if _, err := g.WriteSlab(ctx, "a", nil, nextFrom([]Block{blk})); err != nil {
+	blk := gateway.Block{Origin: []int64{0, 0}, Shape: []int64{benchN, benchN}, Data: data}
+	if _, err := g.WriteSlab(ctx, "a", nil, nextFrom([]gateway.Block{blk})); err != nil {
 		b.Fatal(err)
 	}
 	return g
-}
-
-// BenchmarkEngineReadSlab reads the whole array through the engine on a
-// file store, without gRPC: the cost of the gateway itself.
-func BenchmarkEngineReadSlab(b *testing.B) {
-	for name, codecs := range map[string]string{"uncompressed": plainBytes, "zstd": zstdBytes} {
-		g := benchGateway(b, codecs)
-		b.Run(name, func(b *testing.B) {
-			b.SetBytes(benchN * benchN * 4)
-			for b.Loop() {
-				err := g.ReadSlab(ctx, "a", nil, func(SlabInfo) error { return nil }, func(Block) error { return nil })
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
 }
 
 // drain reads a ReadSlab stream to its end.
@@ -75,8 +59,8 @@ func drain(b *testing.B, c gatewayv1.ArrayServiceClient, req *gatewayv1.ReadSlab
 	}
 }
 
-// BenchmarkRPCReadSlab is BenchmarkEngineReadSlab (uncompressed) through
-// ArrayService on loopback.
+// BenchmarkRPCReadSlab is the engine's BenchmarkEngineReadSlab
+// (uncompressed) through ArrayService on loopback.
 func BenchmarkRPCReadSlab(b *testing.B) {
 	c := serveGatewayB(b, benchGateway(b, plainBytes))
 	b.SetBytes(benchN * benchN * 4)
@@ -94,7 +78,7 @@ func BenchmarkRPCReadSlabShared(b *testing.B) {
 		b.Skip("no shared memory on this platform")
 	}
 	for name, codecs := range map[string]string{"uncompressed": plainBytes, "zstd": zstdBytes} {
-		c := serveGatewayB(b, benchGatewayConfig(b, codecs, Config{SharedMemory: true}))
+		c := serveGatewayB(b, benchGatewayConfig(b, codecs, gateway.Config{SharedMemory: true}))
 		dst := make([]byte, benchN*benchN*4)
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(benchN * benchN * 4)
@@ -125,7 +109,7 @@ func BenchmarkSmallRead(b *testing.B) {
 	b.Run("engine", func(b *testing.B) {
 		for b.Loop() {
 			y, x := box()
-			err := g.ReadSlab(ctx, "a", []zarr.Range{{Start: y, Stop: y + 64, Step: 1}, {Start: x, Stop: x + 64, Step: 1}}, func(SlabInfo) error { return nil }, func(Block) error { return nil })
+			err := g.ReadSlab(ctx, "a", []zarr.Range{{Start: y, Stop: y + 64, Step: 1}, {Start: x, Stop: x + 64, Step: 1}}, func(gateway.SlabInfo) error { return nil }, func(gateway.Block) error { return nil })
 			if err != nil {
 				b.Fatal(err)
 			}

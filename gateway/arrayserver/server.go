@@ -1,4 +1,11 @@
-package gateway
+// Package arrayserver serves a gateway engine (package gateway) as
+// zarrgate.gateway.v1.ArrayService, with its store beside as
+// zarrgate.store.v1.StoreService. It is the RPC layer: it translates
+// between the wire's messages and the engine's plain Go types, turns
+// errors into gRPC statuses, and plays ReadSlabShared's protocol over the
+// engine's shared-memory placement. The engine itself knows nothing of
+// generated stubs or gRPC.
+package arrayserver
 
 import (
 	"context"
@@ -9,6 +16,7 @@ import (
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/gateway"
 	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/storesvc/storeserver"
 	"github.com/zarrgate/zarrgate/zarr"
@@ -20,11 +28,11 @@ import (
 // gateway).
 type Server struct {
 	gatewayv1.UnimplementedArrayServiceServer
-	g *Gateway
+	g *gateway.Gateway
 }
 
 // NewServer returns the gRPC server of g.
-func NewServer(g *Gateway) *Server { return &Server{g: g} }
+func NewServer(g *gateway.Gateway) *Server { return &Server{g: g} }
 
 // Register registers ArrayService and the StoreService pass-through.
 func (s *Server) Register(r grpc.ServiceRegistrar) {
@@ -32,70 +40,51 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 	storeserver.New(s.g.RawStore()).Register(r)
 }
 
+// formatProto and formatFromProto convert formats. The engine numbers its
+// formats as the wire does (TestEnumsMatchTheWire), so a number neither
+// knows passes through for the engine to refuse by its number.
+func formatProto(f gateway.Format) gatewayv1.Format { return gatewayv1.Format(f) }
+
+func formatFromProto(f gatewayv1.Format) gateway.Format { return gateway.Format(f) }
+
+// kindProto is k's wire form.
+func kindProto(k gateway.NodeKind) gatewayv1.NodeKind {
+	if k == gateway.KindArray {
+		return gatewayv1.NodeKind_NODE_KIND_ARRAY
+	}
+	return gatewayv1.NodeKind_NODE_KIND_GROUP
+}
+
 // NodeProto converts a node for the wire.
-func NodeProto(n *Node) (*gatewayv1.Node, error) {
-	out := &gatewayv1.Node{Path: n.Path, Format: gatewayv1.Format(n.Format), AttributesJson: "{}"}
-	var attrs json.RawMessage
+func NodeProto(n *gateway.Node) (*gatewayv1.Node, error) {
+	out := &gatewayv1.Node{Path: n.Path, Kind: kindProto(n.Kind()), Format: formatProto(n.Format), AttributesJson: "{}"}
 	if n.Array != nil {
-		attrs = n.Array.Attributes
-		info, err := arrayInfo(n.Array)
+		info, err := gateway.DescribeArray(n.Array)
 		if err != nil {
 			return nil, err
 		}
-		out.Kind, out.Array = gatewayv1.NodeKind_NODE_KIND_ARRAY, info
+		out.Array = arrayInfo(info)
 	} else {
-		out.Kind = gatewayv1.NodeKind_NODE_KIND_GROUP
-		attrs = n.Group.Attributes
 		for _, d := range n.Group.Dimensions {
 			out.Dimensions = append(out.Dimensions, &gatewayv1.Dimension{Name: d.Name, Size: uint64(d.Size), Unlimited: d.Unlimited})
 		}
 	}
-	if len(attrs) > 0 {
+	if attrs := n.Attributes(); len(attrs) > 0 {
 		out.AttributesJson = string(attrs)
 	}
 	return out, nil
 }
 
-func arrayInfo(a *zarr.Array) (*gatewayv1.ArrayInfo, error) {
-	codecs, err := json.Marshal(a.Codecs)
-	if err != nil {
-		return nil, err
+// arrayInfo is info's wire form.
+func arrayInfo(info gateway.ArrayInfo) *gatewayv1.ArrayInfo {
+	out := &gatewayv1.ArrayInfo{
+		Shape: u64s(info.Shape), DataType: info.DataType, ChunkShape: u64s(info.ChunkShape),
+		CodecsJson: string(info.Codecs), DimensionNames: info.DimensionNames, FillValueJson: string(info.FillValue),
 	}
-	fill, err := zarr.EncodeFillValue(a.DataType, a.FillValue, a.FillNull)
-	if err != nil {
-		fill = json.RawMessage("null")
+	if info.ShardShape != nil {
+		out.ShardShape = u64s(info.ShardShape)
 	}
-	info := &gatewayv1.ArrayInfo{
-		Shape: u64s(a.Shape), DataType: a.DataType.Name, ChunkShape: u64s(a.ChunkShape),
-		CodecsJson: string(codecs), DimensionNames: a.DimensionNames, FillValueJson: string(fill),
-	}
-	if inner, ok := innerChunkShape(a); ok {
-		info.ShardShape, info.ChunkShape = info.ChunkShape, u64s(inner)
-	}
-	if ls := a.LegacySharding; ls != nil {
-		shard := make([]int64, len(a.ChunkShape))
-		for i := range shard {
-			shard[i] = a.ChunkShape[i] * ls.ChunksPerShard[i]
-		}
-		info.ShardShape = u64s(shard)
-	}
-	return info, nil
-}
-
-// innerChunkShape returns the inner chunk shape of an array whose chain is
-// a sharding_indexed codec.
-func innerChunkShape(a *zarr.Array) ([]int64, bool) {
-	for _, c := range a.Codecs {
-		if c.Name == "sharding_indexed" {
-			var cfg struct {
-				ChunkShape []int64 `json:"chunk_shape"`
-			}
-			if json.Unmarshal(c.Configuration, &cfg) == nil && len(cfg.ChunkShape) == len(a.Shape) {
-				return cfg.ChunkShape, true
-			}
-		}
-	}
-	return nil, false
+	return out
 }
 
 func u64s(v []int64) []uint64 {
@@ -117,7 +106,7 @@ func i64s(v []uint64) ([]int64, error) {
 	return out, nil
 }
 
-func (s *Server) reply(n *Node, err error) (*gatewayv1.Node, error) {
+func (s *Server) reply(n *gateway.Node, err error) (*gatewayv1.Node, error) {
 	if err != nil {
 		return nil, grpcerr.ToStatus(err)
 	}
@@ -138,7 +127,7 @@ func (s *Server) GetNode(ctx context.Context, req *gatewayv1.GetNodeRequest) (*g
 func (s *Server) ListChildren(req *gatewayv1.ListChildrenRequest, stream grpc.ServerStreamingServer[gatewayv1.ListChildrenResponse]) error {
 	const batch = 100
 	resp := &gatewayv1.ListChildrenResponse{}
-	err := s.g.Children(stream.Context(), req.GetPath(), req.GetRecursive(), func(n *Node) error {
+	err := s.g.Children(stream.Context(), req.GetPath(), req.GetRecursive(), func(n *gateway.Node) error {
 		p, err := NodeProto(n)
 		if err != nil {
 			return err
@@ -163,7 +152,7 @@ func (s *Server) ListChildren(req *gatewayv1.ListChildrenRequest, stream grpc.Se
 
 // CreateGroup implements gatewayv1.ArrayServiceServer.
 func (s *Server) CreateGroup(ctx context.Context, req *gatewayv1.CreateGroupRequest) (*gatewayv1.CreateGroupResponse, error) {
-	spec := GroupSpec{Format: Format(req.GetFormat()), Attributes: json.RawMessage(req.GetAttributesJson()), NCZarrLegacy: req.GetNczarrLegacy()}
+	spec := gateway.GroupSpec{Format: formatFromProto(req.GetFormat()), Attributes: json.RawMessage(req.GetAttributesJson()), NCZarrLegacy: req.GetNczarrLegacy()}
 	for _, d := range req.GetDimensions() {
 		spec.Dimensions = append(spec.Dimensions, zarr.Dimension{Name: d.GetName(), Size: int64(d.GetSize()), Unlimited: d.GetUnlimited()})
 	}
@@ -176,8 +165,8 @@ func (s *Server) CreateGroup(ctx context.Context, req *gatewayv1.CreateGroupRequ
 
 // CreateArray implements gatewayv1.ArrayServiceServer.
 func (s *Server) CreateArray(ctx context.Context, req *gatewayv1.CreateArrayRequest) (*gatewayv1.CreateArrayResponse, error) {
-	spec := ArraySpec{
-		Format: Format(req.GetFormat()), DataType: req.GetDataType(), DimensionNames: req.GetDimensionNames(),
+	spec := gateway.ArraySpec{
+		Format: formatFromProto(req.GetFormat()), DataType: req.GetDataType(), DimensionNames: req.GetDimensionNames(),
 		Codecs: json.RawMessage(req.GetCodecsJson()), FillValue: json.RawMessage(req.GetFillValueJson()),
 		Attributes: json.RawMessage(req.GetAttributesJson()),
 	}

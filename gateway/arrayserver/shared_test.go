@@ -1,10 +1,9 @@
-package gateway
+package arrayserver
 
 import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -15,7 +14,7 @@ import (
 
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
-	"github.com/zarrgate/zarrgate/internal/bufpool"
+	"github.com/zarrgate/zarrgate/gateway"
 	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/storesvc"
@@ -26,16 +25,16 @@ type sharedStream = grpc.BidiStreamingClient[gatewayv1.ReadSlabSharedRequest, ga
 
 // sharedFixture serves a gateway with 1 MiB segments and an array of
 // 512×640 int32 (1.25 MiB, so the ring wraps) holding i at element i.
-func sharedFixture(t *testing.T, cfg Config) gatewayv1.ArrayServiceClient {
+func sharedFixture(t *testing.T, cfg gateway.Config) gatewayv1.ArrayServiceClient {
 	t.Helper()
 	return sharedFixtureOn(t, cfg, serveGatewayB)
 }
 
 // sharedFixtureOn is sharedFixture served by serve.
-func sharedFixtureOn(t *testing.T, cfg Config, serve func(testing.TB, *Gateway) gatewayv1.ArrayServiceClient) gatewayv1.ArrayServiceClient {
+func sharedFixtureOn(t *testing.T, cfg gateway.Config, serve func(testing.TB, *gateway.Gateway) gatewayv1.ArrayServiceClient) gatewayv1.ArrayServiceClient {
 	t.Helper()
 	cfg.SharedMemoryBytes = 1 << 20
-	c := serve(t, New(memory.New(), testCodecs{}, cfg))
+	c := serve(t, gateway.New(memory.New(), testCodecs, cfg))
 	if _, err := c.CreateArray(ctx, &gatewayv1.CreateArrayRequest{Path: "a", Shape: []uint64{512, 640}, DataType: "int32", ChunkShape: []uint64{64, 128},
 		CodecsJson: `[{"name":"bytes","configuration":{"endian":"little"}}]`}); err != nil {
 		t.Fatal(err)
@@ -112,7 +111,7 @@ func TestReadSlabSharedProtocol(t *testing.T) {
 	if !shm.Supported {
 		t.Skip("no shared memory on this platform")
 	}
-	c := sharedFixture(t, Config{SharedMemory: true})
+	c := sharedFixture(t, gateway.Config{SharedMemory: true})
 	var tokens [][]byte
 	for call := range 3 {
 		// The first call releases every block but the latest at once; the
@@ -209,7 +208,7 @@ func recvInline(t *testing.T, s sharedStream, rows int) []byte {
 // Both on zarrgate's server and on a plain gRPC server (see servers).
 func TestReadSlabSharedInline(t *testing.T) {
 	for _, srv := range servers {
-		for _, cfg := range []Config{{SharedMemory: shm.Supported}, {}} {
+		for _, cfg := range []gateway.Config{{SharedMemory: shm.Supported}, {}} {
 			c := sharedFixtureOn(t, cfg, srv.serve)
 			s, h := openShared(t, c, 100, 300)
 			if (h.GetSharedSegment() != nil) != cfg.SharedMemory {
@@ -230,7 +229,7 @@ func TestReadSlabSharedBadClients(t *testing.T) {
 	if !shm.Supported {
 		t.Skip("no shared memory on this platform")
 	}
-	c := sharedFixture(t, Config{SharedMemory: true, MaxSharedReads: 1})
+	c := sharedFixture(t, gateway.Config{SharedMemory: true, MaxSharedReads: 1})
 	expect := func(s sharedStream, code codes.Code, what string) {
 		t.Helper()
 		for {
@@ -312,35 +311,6 @@ func TestReadSlabSharedBadClients(t *testing.T) {
 	}
 }
 
-// TestSharedSendOrder: placed blocks go out in allocation order whatever
-// order the workers finish in; empty blocks go at once.
-func TestSharedSendOrder(t *testing.T) {
-	o := &sharedOut{pending: map[uint64]Block{}}
-	var sent []uint64
-	send := func(pb *gatewayv1.Block) error {
-		if pb.GetShared() == nil {
-			sent = append(sent, 100)
-		} else {
-			sent = append(sent, pb.GetShared().GetOffset())
-		}
-		return nil
-	}
-	for _, seq := range []uint64{2, 0, 3, 1, 5, 4} {
-		if err := o.send(Block{shared: &gatewayv1.SharedRange{Offset: seq, Length: 1}, seq: seq}, send); err != nil {
-			t.Fatal(err)
-		}
-		if seq == 3 {
-			o.send(Block{}, send)
-		}
-	}
-	if fmt.Sprint(sent) != "[0 100 1 2 3 4 5]" {
-		t.Fatalf("sent in the order %v", sent)
-	}
-	if len(o.pending) != 0 {
-		t.Fatalf("%d blocks still pending", len(o.pending))
-	}
-}
-
 // TestReadSlabSharedDirect: whole chunks of a raw array are read straight
 // into the segment; missing ones read as the fill value, and a stored
 // chunk of the wrong size is DataLoss naming it, with the gateway still
@@ -349,7 +319,7 @@ func TestReadSlabSharedDirect(t *testing.T) {
 	if !shm.Supported {
 		t.Skip("no shared memory on this platform")
 	}
-	g := New(memory.New(), testCodecs{}, Config{SharedMemory: true, SharedMemoryBytes: 1 << 20})
+	g := gateway.New(memory.New(), testCodecs, gateway.Config{SharedMemory: true, SharedMemoryBytes: 1 << 20})
 	c := serveGateway(t, g)
 	if _, err := c.CreateArray(ctx, &gatewayv1.CreateArrayRequest{Path: "a", Shape: []uint64{512, 640}, DataType: "int32", ChunkShape: []uint64{64, 128},
 		CodecsJson: `[{"name":"bytes","configuration":{"endian":"little"}}]`, FillValueJson: "-7"}); err != nil {
@@ -454,7 +424,7 @@ func TestSharedSegmentsUseTheBudget(t *testing.T) {
 		t.Skip("no shared memory on this platform")
 	}
 	small := membudget.New(4<<20, time.Second)
-	c := sharedFixture(t, Config{SharedMemory: true, Budget: small})
+	c := sharedFixture(t, gateway.Config{SharedMemory: true, Budget: small})
 	others, err := small.Acquire(ctx, 3<<20+512<<10, "other calls")
 	if err != nil {
 		t.Fatal(err)
@@ -467,7 +437,7 @@ func TestSharedSegmentsUseTheBudget(t *testing.T) {
 	checkRows(t, recvInline(t, s, 64), 0)
 
 	big := membudget.New(64<<20, time.Second)
-	c = sharedFixture(t, Config{SharedMemory: true, Budget: big})
+	c = sharedFixture(t, gateway.Config{SharedMemory: true, Budget: big})
 	s, h = openShared(t, c, 0, 64)
 	if h.GetSharedSegment() == nil {
 		t.Fatal("no segment offered")
@@ -480,34 +450,5 @@ func TestSharedSegmentsUseTheBudget(t *testing.T) {
 		if _, err := s.Recv(); err != nil {
 			break
 		}
-	}
-}
-
-// A block placed in a segment hands its buffer back once, whatever
-// becomes of the pieces sent for it: a piece may be the block itself
-// (small enough not to be cut), and a read that fails frees the pieces
-// still queued. Both freeing the buffer put it in the pool twice, and
-// under load two reads then shared one buffer and sent each other's data.
-func TestSharedPlaceRecyclesOnce(t *testing.T) {
-	if !shm.Supported {
-		t.Skip("no shared memory on this platform")
-	}
-	g := New(memory.New(), testCodecs{}, Config{SharedMemory: true, SharedMemoryBytes: 1 << 20})
-	o := g.sharedSegment()
-	if o == nil {
-		t.Fatal("no segment")
-	}
-	defer o.close(false)
-	for _, n := range []int{64 << 10, 200 << 10} { // placed whole, and cut
-		buf := bufpool.Get(n)
-		b := Block{Origin: []int64{0}, Shape: []int64{int64(n / 4)}, Data: buf, release: func() { bufpool.Put(buf) }}
-		var pieces []Block
-		if err := o.place(ctx, b, 4, func(p Block) error { pieces = append(pieces, p); return nil }); err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range pieces {
-			p.free() // what a failed read's drain does with queued blocks
-		}
-		o.ring.Release(uint64(len(pieces)))
 	}
 }

@@ -1,4 +1,4 @@
-package gateway
+package arrayserver
 
 import (
 	"io"
@@ -8,6 +8,7 @@ import (
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/gateway"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/internal/wire"
@@ -48,10 +49,10 @@ func (s *Server) ReadSlab(req *gatewayv1.ReadSlabRequest, stream grpc.ServerStre
 		return grpcerr.ToStatus(err)
 	}
 	var elem int
-	err = s.g.readSlab(stream.Context(), req.GetPath(), sel, func(info SlabInfo) error {
+	err = s.g.ReadSlabTo(stream.Context(), req.GetPath(), sel, func(info gateway.SlabInfo) error {
 		elem = info.DataType.Size
 		return stream.Send(&gatewayv1.ReadSlabResponse{Message: &gatewayv1.ReadSlabResponse_Header{Header: slabHeader(info)}})
-	}, nil, func(b Block) error {
+	}, nil, func(b gateway.Block) error {
 		return sendInline(b, elem, func(pb *gatewayv1.Block, done func()) error {
 			return wire.Send(stream, &gatewayv1.ReadSlabResponse{Message: &gatewayv1.ReadSlabResponse_Block{Block: pb}}, done)
 		})
@@ -60,9 +61,17 @@ func (s *Server) ReadSlab(req *gatewayv1.ReadSlabRequest, stream grpc.ServerStre
 }
 
 // slabHeader is info's wire form.
-func slabHeader(info SlabInfo) *gatewayv1.SlabHeader {
+func slabHeader(info gateway.SlabInfo) *gatewayv1.SlabHeader {
 	return &gatewayv1.SlabHeader{Shape: u64s(info.Shape), DataType: info.DataType.Name,
-		ByteOrder: gatewayv1.ByteOrder_BYTE_ORDER_LITTLE_ENDIAN, ElementSize: uint32(info.DataType.Size)}
+		ByteOrder: byteOrderProto(info.ByteOrder), ElementSize: uint32(info.DataType.Size)}
+}
+
+// byteOrderProto is o's wire form.
+func byteOrderProto(o gateway.ByteOrder) gatewayv1.ByteOrder {
+	if o == gateway.LittleEndian {
+		return gatewayv1.ByteOrder_BYTE_ORDER_LITTLE_ENDIAN
+	}
+	return gatewayv1.ByteOrder_BYTE_ORDER_UNSPECIFIED
 }
 
 // sendInline sends a block with its data in the message, split into
@@ -70,9 +79,9 @@ func slabHeader(info SlabInfo) *gatewayv1.SlabHeader {
 // emitted (its own buffer or the cached fill value), so send may pass it to
 // gRPC by reference; send calls done once gRPC has written it, and a pooled
 // buffer is recycled when every piece is written.
-func sendInline(b Block, elem int, send func(pb *gatewayv1.Block, done func()) error) error {
-	refs := bufpool.NewRefs(1, b.free)
-	err := splitBlock(b, elem, maxBlockBytes, func(p Block) error {
+func sendInline(b gateway.Block, elem int, send func(pb *gatewayv1.Block, done func()) error) error {
+	refs := bufpool.NewRefs(1, b.Free)
+	err := gateway.SplitBlock(b, elem, maxBlockBytes, func(p gateway.Block) error {
 		refs.Hold()
 		return send(blockProto(p), refs.Release)
 	})
@@ -83,57 +92,12 @@ func sendInline(b Block, elem int, send func(pb *gatewayv1.Block, done func()) e
 }
 
 // blockProto is b's wire form, data inline.
-func blockProto(b Block) *gatewayv1.Block {
+func blockProto(b gateway.Block) *gatewayv1.Block {
 	pb := &gatewayv1.Block{Origin: u64s(b.Origin), Shape: u64s(b.Shape), Data: b.Data}
 	if b.Offsets != nil {
 		pb.Offsets = u64s(b.Offsets)
 	}
 	return pb
-}
-
-// splitBlock hands b to send in pieces of at most limit data bytes (or a
-// single element, if one is larger), cut along the outermost dimension
-// longer than 1, so that every piece is contiguous in b.
-func splitBlock(b Block, elem int, limit int64, send func(Block) error) error {
-	if int64(len(b.Data)) <= limit {
-		return send(b)
-	}
-	d := 0
-	for d < len(b.Shape) && b.Shape[d] <= 1 {
-		d++
-	}
-	if d == len(b.Shape) {
-		return send(b) // one element
-	}
-	inner := product(b.Shape[d+1:]) // elements per slice along d
-	// byteAt is the data offset of the first element of slice i along d.
-	byteAt := func(i int64) int64 {
-		if elem > 0 {
-			return i * inner * int64(elem)
-		}
-		return b.Offsets[i*inner]
-	}
-	for i := int64(0); i < b.Shape[d]; {
-		j := i + 1
-		for j < b.Shape[d] && byteAt(j+1)-byteAt(i) <= limit {
-			j++
-		}
-		piece := Block{Origin: clone(b.Origin), Shape: clone(b.Shape), Data: b.Data[byteAt(i):byteAt(j)]}
-		piece.Origin[d] += i
-		piece.Shape[d] = j - i
-		if elem == 0 {
-			base := b.Offsets[i*inner]
-			piece.Offsets = make([]int64, (j-i)*inner+1)
-			for k := range piece.Offsets {
-				piece.Offsets[k] = b.Offsets[i*inner+int64(k)] - base
-			}
-		}
-		if err := splitBlock(piece, elem, limit, send); err != nil {
-			return err
-		}
-		i = j
-	}
-	return nil
 }
 
 // WriteSlab implements gatewayv1.ArrayServiceServer.
@@ -150,28 +114,28 @@ func (s *Server) WriteSlab(stream grpc.ClientStreamingServer[gatewayv1.WriteSlab
 	if err != nil {
 		return grpcerr.ToStatus(err)
 	}
-	next := func() (Block, error) {
+	next := func() (gateway.Block, error) {
 		msg, err := stream.Recv()
 		if err == io.EOF {
-			return Block{}, io.EOF
+			return gateway.Block{}, io.EOF
 		}
 		if err != nil {
-			return Block{}, err
+			return gateway.Block{}, err
 		}
 		pb := msg.GetBlock()
 		if pb == nil {
-			return Block{}, errs.New(errs.InvalidArgument, "write_slab %q: only the first message may be a header", h.GetPath())
+			return gateway.Block{}, errs.New(errs.InvalidArgument, "write_slab %q: only the first message may be a header", h.GetPath())
 		}
-		b := Block{Data: pb.GetData()}
+		b := gateway.Block{Data: pb.GetData()}
 		if b.Origin, err = i64s(pb.GetOrigin()); err != nil {
-			return Block{}, err
+			return gateway.Block{}, err
 		}
 		if b.Shape, err = i64s(pb.GetShape()); err != nil {
-			return Block{}, err
+			return gateway.Block{}, err
 		}
 		if len(pb.GetOffsets()) > 0 {
 			if b.Offsets, err = i64s(pb.GetOffsets()); err != nil {
-				return Block{}, err
+				return gateway.Block{}, err
 			}
 		}
 		return b, nil

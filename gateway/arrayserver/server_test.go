@@ -1,4 +1,4 @@
-package gateway
+package arrayserver
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"testing"
 
@@ -15,89 +14,19 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/zarrgate/zarrgate/gateway"
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/internal/wire"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
-	"github.com/zarrgate/zarrgate/zarr"
 )
 
-func TestSplitBlock(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	for range 500 {
-		nd := 1 + r.IntN(3)
-		b := Block{Origin: make([]int64, nd), Shape: make([]int64, nd)}
-		for d := range nd {
-			b.Origin[d] = r.Int64N(5)
-			b.Shape[d] = 1 + r.Int64N(6)
-		}
-		n := product(b.Shape)
-		elem := []int{0, 1, 4}[r.IntN(3)]
-		if elem > 0 {
-			b.Data = make([]byte, n*int64(elem))
-			for i := range b.Data {
-				b.Data[i] = byte(i)
-			}
-		} else {
-			b.Offsets = []int64{0}
-			for i := range n {
-				b.Data = append(b.Data, bytes.Repeat([]byte{byte(i)}, r.IntN(5))...)
-				b.Offsets = append(b.Offsets, int64(len(b.Data)))
-			}
-		}
-		limit := int64(1 + r.IntN(20))
-		// Reassemble the pieces element by element.
-		got := map[string][]byte{}
-		err := splitBlock(b, elem, limit, func(p Block) error {
-			if int64(len(p.Data)) > limit && product(p.Shape) > 1 {
-				t.Fatalf("piece of %d bytes over the limit %d", len(p.Data), limit)
-			}
-			k := int64(0)
-			eachSelected(boxSel(p), func(c, _ []int64) {
-				key := fmt.Sprint(c)
-				if _, dup := got[key]; dup {
-					t.Fatalf("element %v twice", c)
-				}
-				if elem > 0 {
-					got[key] = p.Data[k*int64(elem) : (k+1)*int64(elem)]
-				} else {
-					got[key] = p.Data[p.Offsets[k]:p.Offsets[k+1]]
-				}
-				k++
-			})
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		k := int64(0)
-		eachSelected(boxSel(b), func(c, _ []int64) {
-			var want []byte
-			if elem > 0 {
-				want = b.Data[k*int64(elem) : (k+1)*int64(elem)]
-			} else {
-				want = b.Data[b.Offsets[k]:b.Offsets[k+1]]
-			}
-			if !bytes.Equal(got[fmt.Sprint(c)], want) {
-				t.Fatalf("element %v: %v, want %v", c, got[fmt.Sprint(c)], want)
-			}
-			k++
-		})
-	}
-}
-
-func boxSel(b Block) []zarr.Range {
-	sel := make([]zarr.Range, len(b.Shape))
-	for d := range b.Shape {
-		sel[d] = zarr.Range{Start: b.Origin[d], Stop: b.Origin[d] + b.Shape[d], Step: 1}
-	}
-	return sel
-}
-
 // serveGateway serves a gateway over loopback and returns a client.
-func serveGateway(t *testing.T, g *Gateway) gatewayv1.ArrayServiceClient { return serveGatewayB(t, g) }
+func serveGateway(t *testing.T, g *gateway.Gateway) gatewayv1.ArrayServiceClient {
+	return serveGatewayB(t, g)
+}
 
-func serveGatewayB(t testing.TB, g *Gateway) gatewayv1.ArrayServiceClient {
+func serveGatewayB(t testing.TB, g *gateway.Gateway) gatewayv1.ArrayServiceClient {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +45,7 @@ func serveGatewayB(t testing.TB, g *Gateway) gatewayv1.ArrayServiceClient {
 // serveGatewayPlain serves g on a plain grpc.NewServer(), as a program
 // embedding ArrayService outside this module would, and dials it with a
 // plain client: gRPC's own proto codec on both sides.
-func serveGatewayPlain(t testing.TB, g *Gateway) gatewayv1.ArrayServiceClient {
+func serveGatewayPlain(t testing.TB, g *gateway.Gateway) gatewayv1.ArrayServiceClient {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -137,12 +66,14 @@ func serveGatewayPlain(t testing.TB, g *Gateway) gatewayv1.ArrayServiceClient {
 // (where sending by reference once failed with "message is wire.ByRef").
 var servers = []struct {
 	name  string
-	serve func(testing.TB, *Gateway) gatewayv1.ArrayServiceClient
+	serve func(testing.TB, *gateway.Gateway) gatewayv1.ArrayServiceClient
 }{{"zarrgate", serveGatewayB}, {"plain", serveGatewayPlain}}
 
 func TestSlabRPCs(t *testing.T) {
 	for _, srv := range servers {
-		t.Run(srv.name, func(t *testing.T) { testSlabRPCs(t, srv.serve(t, New(memory.New(), testCodecs{}, Config{}))) })
+		t.Run(srv.name, func(t *testing.T) {
+			testSlabRPCs(t, srv.serve(t, gateway.New(memory.New(), testCodecs, gateway.Config{})))
+		})
 	}
 }
 
@@ -232,7 +163,7 @@ func testSlabRPCs(t *testing.T, c gatewayv1.ArrayServiceClient) {
 func TestSlabRPCsLargeBlocks(t *testing.T) {
 	for _, srv := range servers {
 		t.Run(srv.name, func(t *testing.T) {
-			c := srv.serve(t, New(memory.New(), testCodecs{}, Config{}))
+			c := srv.serve(t, gateway.New(memory.New(), testCodecs, gateway.Config{}))
 			if _, err := c.CreateArray(ctx, &gatewayv1.CreateArrayRequest{Path: "b", Shape: []uint64{800, 1000}, DataType: "float32", ChunkShape: []uint64{800, 1000},
 				CodecsJson: `[{"name":"bytes","configuration":{"endian":"little"}}]`}); err != nil {
 				t.Fatal(err)
