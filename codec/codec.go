@@ -74,21 +74,24 @@ type BatchSpec struct {
 type Chunk struct {
 	Data    []byte
 	Offsets []int64
-	// release hands Data's buffer back to the engine that lent it; nil
-	// when the chunk owns its memory.
-	release func()
+	// buf is the buffer Data lies in, lent by the engine that decoded the
+	// chunk, and giveBack hands it back; nil when the chunk owns its
+	// memory. A function of the buffer rather than a closure over it, so
+	// that lending costs no allocation per chunk.
+	buf      []byte
+	giveBack func([]byte)
 }
 
-// Lend returns a chunk of data and offsets whose Release calls release:
-// for engines that decode into buffers they recycle, so that whoever holds
-// the chunk last hands its buffer back.
-func Lend(data []byte, offsets []int64, release func()) Chunk {
-	return Chunk{Data: data, Offsets: offsets, release: release}
+// Lend returns a chunk of data and offsets lying in buf, whose Release
+// calls giveBack(buf): for engines that decode into buffers they recycle,
+// so that whoever holds the chunk last hands its buffer back.
+func Lend(data []byte, offsets []int64, buf []byte, giveBack func([]byte)) Chunk {
+	return Chunk{Data: data, Offsets: offsets, buf: buf, giveBack: giveBack}
 }
 
 // Lent reports whether the chunk's memory is lent by the engine that
 // decoded it, to be handed back with Release.
-func (c Chunk) Lent() bool { return c.release != nil }
+func (c Chunk) Lent() bool { return c.giveBack != nil }
 
 // Release hands the chunk's buffer back to the engine that lent it, for
 // reuse: call it when nothing uses Data, or any slice of it, any more.
@@ -96,8 +99,8 @@ func (c Chunk) Lent() bool { return c.release != nil }
 // that owns its memory ignores it, and a lent chunk never released is
 // simply garbage collected.
 func (c Chunk) Release() {
-	if c.release != nil {
-		c.release()
+	if c.giveBack != nil {
+		c.giveBack(c.buf)
 	}
 }
 

@@ -142,7 +142,13 @@ func TestRelease(t *testing.T) {
 	}
 	own.Release() // no-op
 	released := 0
-	c := codec.Lend([]byte{1, 2}, []int64{0, 2}, func() { released++ })
+	buf := []byte{1, 2, 3}
+	c := codec.Lend(buf[:2], []int64{0, 2}, buf, func(b []byte) {
+		if &b[0] != &buf[0] || len(b) != len(buf) {
+			t.Errorf("handed back %v, not the lent buffer", b)
+		}
+		released++
+	})
 	if !c.Lent() || !bytes.Equal(c.Data, []byte{1, 2}) || len(c.Offsets) != 2 {
 		t.Fatalf("lent chunk %+v", c)
 	}

@@ -553,8 +553,7 @@ func (c *Chain) decode(encoded []byte, varBytes int64) (ch Chunk, err error) {
 		moved(ch.Data)
 	}
 	if pooled != nil {
-		buf := pooled
-		ch = codec.Lend(ch.Data, ch.Offsets, func() { bufpool.Put(buf) })
+		ch = codec.Lend(ch.Data, ch.Offsets, pooled, bufpool.Put)
 		pooled = nil
 	}
 	return ch, nil

@@ -33,7 +33,7 @@ func (l *lendingCodecs) Decode(ctx context.Context, spec *ChunkSpec, encoded [][
 	for i, c := range out {
 		n := l.lent
 		l.lent++
-		out[i] = codec.Lend(c.Data, c.Offsets, func() {
+		out[i] = codec.Lend(c.Data, c.Offsets, c.Data, func([]byte) {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			l.releasedTwice = l.releasedTwice || l.releasedByNumber[n]

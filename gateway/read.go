@@ -522,8 +522,10 @@ func recycle(v storesvc.PartialValue, decoded []*chunk) {
 		v.Release()
 		return
 	}
-	val := v // only this path keeps the value past the call
-	refs := bufpool.NewRefs(len(users), val.Release)
+	// v.Release once the last user is done: a pooled value's buffer is
+	// bufpool's, put back by the count itself (one allocation, not three:
+	// the value moved to the heap, a method value, the count).
+	refs := bufpool.NewBufRefs(len(users), v.Data)
 	for _, c := range users {
 		c.release = refs.Release
 	}

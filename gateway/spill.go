@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/bits"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -269,4 +272,258 @@ func staleSpill(p string, e fs.DirEntry) bool {
 func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// spillUntil spills units held in memory, those of the least complete
+// objects first (the others will complete soonest), until the data held
+// is at most target; it reports whether it spilled any.
+func (w *slabWriter) spillUntil(target int64) (bool, error) {
+	if w.held.Load() <= target {
+		return false, nil
+	}
+	var objs []*pendingObject
+	for _, o := range w.objects {
+		if o.inMemory > 0 {
+			objs = append(objs, o)
+		}
+	}
+	sort.Slice(objs, func(i, j int) bool {
+		fi, fj := float64(objs[i].got)/float64(objs[i].need), float64(objs[j].got)/float64(objs[j].need)
+		if fi != fj {
+			return fi < fj
+		}
+		return objs[i].idx < objs[j].idx
+	})
+	spilled := false
+	for _, o := range objs {
+		if w.held.Load() <= target {
+			break
+		}
+		idxs := make([]int, 0, len(o.units))
+		for i, u := range o.units {
+			if u.inMemory() {
+				idxs = append(idxs, i)
+			}
+		}
+		slices.Sort(idxs)
+		for _, i := range idxs {
+			if err := w.spillUnit(o, o.units[i]); err != nil {
+				return spilled, err
+			}
+			spilled = true
+			if w.held.Load() <= target {
+				break
+			}
+		}
+	}
+	return spilled, nil
+}
+
+// openSpill creates the call's spill log on first use, with its write
+// buffer and the scratch buffer pieces are gathered in.
+func (w *slabWriter) openSpill() error {
+	if w.spill != nil {
+		return nil
+	}
+	words := max(spillRecordBytes, w.l.elem+7) / 8
+	// The spill's own buffers are reserved waiting (they are small and
+	// taken once per call): spilling is what frees memory.
+	res, err := w.g.cfg.Budget.Acquire(w.ctx, spillBufBytes+int64(words)*8, fmt.Sprintf("write %q: the spill buffers", w.path))
+	if err != nil {
+		return err
+	}
+	limit := w.g.cfg.MaxSlabBytes
+	s, err := openSpill(w.g.cfg.SpillDir, limit, res)
+	if err != nil {
+		res.Release()
+		return err
+	}
+	w.spill = s
+	w.scratch = make([]uint64, words)
+	return nil
+}
+
+// spillUnit writes a unit held in memory to the spill log as an image
+// (its bitmap and the elements received, packed) and drops its buffers.
+func (w *slabWriter) spillUnit(o *pendingObject, u *pendingUnit) error {
+	if err := w.openSpill(); err != nil {
+		return err
+	}
+	s := w.spill
+	e := int64(w.l.elem)
+	var k, vbytes int64
+	for _, word := range u.seen {
+		k += int64(bits.OnesCount64(word))
+	}
+	size := int64(len(u.seen)) * 8
+	if e > 0 {
+		size += k * e
+	} else {
+		eachSet(u.seen, func(i, j int64) {
+			for ; i < j; i++ {
+				vbytes += int64(len(u.vals[i]))
+			}
+		})
+		size += (k+1)*8 + vbytes
+	}
+	off, err := s.begin(-1, recImage, size)
+	if err != nil {
+		return err
+	}
+	if err := s.write(asBytes(u.seen)); err != nil {
+		return err
+	}
+	if e > 0 {
+		err = eachSetErr(u.seen, func(i, j int64) error { return s.write(u.data[i*e : j*e]) })
+	} else {
+		offs := asInt64s(asBytes(w.scratch))
+		offs[0] = 0
+		n, pos := 1, int64(0)
+		err = eachSetErr(u.seen, func(i, j int64) error {
+			for ; i < j; i++ {
+				pos += int64(len(u.vals[i]))
+				offs[n] = pos
+				if n++; n == len(offs) {
+					if err := s.writeInt64s(offs); err != nil {
+						return err
+					}
+					n = 0
+				}
+			}
+			return nil
+		})
+		if err == nil {
+			err = s.writeInt64s(offs[:n])
+		}
+		if err == nil {
+			err = eachSetErr(u.seen, func(i, j int64) error {
+				for ; i < j; i++ {
+					if err := s.write(u.vals[i]); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
+	}
+	if err != nil {
+		return err
+	}
+	u.image = off
+	o.spilled = true
+	o.inMemory--
+	w.unhold(u.bytes)
+	u.bytes, u.seen, u.data, u.vals = 0, nil, nil, nil
+	return nil
+}
+
+// logPiece appends the part of block b inside a spilled unit (the box
+// count at src in the block, dst in the unit) to the spill log, cut into
+// records a small scratch buffer can read back.
+func (w *slabWriter) logPiece(o *pendingObject, u *pendingUnit, dst, src view, count []int64, b Block) error {
+	if err := w.openSpill(); err != nil {
+		return err
+	}
+	s := w.spill
+	e := int64(w.l.elem)
+	nd := len(count)
+	maxElems := int64(spillVarElems)
+	if e > 0 {
+		maxElems = int64(len(w.scratch)*8) / e
+	}
+	hdr := make([]int64, 3*nd)
+	d2 := view{shape: dst.shape, start: make([]int64, nd), step: dst.step}
+	s2 := view{shape: src.shape, start: make([]int64, nd), step: src.step}
+	return splitBox(count, maxElems, func(at, cnt []int64) error {
+		for d := range nd {
+			d2.start[d] = dst.start[d] + at[d]*dst.step[d]
+			s2.start[d] = src.start[d] + at[d]*src.step[d]
+			hdr[3*d], hdr[3*d+1], hdr[3*d+2] = d2.start[d], d2.step[d], cnt[d]
+		}
+		n := product(cnt)
+		var off int64
+		var err error
+		if e > 0 {
+			data := asBytes(w.scratch)[:n*e]
+			copyBox(data, dense(cnt, make([]int64, nd)), b.Data, s2, cnt, int(e))
+			if off, err = s.begin(u.pieces, recPiece, int64(24*nd)+n*e); err != nil {
+				return err
+			}
+			if err := s.writeInt64s(hdr); err != nil {
+				return err
+			}
+			if err := s.write(data); err != nil {
+				return err
+			}
+		} else {
+			offs := asInt64s(asBytes(w.scratch))[:n+1]
+			k := 0
+			offs[0] = 0
+			eachIndex(s2, cnt, func(i int64) {
+				offs[k+1] = offs[k] + b.Offsets[i+1] - b.Offsets[i]
+				k++
+			})
+			if off, err = s.begin(u.pieces, recPiece, int64(24*nd)+(n+1)*8+offs[n]); err != nil {
+				return err
+			}
+			if err := s.writeInt64s(hdr); err != nil {
+				return err
+			}
+			if err := s.writeInt64s(offs); err != nil {
+				return err
+			}
+			eachIndex(s2, cnt, func(i int64) {
+				if err == nil {
+					err = s.write(b.Data[b.Offsets[i]:b.Offsets[i+1]])
+				}
+			})
+			if err != nil {
+				return err
+			}
+		}
+		u.pieces = off
+		o.spilled = true
+		return nil
+	})
+}
+
+// splitBox cuts a box of the given count into boxes of at most maxElems
+// elements (at least one), cut along the outer dimensions first, and calls
+// fn with each one's offset and count (reused between calls).
+func splitBox(count []int64, maxElems int64, fn func(at, cnt []int64) error) error {
+	nd := len(count)
+	at, cnt := make([]int64, nd), clone(count)
+	if product(count) <= maxElems {
+		return fn(at, cnt)
+	}
+	// d: the outermost dimension whose inner slices fit; it is cut into
+	// k slices at a time, the dimensions before it one at a time.
+	d, inner := nd-1, int64(1)
+	for d >= 0 && inner*count[d] <= maxElems {
+		inner *= count[d]
+		d--
+	}
+	k := max(1, maxElems/inner)
+	for i := range d {
+		cnt[i] = 1
+	}
+	for {
+		for j := int64(0); j < count[d]; j += k {
+			at[d], cnt[d] = j, min(k, count[d]-j)
+			if err := fn(at, cnt); err != nil {
+				return err
+			}
+		}
+		i := d - 1
+		for ; i >= 0; i-- {
+			at[i]++
+			if at[i] < count[i] {
+				break
+			}
+			at[i] = 0
+		}
+		if i < 0 {
+			return nil
+		}
+	}
 }

@@ -84,6 +84,7 @@ func class(n int) int {
 type Refs struct {
 	n    atomic.Int32
 	free func()
+	buf  []byte // put back after free, if set
 }
 
 // NewRefs returns a count of n holders; free (may be nil) runs when it
@@ -94,13 +95,27 @@ func NewRefs(n int, free func()) *Refs {
 	return r
 }
 
+// NewBufRefs returns a count of n holders of buf, a buffer from this
+// pool, which is put back when the count drops to zero: NewRefs with a
+// free function, without the allocation of a closure over buf.
+func NewBufRefs(n int, buf []byte) *Refs {
+	r := &Refs{buf: buf}
+	r.n.Store(int32(n))
+	return r
+}
+
 // Hold adds a holder.
 func (r *Refs) Hold() { r.n.Add(1) }
 
 // Release drops a holder, freeing after the last.
 func (r *Refs) Release() {
-	if r.n.Add(-1) == 0 && r.free != nil {
-		r.free()
+	if r.n.Add(-1) == 0 {
+		if r.free != nil {
+			r.free()
+		}
+		if r.buf != nil {
+			Put(r.buf)
+		}
 	}
 }
 

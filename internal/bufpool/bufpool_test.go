@@ -70,3 +70,19 @@ func TestCheckDoublePuts(t *testing.T) {
 	}()
 	Put(b)
 }
+
+// TestBufRefs: the buffer goes back to the pool after the last holder,
+// once: a further Put of it is a double put.
+func TestBufRefs(t *testing.T) {
+	CheckDoublePuts()
+	b := Get(64 << 10)
+	r := NewBufRefs(2, b)
+	r.Release()
+	r.Release()
+	defer func() {
+		if recover() == nil {
+			t.Fatal("the buffer was not put back after the last holder")
+		}
+	}()
+	Put(b)
+}
