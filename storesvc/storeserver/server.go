@@ -135,8 +135,11 @@ func (p *partSender) add(index uint32, v storesvc.PartialValue) error {
 	}
 	var h *bufpool.Refs
 	if v.Pooled() {
-		val := v // only pooled values are kept past the call
-		h = bufpool.NewRefs(1, val.Release)
+		// v.Release once the last response holding a piece is written: a
+		// pooled value's buffer is bufpool's, put back by the count itself
+		// (one allocation: not the value moved to the heap and a method
+		// value besides).
+		h = bufpool.NewBufRefs(1, v.Data)
 		defer h.Release()
 	}
 	data, gen := v.Data, v.Generation
