@@ -103,6 +103,9 @@ rules:
   - principals: [user:gina]           # the chunks, not the node
     permissions: [write]
     prefixes: [data/arr/c]
+  - principals: [user:hal]            # the root group's document, not the hierarchy
+    permissions: [read]
+    prefixes: [zarr.json, data/.zmetadata]
 `
 
 // syncBuffer is an audit log destination the test reads.
@@ -653,6 +656,34 @@ func TestListingFilters(t *testing.T) {
 	if _, err := drain(ar.ReadSlab(ctx, &gatewayv1.ReadSlabRequest{Path: "data/arr"})); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestConsolidatedMetadata: a group's metadata documents may carry the
+// metadata of everything below it (zarr.json's consolidated_metadata,
+// .zmetadata, NCZarr's lists of children), so reading one needs read on
+// the whole group: a grant on the document's key alone does not do.
+// (Denied, not filtered: the documents are served as stored bytes, with
+// their generation, and ranged reads of them must stay consistent.)
+func TestConsolidatedMetadata(t *testing.T) {
+	e := newEnv(t, "gateway")
+	st := storev1.NewStoreServiceClient(e.conn)
+	ar := gatewayv1.NewArrayServiceClient(e.conn)
+	doc := `{"zarr_format":3,"node_type":"group","attributes":{},"consolidated_metadata":{"kind":"inline","must_understand":false,"metadata":{"other/arr":{"zarr_format":3,"node_type":"group"}}}}`
+	code(t, set(as("root;ops"), st, "zarr.json", doc), codes.OK)
+	code(t, set(as("root;ops"), st, "data/.zmetadata", `{"zarr_consolidated_format":1,"metadata":{}}`), codes.OK)
+	for _, k := range []string{"zarr.json", "data/.zmetadata"} {
+		_, err := drain(st.Get(as("hal"), &storev1.GetRequest{Key: k}))
+		code(t, err, codes.PermissionDenied)
+		_, err = drain(st.GetPartialValues(as("hal"), &storev1.GetPartialValuesRequest{Ranges: []*storev1.KeyRange{{Key: k}}}))
+		code(t, err, codes.PermissionDenied)
+	}
+	_, err := ar.GetNode(as("hal"), &gatewayv1.GetNodeRequest{Path: ""})
+	code(t, err, codes.PermissionDenied)
+	// With read on the group, the document is readable.
+	_, err = drain(st.Get(as("root;ops"), &storev1.GetRequest{Key: "zarr.json"}))
+	code(t, err, codes.OK)
+	_, err = drain(st.Get(as(alice), &storev1.GetRequest{Key: "data/.zmetadata"}))
+	code(t, err, codes.OK)
 }
 
 // TestBatchAllOrNothing: GetPartialValues and EraseValues mixing keys the
