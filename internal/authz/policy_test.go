@@ -73,7 +73,7 @@ rules:
 		{bob, Read | Write | Delete | Admin, "", true}, // admin implies everything
 		{bob, Delete, "any/key", true},
 		{auth.Principal{Name: "alice", Method: "token"}, Delete, "climate/t2m", false}, // not in the group
-		{auth.Principal{}, Read, "public", true},                                        // no name: anonymous
+		{auth.Principal{}, Read, "public", true},                                       // no name: anonymous
 		{auth.Principal{}, Read, "shared", false},
 	}
 	for _, c := range cases {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -59,9 +60,9 @@ const (
 	classOpen // no permission needed
 )
 
-// Methods lists every guarded method and its class; a guarded service's
+// methods lists every guarded method and its class; a guarded service's
 // method missing here is refused (fail closed).
-var Methods = map[string]class{
+var methods = map[string]class{
 	storev1.StoreService_GetCapabilities_FullMethodName:  classOpen,
 	storev1.StoreService_Get_FullMethodName:              classRead,
 	storev1.StoreService_GetPartialValues_FullMethodName: classRead,
@@ -91,6 +92,14 @@ var Methods = map[string]class{
 }
 
 var guardedServices = []string{"/zarrgate.store.v1.StoreService/", "/zarrgate.gateway.v1.ArrayService/", "/zarrgate.codec.v1.CodecService/"}
+
+// HasRule reports whether the interceptors know fullMethod
+// ("/package.Service/Method") of a guarded service; those they do not
+// know are refused.
+func HasRule(fullMethod string) bool {
+	_, ok := methods[fullMethod]
+	return ok
+}
 
 func guarded(method string) bool {
 	for _, s := range guardedServices {
@@ -364,7 +373,7 @@ func (c Config) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 		return handler(ctx, req)
 	}
 	p := principal(ctx)
-	cl, known := Methods[info.FullMethod]
+	cl, known := methods[info.FullMethod]
 	if !known {
 		err := grpcerr.ToStatus(errs.New(errs.PermissionDenied, "%s: no authorization rule for this method: refused", info.FullMethod))
 		c.audit(ctx, p, info.FullMethod, classWrite, need{}, true, err)
@@ -399,7 +408,7 @@ func (c Config) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 	}
 	ctx := ss.Context()
 	p := principal(ctx)
-	cl, known := Methods[info.FullMethod]
+	cl, known := methods[info.FullMethod]
 	if !known {
 		err := grpcerr.ToStatus(errs.New(errs.PermissionDenied, "%s: no authorization rule for this method: refused", info.FullMethod))
 		c.audit(ctx, p, info.FullMethod, classWrite, need{}, true, err)
@@ -437,9 +446,10 @@ type stream struct {
 	p      auth.Principal
 	method string
 
+	allowed atomic.Bool // the first message was received and allowed
+
 	mu      sync.Mutex
 	first   bool // the first message was received and decided
-	allowed bool
 	n       need
 	refusal error
 }
@@ -469,15 +479,12 @@ func (s *stream) RecvMsg(m any) error {
 		s.refusal = grpcerr.ToStatus(err)
 		return s.refusal
 	}
-	s.allowed = true
+	s.allowed.Store(true)
 	return nil
 }
 
 func (s *stream) SendMsg(m any) error {
-	s.mu.Lock()
-	allowed := s.allowed
-	s.mu.Unlock()
-	if !allowed {
+	if !s.allowed.Load() {
 		return status.Errorf(codes.PermissionDenied, "%s: response before the request was authorized: refused", short(s.method))
 	}
 	if s.pol == nil {
