@@ -462,7 +462,10 @@ func (s *stream) RecvMsg(m any) error {
 		if refused != nil {
 			return refused
 		}
-		return s.ServerStream.RecvMsg(m)
+		if err := s.ServerStream.RecvMsg(m); err != nil {
+			return err
+		}
+		return retarget(m)
 	}
 	s.mu.Unlock()
 	if err := s.ServerStream.RecvMsg(m); err != nil {
@@ -480,6 +483,25 @@ func (s *stream) RecvMsg(m any) error {
 		return s.refusal
 	}
 	s.allowed.Store(true)
+	return nil
+}
+
+// retarget refuses a later message of a stream that would name another
+// key or path than the first one, which was checked: the handlers refuse
+// them too, but what was authorized must not depend on it.
+func retarget(m any) error {
+	var again bool
+	switch r := m.(type) {
+	case *storev1.SetRequest:
+		again = r.GetHeader() != nil
+	case *gatewayv1.WriteSlabRequest:
+		again = r.GetHeader() != nil
+	case *gatewayv1.ReadSlabSharedRequest:
+		again = r.GetRead() != nil
+	}
+	if again {
+		return status.Error(codes.InvalidArgument, "only the first message of the stream may name what it reads or writes")
+	}
 	return nil
 }
 

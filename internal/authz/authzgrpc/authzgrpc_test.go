@@ -849,3 +849,29 @@ func TestNoPolicyAuditOnly(t *testing.T) {
 		t.Fatalf("records %v", recs)
 	}
 }
+
+// TestSecondHeader: a stream's later message cannot name another key than
+// the first, checked one (bob may write other/, not data/).
+func TestSecondHeader(t *testing.T) {
+	e := newEnv(t, "gateway")
+	before := e.snapshot(t)
+	s, err := storev1.NewStoreServiceClient(e.conn).Set(as(bob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Send(&storev1.SetRequest{Header: &storev1.SetHeader{Key: "other/new"}, Data: []byte("a")})
+	s.Send(&storev1.SetRequest{Header: &storev1.SetHeader{Key: "data/new"}, Data: []byte("b")})
+	_, err = s.CloseAndRecv()
+	code(t, err, codes.InvalidArgument)
+	w, err := gatewayv1.NewArrayServiceClient(e.conn).WriteSlab(as(bob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Send(&gatewayv1.WriteSlabRequest{Message: &gatewayv1.WriteSlabRequest_Header{Header: &gatewayv1.WriteSlabHeader{Path: "other/arr"}}})
+	w.Send(&gatewayv1.WriteSlabRequest{Message: &gatewayv1.WriteSlabRequest_Header{Header: &gatewayv1.WriteSlabHeader{Path: "data/arr"}}})
+	_, err = w.CloseAndRecv()
+	code(t, err, codes.InvalidArgument)
+	if after := e.snapshot(t); !maps(before, after) {
+		t.Errorf("the store changed:\nbefore %v\nafter  %v", before, after)
+	}
+}
