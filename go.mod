@@ -17,6 +17,7 @@ require (
 	github.com/rs/zerolog v1.28.0
 	github.com/ulikunitz/xz v0.5.17
 	github.com/x448/float16 v0.8.4
+	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/term v0.47.0

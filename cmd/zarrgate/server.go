@@ -116,6 +116,7 @@ func openServedStore(ctx context.Context, logger *slog.Logger, root string, read
 type serverFlags struct {
 	listen, logLevel            *string
 	streamTimeout, unaryTimeout *time.Duration
+	authz                       authzFlags
 }
 
 func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
@@ -124,11 +125,13 @@ func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
 		logLevel:      fs.String("log-level", "info", "log level: debug, info, warn, error"),
 		streamTimeout: fs.Duration("default-timeout", rpc.DefaultStreamTimeout, "deadline of streaming calls (reads, writes, lists) whose client set none; 0: none"),
 		unaryTimeout:  fs.Duration("default-unary-timeout", rpc.DefaultUnaryTimeout, "deadline of unary calls (metadata, erase) whose client set none; 0: none"),
+		authz:         addAuthzFlags(fs),
 	}
 }
 
 // logger is the command's logger, at --log-level.
 func (f serverFlags) logger(stderr io.Writer) (*slog.Logger, error) {
+	*f.authz.stderr = stderr
 	return newLogger(stderr, *f.logLevel)
 }
 
@@ -148,11 +151,16 @@ func (f serverFlags) serveWith(ctx context.Context, logger *slog.Logger, msg str
 	if *f.streamTimeout < 0 || *f.unaryTimeout < 0 {
 		return usageError{errors.New("--default-timeout and --default-unary-timeout must not be negative")}
 	}
+	extra, release, err := f.authz.serverOptions(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer release()
 	lis, addr, err := listen(*f.listen)
 	if err != nil {
 		return err
 	}
-	srv := rpc.NewServer(logger)
+	srv := rpc.NewServer(logger, extra...)
 	srv.SetDefaultTimeouts(*f.streamTimeout, *f.unaryTimeout)
 	register(srv)
 	srv.Health.SetServingStatus("", grpc_health_v1.HealthCheckResponse_SERVING)

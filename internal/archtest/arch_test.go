@@ -23,13 +23,13 @@ var floors = [][]string{
 	// 3: what implements them without a transport: store backends, pure
 	// codec implementations, and the array engine.
 	{"storesvc/file", "storesvc/memory", "storesvc/s3", "storesvc/s3/s3test", "storesvc/zip", "storesvc/storeurl",
-		"codecsvc/blosc", "gateway"},
+		"codecsvc/blosc", "gateway", "internal/authz"},
 	// 4: the transport: generated stubs, the wire codec, gRPC servers and
 	// remote clients of each service, and the codec service (codecs and
 	// their server in one package).
 	{"gen/zarrgate/codec/v1", "gen/zarrgate/gateway/v1", "gen/zarrgate/store/v1", "internal/wire", "internal/grpcerr",
 		"internal/rpc", "storesvc/internal/storeproto", "storesvc/storeserver", "storesvc/remote",
-		"codecsvc", "codecsvc/remote", "gateway/arrayserver"},
+		"codecsvc", "codecsvc/remote", "gateway/arrayserver", "internal/authz/authzgrpc"},
 	// 5: the Go client of the wire API.
 	{"client"},
 	// 6: wiring and the tests that drive the binary.
