@@ -60,7 +60,7 @@ func (t *Tier) DialOptions() []grpc.DialOption {
 	opts := []grpc.DialOption{grpc.WithChainUnaryInterceptor(t.unary), grpc.WithChainStreamInterceptor(t.stream)}
 	if t.TLS != nil {
 		t.handshakes = &lastErr{}
-		creds := &handshakeErrors{TransportCredentials: credentials.NewTLS(t.TLS), lastErr: t.handshakes}
+		creds := &handshakeErrors{TransportCredentials: credentials.NewTLS(t.TLS), lastErr: t.handshakes, serverName: t.TLS.ServerName}
 		opts = append(opts, grpc.WithTransportCredentials(creds))
 	}
 	return opts

@@ -3,8 +3,10 @@ package rpc
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -42,7 +44,8 @@ func IsLoopback(addr net.Addr) bool {
 // down).
 type handshakeErrors struct {
 	credentials.TransportCredentials
-	*lastErr // shared by clones
+	*lastErr          // shared by clones
+	serverName string // the name workers' certificates hold, if not the address's
 }
 
 type lastErr struct {
@@ -52,19 +55,48 @@ type lastErr struct {
 }
 
 func (h *handshakeErrors) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	if h.serverName != "" {
+		authority = h.serverName
+	}
 	c, info, err := h.TransportCredentials.ClientHandshake(ctx, authority, raw)
-	h.mu.Lock()
+	h.set(err)
 	if err != nil {
-		h.err, h.when = err, time.Now()
-	} else {
-		h.err = nil
+		return c, info, err
+	}
+	// With TLS 1.3 the client's handshake is over before the server
+	// checks the client's certificate: a refusal comes as an alert on the
+	// first read.
+	return &alertConn{Conn: c, lastErr: h.lastErr}, info, nil
+}
+
+func (h *lastErr) set(err error) {
+	h.mu.Lock()
+	h.err = err
+	if err != nil {
+		h.when = time.Now()
 	}
 	h.mu.Unlock()
-	return c, info, err
+}
+
+// alertConn records a TLS alert the server sends (such as "certificate
+// required" or "bad certificate") as the tier's last handshake error.
+type alertConn struct {
+	net.Conn
+	*lastErr
+	seen atomic.Bool
+}
+
+func (c *alertConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	var op *net.OpError
+	if err != nil && errors.As(err, &op) && op.Op == "remote error" && !c.seen.Swap(true) {
+		c.set(err)
+	}
+	return n, err
 }
 
 func (h *handshakeErrors) Clone() credentials.TransportCredentials {
-	return &handshakeErrors{TransportCredentials: h.TransportCredentials.Clone(), lastErr: h.lastErr}
+	return &handshakeErrors{TransportCredentials: h.TransportCredentials.Clone(), lastErr: h.lastErr, serverName: h.serverName}
 }
 
 // last returns the last handshake's error if it failed after since.
