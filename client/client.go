@@ -28,6 +28,7 @@ import (
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/tlsconf"
 	"github.com/zarrgate/zarrgate/internal/wire"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/remote"
@@ -48,8 +49,24 @@ type options struct {
 type Option func(*options)
 
 // WithTLS connects with TLS (the default is plaintext, for loopback and
-// trusted networks).
+// trusted networks). LoadTLS makes cfg from PEM files: the CA bundle the
+// server's certificate verifies against, and for servers that require
+// client certificates (mTLS), the client's own.
 func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
+
+// LoadTLS returns the TLS configuration that verifies the server against
+// the PEM CA bundle caFile (the system's roots when empty) and, with
+// certFile and keyFile, presents that PEM certificate and key to servers
+// requiring client certificates; they are read again when the files
+// change, so a long-lived client follows their rotation. TLS 1.2 is the
+// oldest version accepted.
+func LoadTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	cfg, err := tlsconf.Client(caFile, certFile, keyFile, "", nil)
+	if err != nil {
+		return nil, errs.Wrap(errs.InvalidArgument, err, "TLS files")
+	}
+	return cfg, nil
+}
 
 // WithRetries sets how often unary calls other than creations are retried
 // when the server is unavailable (default 4), and the first backoff

@@ -17,11 +17,12 @@ import (
 )
 
 // openLocation opens a store named on the command line: grpc://HOST:PORT
-// for a zarrgate server's store, anything else as a local store URL or
-// path.
-func openLocation(ctx context.Context, loc string) (storesvc.Store, func(), error) {
+// for a zarrgate server's store (dialled with opts: --tls-ca and the
+// other TLS flags apply to both sides), anything else as a local store
+// URL or path.
+func openLocation(ctx context.Context, loc string, opts ...client.Option) (storesvc.Store, func(), error) {
 	if addr, ok := strings.CutPrefix(loc, "grpc://"); ok {
-		c, err := client.Dial(ctx, strings.TrimSuffix(addr, "/"))
+		c, err := client.Dial(ctx, strings.TrimSuffix(addr, "/"), opts...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -52,6 +53,7 @@ func runCp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	prefix := fs.String("prefix", "", "copy only the keys under this path (a group or array and everything below it)")
 	record := fs.String("record", "", "file recording which source generation each destination key is a copy of (default: one per SRC and DST under the user cache directory)")
 	timeout := fs.Duration("timeout", 0, "give up after this long (e.g. 10m); 0: no limit")
+	tlsOpts := clientTLSFlags(fs)
 	var pos []string
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
@@ -82,14 +84,18 @@ func runCp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if !*quiet && isTerminal(stderr) {
 		o.progress = stderr
 	}
+	copts, err := tlsOpts()
+	if err != nil {
+		return err
+	}
 	ctx, cancel := withTimeout(ctx, *timeout)
 	defer cancel()
-	src, closeSrc, err := openLocation(ctx, pos[0])
+	src, closeSrc, err := openLocation(ctx, pos[0], copts...)
 	if err != nil {
 		return err
 	}
 	defer closeSrc()
-	dst, closeDst, err := openLocation(ctx, pos[1])
+	dst, closeDst, err := openLocation(ctx, pos[1], copts...)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"net"
 	"strings"
@@ -17,6 +18,7 @@ import (
 type serverOpts struct {
 	addr    *string
 	timeout *time.Duration
+	tls     func() ([]client.Option, error)
 }
 
 // addrFlag adds the --addr and --timeout flags every client command takes.
@@ -24,6 +26,29 @@ func addrFlag(fs *flag.FlagSet) serverOpts {
 	return serverOpts{
 		addr:    fs.String("addr", DefaultListen, "gateway address: host:port (a host alone: port "+defaultPort+"), unix:///path/to.sock or a gRPC target such as dns:///name:port"),
 		timeout: fs.Duration("timeout", 0, "give up after this long (e.g. 30s, 5m); 0: no limit"),
+		tls:     clientTLSFlags(fs),
+	}
+}
+
+// clientTLSFlags adds --tls, --tls-ca, --tls-cert and --tls-key, and
+// returns the client options they make once parsed.
+func clientTLSFlags(fs *flag.FlagSet) func() ([]client.Option, error) {
+	on := fs.Bool("tls", false, "connect with TLS, verifying the server against the system's CA roots (--tls-ca implies --tls; without either: plaintext)")
+	ca := fs.String("tls-ca", "", "connect with TLS, verifying the server's certificate against this PEM CA bundle")
+	cert := fs.String("tls-cert", "", "PEM client certificate for servers that require one (mTLS; with --tls-key)")
+	key := fs.String("tls-key", "", "PEM private key of --tls-cert")
+	return func() ([]client.Option, error) {
+		if (*cert == "") != (*key == "") {
+			return nil, usageError{errors.New("--tls-cert and --tls-key go together")}
+		}
+		if !*on && *ca == "" && *cert == "" {
+			return nil, nil
+		}
+		cfg, err := client.LoadTLS(*ca, *cert, *key)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		return []client.Option{client.WithTLS(cfg)}, nil
 	}
 }
 
@@ -58,8 +83,12 @@ func (c cliClient) Close() error {
 // bounded by --timeout: the deadline goes with every call to the gateway,
 // which stops working on them when it passes.
 func dial(ctx context.Context, o serverOpts) (context.Context, cliClient, error) {
+	opts, err := o.tls()
+	if err != nil {
+		return ctx, cliClient{}, err
+	}
 	ctx, cancel := withTimeout(ctx, *o.timeout)
-	c, err := client.Dial(ctx, withDefaultPort(*o.addr))
+	c, err := client.Dial(ctx, withDefaultPort(*o.addr), opts...)
 	if err != nil {
 		cancel()
 		return ctx, cliClient{}, err

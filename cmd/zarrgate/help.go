@@ -21,7 +21,7 @@ var commandHelp = map[string]struct{ synopsis, details string }{
 	"rm":      {"[flags] KEY", ""},
 	"mkarray": {"[flags] --shape N[,N...] PATH", ""},
 	"mkgroup": {"[flags] PATH", ""},
-	"cp":      {"[flags] SRC DST", "SRC and DST are each grpc://HOST:PORT (a zarrgate server), a store URL or a directory."},
+	"cp":      {"[flags] SRC DST", "SRC and DST are each grpc://HOST:PORT (a zarrgate server; --tls-ca and the other TLS flags apply to it), a store URL or a directory."},
 }
 
 func usage(w io.Writer) {

@@ -117,16 +117,22 @@ type serverFlags struct {
 	listen, logLevel            *string
 	streamTimeout, unaryTimeout *time.Duration
 	authz                       authzFlags
+	tls                         listenTLSFlags
 }
 
 func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
-	return serverFlags{
+	f := serverFlags{
 		listen:        fs.String("listen", defListen, "address to listen on: host:port (port 0 picks a free one), or unix:///path/to.sock for clients on this host (access by file permissions, no port)"),
 		logLevel:      fs.String("log-level", "info", "log level: debug, info, warn, error"),
 		streamTimeout: fs.Duration("default-timeout", rpc.DefaultStreamTimeout, "deadline of streaming calls (reads, writes, lists) whose client set none; 0: none"),
 		unaryTimeout:  fs.Duration("default-unary-timeout", rpc.DefaultUnaryTimeout, "deadline of unary calls (metadata, erase) whose client set none; 0: none"),
 		authz:         addAuthzFlags(fs),
+		tls:           addListenTLSFlags(fs),
 	}
+	// Refuse a plaintext non-loopback --listen before opening stores or
+	// waiting for workers (serveWith checks the listener itself again).
+	afterParse(fs, func() error { return f.tls.checkPlaintext(*f.listen) })
+	return f
 }
 
 // logger is the command's logger, at --log-level.
@@ -160,11 +166,16 @@ func (f serverFlags) serveWith(ctx context.Context, logger *slog.Logger, msg str
 	if err != nil {
 		return err
 	}
-	srv := rpc.NewServer(logger, extra...)
+	tlsOpts, tlsAttrs, err := f.tls.serverOptions(logger, lis)
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	srv := rpc.NewServer(logger, append(tlsOpts, extra...)...)
 	srv.SetDefaultTimeouts(*f.streamTimeout, *f.unaryTimeout)
 	register(srv)
 	srv.Health.SetServingStatus("", grpc_health_v1.HealthCheckResponse_SERVING)
-	logger.Info(msg, append([]any{"addr", addr}, attrs...)...)
+	logger.Info(msg, append(append([]any{"addr", addr}, tlsAttrs...), attrs...)...)
 	return serveUntilDone(ctx, logger, srv, lis)
 }
 

@@ -84,6 +84,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	tierWait := fs.Duration("tier-wait", rpc.DefaultTierWait, "how long a call waits for a ready store or codec worker when a tier has none, before it fails with UNAVAILABLE")
 	sf := addServerFlags(fs, DefaultListen)
 	gcfg := gatewayFlags(fs)
+	peerTLS := peerTLSFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -97,7 +98,11 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	storeTier := &rpc.Tier{Name: "store", Target: *storeTarget, Wait: *tierWait, Logger: logger}
+	peer, err := peerTLS(logger)
+	if err != nil {
+		return err
+	}
+	storeTier := &rpc.Tier{Name: "store", Target: *storeTarget, Wait: *tierWait, Logger: logger, TLS: peer}
 	scc, err := rpc.DialWorkers(*storeTarget, storeTier.DialOptions()...)
 	if err != nil {
 		return fmt.Errorf("--store %s: %w", *storeTarget, err)
@@ -110,7 +115,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	cfg, lim := gcfg(logger)
 	var codecs codec.Engine = codecsvc.NewLocalLimits(lim)
 	if *codecTarget != "" {
-		codecTier := &rpc.Tier{Name: "codec", Target: *codecTarget, Wait: *tierWait, Logger: logger}
+		codecTier := &rpc.Tier{Name: "codec", Target: *codecTarget, Wait: *tierWait, Logger: logger, TLS: peer}
 		ccc, err := rpc.DialWorkers(*codecTarget, codecTier.DialOptions()...)
 		if err != nil {
 			return fmt.Errorf("--codec %s: %w", *codecTarget, err)
@@ -122,7 +127,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	return sf.serveWith(ctx, logger, "zarrgate gateway serving", func(srv *rpc.Server) {
 		arrayserver.NewServer(gateway.New(store, codecs, cfg)).Register(srv)
-	}, "store", *storeTarget, "codec", *codecTarget, "tier_wait", *tierWait)
+	}, "store", *storeTarget, "codec", *codecTarget, "tier_wait", *tierWait, "peer_tls", peer != nil)
 }
 
 // connectStore asks the store tier for its capabilities, which the gateway

@@ -66,7 +66,9 @@ func DialWorkers(target string, extra ...grpc.DialOption) (*grpc.ClientConn, err
 		var addrs []resolver.Address
 		for _, a := range strings.Split(target, ",") {
 			if a = strings.TrimSpace(a); a != "" {
-				addrs = append(addrs, resolver.Address{Addr: a})
+				// The address is also the name a worker's TLS certificate
+				// must hold (the target's own name is made up).
+				addrs = append(addrs, resolver.Address{Addr: a, ServerName: a})
 			}
 		}
 		r := manual.NewBuilderWithScheme(fmt.Sprintf("zarrgate-workers-%d", manualSeq.Add(1)))

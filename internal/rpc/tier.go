@@ -2,6 +2,8 @@ package rpc
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 )
 
@@ -31,6 +34,14 @@ type Tier struct {
 	Name, Target string
 	Wait         time.Duration
 	Logger       *slog.Logger
+	// TLS, when set, is the configuration the tier's workers are dialled
+	// with (tlsconf.Client: the CA their certificates must verify
+	// against, the certificate presented to them); nil dials plaintext.
+	// A call failing for want of a ready worker names the last failed
+	// handshake.
+	TLS *tls.Config
+
+	handshakes *lastErr
 
 	once sync.Once
 	mu   sync.Mutex
@@ -46,7 +57,13 @@ type Tier struct {
 // DialOptions are the options that install the guard on a connection,
 // for DialWorkers.
 func (t *Tier) DialOptions() []grpc.DialOption {
-	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(t.unary), grpc.WithChainStreamInterceptor(t.stream)}
+	opts := []grpc.DialOption{grpc.WithChainUnaryInterceptor(t.unary), grpc.WithChainStreamInterceptor(t.stream)}
+	if t.TLS != nil {
+		t.handshakes = &lastErr{}
+		creds := &handshakeErrors{TransportCredentials: credentials.NewTLS(t.TLS), lastErr: t.handshakes, serverName: t.TLS.ServerName}
+		opts = append(opts, grpc.WithTransportCredentials(creds))
+	}
+	return opts
 }
 
 func (t *Tier) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -146,10 +163,19 @@ func (t *Tier) fail(ctx context.Context) error {
 		n, t.failed, t.warned = t.failed, 0, time.Now()
 		down = time.Since(t.downSince).Round(time.Millisecond)
 	}
+	since := t.downSince
 	t.mu.Unlock()
-	if n > 0 {
-		t.Logger.WarnContext(ctx, "no ready worker: failing calls", "tier", t.Name, "target", t.Target,
-			"wait", t.Wait, "down_for", down, "failed_calls", n)
+	why := ""
+	hsErr := t.handshakes.last(since.Add(-t.Wait))
+	if hsErr != nil {
+		why = fmt.Sprintf(": TLS handshake with a worker failed: %v", hsErr)
 	}
-	return status.Errorf(codes.Unavailable, "no ready %s worker at %s after %v", t.Name, t.Target, t.Wait)
+	if n > 0 {
+		attrs := []any{"tier", t.Name, "target", t.Target, "wait", t.Wait, "down_for", down, "failed_calls", n}
+		if hsErr != nil {
+			attrs = append(attrs, "tls_error", hsErr)
+		}
+		t.Logger.WarnContext(ctx, "no ready worker: failing calls", attrs...)
+	}
+	return status.Errorf(codes.Unavailable, "no ready %s worker at %s after %v%s", t.Name, t.Target, t.Wait, why)
 }

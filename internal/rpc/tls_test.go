@@ -1,0 +1,131 @@
+package rpc_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/zarrgate/zarrgate/internal/rpc"
+	"github.com/zarrgate/zarrgate/internal/testcerts"
+	"github.com/zarrgate/zarrgate/internal/tlsconf"
+)
+
+// startTLSWorker serves the health service with TLS from the files,
+// requiring client certificates of clientCA, as `zarrgate store-worker
+// --tls-cert --tls-key --client-ca` does.
+func startTLSWorker(t *testing.T, certFile, keyFile, clientCA string) string {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg, err := tlsconf.Server(certFile, keyFile, clientCA, logger, "h2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := rpc.NewServer(logger, rpc.ServerTLS(cfg))
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
+
+// TestTierPeerMTLS: a gateway's tier dials its workers with mTLS: a worker
+// whose certificate verifies against the peer CA is used; one presenting a
+// certificate of another CA, or for another name, is refused, and so is
+// the gateway by a worker when it presents no certificate of the workers'
+// client CA: the calls fail with Unavailable naming the tier and the TLS
+// failure, within the tier's wait.
+func TestTierPeerMTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, "peer CA")
+	caFile := ca.WriteCA(t, dir, "ca.pem")
+	wCert, wKey := ca.Issue(t, testcerts.Server("127.0.0.1")).WriteAs(t, dir, "worker.pem", "worker-key.pem")
+	gCert, gKey := ca.Issue(t, testcerts.Client("gateway")).WriteAs(t, dir, "gw.pem", "gw-key.pem")
+	other := testcerts.NewCA(t, "other CA")
+	oCert, oKey := other.Issue(t, testcerts.Server("127.0.0.1")).WriteAs(t, dir, "rogue.pem", "rogue-key.pem")
+	nCert, nKey := ca.Issue(t, testcerts.Server("worker.elsewhere")).WriteAs(t, dir, "named.pem", "named-key.pem")
+	oClient, oClientKey := other.Issue(t, testcerts.Client("gateway")).WriteAs(t, dir, "ogw.pem", "ogw-key.pem")
+
+	good := startTLSWorker(t, wCert, wKey, caFile)
+	rogue := startTLSWorker(t, oCert, oKey, caFile)
+	misnamed := startTLSWorker(t, nCert, nKey, caFile)
+
+	call := func(target, cert, key, serverName string) error {
+		t.Helper()
+		cfg, err := tlsconf.Client(caFile, cert, key, serverName, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tier := &rpc.Tier{Name: "store", Target: target, Wait: 500 * time.Millisecond,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), TLS: cfg}
+		cc, err := rpc.DialWorkers(target, tier.DialOptions()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err = healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	}
+	if err := call(good, gCert, gKey, ""); err != nil {
+		t.Fatalf("worker with a certificate of the peer CA: %v", err)
+	}
+	if err := call(misnamed, gCert, gKey, "worker.elsewhere"); err != nil {
+		t.Fatalf("worker named by --peer-server-name: %v", err)
+	}
+	for _, tc := range []struct {
+		name, target, cert, key, want string
+	}{
+		{"worker presenting a certificate of another CA", rogue, gCert, gKey, "certificate signed by unknown authority"},
+		{"worker presenting a certificate for another name", misnamed, gCert, gKey, "cannot validate certificate for 127.0.0.1"},
+		{"gateway presenting no client certificate", good, "", "", "certificate required"},
+		{"gateway presenting a client certificate of another CA", good, oClient, oClientKey, "tls: "},
+	} {
+		start := time.Now()
+		err := call(tc.target, tc.cert, tc.key, "")
+		msg := status.Convert(err).Message()
+		if status.Code(err) != codes.Unavailable || !strings.Contains(msg, "store worker") ||
+			!strings.Contains(msg, "TLS handshake") || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s: %v; want Unavailable naming the store tier and %q", tc.name, err, tc.want)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s: took %v", tc.name, d)
+		}
+	}
+}
+
+// TestServerConfigRefusesBadFiles: a listener's configuration is not made
+// from files that do not hold a matching pair or a CA.
+func TestServerConfigRefusesBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, "CA")
+	a := ca.Issue(t, testcerts.Server("127.0.0.1"))
+	b := ca.Issue(t, testcerts.Server("127.0.0.1"))
+	cert, _ := a.WriteAs(t, dir, "a.pem", "a-key.pem")
+	_, bKey := b.WriteAs(t, dir, "b.pem", "b-key.pem")
+	caFile := ca.WriteCA(t, dir, "ca.pem")
+	for _, tc := range []struct{ name, cert, key, ca string }{
+		{"key of another certificate", cert, bKey, ""},
+		{"missing file", cert, dir + "/nope.pem", ""},
+		{"key file given as CA", cert, dir + "/a-key.pem", bKey},
+		{"certificate as key", cert, cert, ""},
+		{"CA file without a certificate", cert, dir + "/a-key.pem", dir + "/a-key.pem"},
+	} {
+		if _, err := tlsconf.Server(tc.cert, tc.key, tc.ca, nil, "h2"); err == nil {
+			t.Errorf("%s: accepted", tc.name)
+		}
+	}
+	if _, err := tlsconf.Server(cert, dir+"/a-key.pem", caFile, nil, "h2"); err != nil {
+		t.Errorf("good files: %v", err)
+	}
+}
