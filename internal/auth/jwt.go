@@ -229,8 +229,9 @@ type keySet struct {
 	now        func() time.Time
 
 	keys    atomic.Pointer[[]jose.JSONWebKey]
-	mu      sync.Mutex // serialises fetches; guards fetched
+	mu      sync.Mutex // serialises fetches; guards fetched and lastErr
 	fetched time.Time
+	lastErr error // of the last fetch
 }
 
 func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
@@ -282,12 +283,13 @@ func verifyWith(jws *jose.JSONWebSignature, kid string, keys *[]jose.JSONWebKey)
 }
 
 // refresh fetches the keys unless they were fetched less than minRefresh
-// ago (then the caller's token is checked against the keys held).
+// ago: then the caller's token is checked against the keys held, or gets
+// the error of that last fetch.
 func (k *keySet) refresh(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.now().Sub(k.fetched) < k.minRefresh {
-		return nil
+		return k.lastErr
 	}
 	return k.fetchLocked(ctx)
 }
@@ -302,8 +304,10 @@ func (k *keySet) fetchLocked(ctx context.Context) error {
 	k.fetched = k.now() // failures count too: a dead issuer is not asked on every call
 	keys, err := k.download(ctx)
 	if err != nil {
-		return &fetchError{fmt.Errorf("%s: %w", k.url, err)}
+		k.lastErr = &fetchError{fmt.Errorf("%s: %w", k.url, err)}
+		return k.lastErr
 	}
+	k.lastErr = nil
 	k.keys.Store(&keys)
 	return nil
 }

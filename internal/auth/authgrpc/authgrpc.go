@@ -1,0 +1,89 @@
+// Package authgrpc authenticates every gRPC call a server takes: a pair
+// of server interceptors that read the call's credentials (the
+// authorization header, the client certificate the TLS handshake
+// verified), ask an auth.Authenticator who the caller is, and put that
+// Principal in the call's context (auth.FromContext), for the
+// authorization interceptors (internal/authz/authzgrpc) that run after
+// them and for the handlers.
+//
+// Health checks (grpc.health.v1) are not authenticated: load balancers
+// and Kubernetes probes carry no credentials, and a health status says
+// nothing about the data. Reflection is: it answers only with the API's
+// schema, which is public (proto/), but a server that requires
+// credentials should answer nothing to a caller without them, and tools
+// that use it send their headers on reflection calls too (grpcurl -H).
+package authgrpc
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+
+	"github.com/zarrgate/zarrgate/internal/auth"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
+)
+
+// openPrefix is the service whose calls need no credentials.
+const openPrefix = "/grpc.health.v1.Health/"
+
+// ServerOptions returns the interceptors as server options, to be given
+// to rpc.NewServer before the authorization interceptors'.
+func ServerOptions(a *auth.Authenticator) []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(Unary(a)), grpc.ChainStreamInterceptor(Stream(a))}
+}
+
+// Unary authenticates unary calls.
+func Unary(a *auth.Authenticator) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		ctx, err := authenticate(ctx, a, info.FullMethod)
+		if err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// Stream authenticates streaming calls, before the handler receives any
+// message.
+func Stream(a *auth.Authenticator) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ctx, err := authenticate(ss.Context(), a, info.FullMethod)
+		if err != nil {
+			return err
+		}
+		return handler(srv, &stream{ServerStream: ss, ctx: ctx})
+	}
+}
+
+type stream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *stream) Context() context.Context { return s.ctx }
+
+func authenticate(ctx context.Context, a *auth.Authenticator, method string) (context.Context, error) {
+	if strings.HasPrefix(method, openPrefix) {
+		return ctx, nil
+	}
+	var c auth.Credentials
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		c.Authorization = md.Get("authorization")
+	}
+	if p, ok := peer.FromContext(ctx); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+			if ch := ti.State.VerifiedChains; len(ch) > 0 && len(ch[0]) > 0 {
+				c.Certificate = ch[0][0]
+			}
+		}
+	}
+	p, err := a.Authenticate(ctx, c)
+	if err != nil {
+		return nil, grpcerr.ToStatus(err)
+	}
+	return auth.WithPrincipal(ctx, p), nil
+}
