@@ -155,7 +155,7 @@ type server struct {
 	addr string
 	mu   sync.Mutex
 	seen map[string]auth.Principal // by method
-	tls  *tls.Config                // the client's, for TLS servers
+	tls  *tls.Config               // the client's, for TLS servers
 }
 
 func (s *server) saw(method string) (auth.Principal, bool) {
