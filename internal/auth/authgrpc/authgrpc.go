@@ -6,12 +6,15 @@
 // authorization interceptors (internal/authz/authzgrpc) that run after
 // them and for the handlers.
 //
-// Health checks (grpc.health.v1) are not authenticated: load balancers
-// and Kubernetes probes carry no credentials, and a health status says
-// nothing about the data. Reflection is: it answers only with the API's
-// schema, which is public (proto/), but a server that requires
-// credentials should answer nothing to a caller without them, and tools
-// that use it send their headers on reflection calls too (grpcurl -H).
+// Two services are open to callers without credentials:
+//   - health checks (grpc.health.v1): load balancers and Kubernetes probes
+//     carry no credentials, and a health status says nothing about the
+//     data;
+//   - reflection (grpc.reflection.v1 and v1alpha): it answers only with
+//     the API's schema, which is public anyway (proto/, the published
+//     module), and tools need it before they can make any call at all:
+//     grpcurl cannot even check health without it. Closing it would hide
+//     nothing and break that.
 package authgrpc
 
 import (
@@ -27,8 +30,8 @@ import (
 	"github.com/zarrgate/zarrgate/internal/grpcerr"
 )
 
-// openPrefix is the service whose calls need no credentials.
-const openPrefix = "/grpc.health.v1.Health/"
+// openPrefixes are the services whose calls need no credentials.
+var openPrefixes = []string{"/grpc.health.v1.Health/", "/grpc.reflection.v1.ServerReflection/", "/grpc.reflection.v1alpha.ServerReflection/"}
 
 // ServerOptions returns the interceptors as server options, to be given
 // to rpc.NewServer before the authorization interceptors'.
@@ -67,8 +70,10 @@ type stream struct {
 func (s *stream) Context() context.Context { return s.ctx }
 
 func authenticate(ctx context.Context, a *auth.Authenticator, method string) (context.Context, error) {
-	if strings.HasPrefix(method, openPrefix) {
-		return ctx, nil
+	for _, p := range openPrefixes {
+		if strings.HasPrefix(method, p) {
+			return ctx, nil
+		}
 	}
 	var c auth.Credentials
 	if md, ok := metadata.FromIncomingContext(ctx); ok {

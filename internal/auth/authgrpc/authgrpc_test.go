@@ -32,6 +32,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
 	storev1 "github.com/zarrgate/zarrgate/gen/zarrgate/store/v1"
@@ -341,10 +342,18 @@ func TestJWT(t *testing.T) {
 	if n := is.fetches.Load(); n > 2 {
 		t.Errorf("the JWKS was fetched %d times: forged tokens make the server hammer the issuer", n)
 	}
-	// Health checks need no credentials.
+	// Health checks and reflection need no credentials.
 	hc, err := healthpb.NewHealthClient(cc).Check(context.Background(), &healthpb.HealthCheckRequest{})
 	if err != nil || hc.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("health without credentials: %v %v", hc, err)
+	}
+	rs, err := reflectionpb.NewServerReflectionClient(cc).ServerReflectionInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
+	if r, err := rs.Recv(); err != nil || len(r.GetListServicesResponse().GetService()) == 0 {
+		t.Fatalf("reflection without credentials: %v %v", r, err)
 	}
 }
 
