@@ -14,6 +14,8 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/zarrgate/zarrgate/internal/testcerts"
 )
 
 // TestServeTokens: `serve --tokens FILE` with tokens made by `zarrgate
@@ -177,3 +179,26 @@ func TestAuthFlagErrors(t *testing.T) {
 	}
 }
 
+// TestServeMTLSIdentity: with --client-ca, the caller is the client
+// certificate's identity (its DNS SAN here): the policy grants it by
+// name, and another certificate of the same CA gets only what it is
+// granted.
+func TestServeMTLSIdentity(t *testing.T) {
+	f := newTLSFiles(t)
+	otherCert, otherKey := f.authority.Issue(t, testcerts.Client("reader")).WriteAs(t, f.dir, "reader.pem", "reader-key.pem")
+	policy := filepath.Join(f.dir, "policy.yaml")
+	writePolicy(t, policy, "rules:\n  - principals: [user:e2e-client]\n    permissions: [read, write]\n    prefixes: [\"\"]\n  - principals: [user:reader]\n    permissions: [read]\n    prefixes: [\"\"]\n")
+	s := startServer(t, "--root", t.TempDir(), "--tls-cert", f.cert, "--tls-key", f.key, "--client-ca", f.ca, "--policy", policy)
+	if logs := s.logs.String(); !strings.Contains(logs, "mtls=true") {
+		t.Errorf("no log of mTLS authentication:\n%s", logs)
+	}
+	writer := []string{"--addr", s.addr, "--tls-ca", f.ca, "--tls-cert", f.clientCert, "--tls-key", f.clientKey}
+	reader := []string{"--addr", s.addr, "--tls-ca", f.ca, "--tls-cert", otherCert, "--tls-key", otherKey}
+	mustZg(t, "", append([]string{"mkgroup", "g"}, writer...)...)
+	if out, errOut, code := zg(t, "", append([]string{"ls"}, reader...)...); code != 0 || !strings.Contains(out, "g") {
+		t.Errorf("reader's ls: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := zg(t, "", append([]string{"mkgroup", "h"}, reader...)...); code != 1 || !strings.Contains(errOut, "user:reader") {
+		t.Errorf("reader's mkgroup: exit %d, %q; want a refusal naming user:reader", code, errOut)
+	}
+}

@@ -23,7 +23,7 @@ import (
 
 type authFlags struct {
 	tokens, oidcIssuer, jwksURL, jwtIssuer, audience, userClaim, groupsClaim *string
-	allowAnonymous                                                          *bool
+	allowAnonymous                                                           *bool
 }
 
 func addAuthFlags(fs *flag.FlagSet) authFlags {
