@@ -93,13 +93,13 @@ func (a authFlags) serverOptions(ctx context.Context, logger *slog.Logger, mtls 
 
 // tokenFlag adds --token to a client command and returns the client
 // options it makes once parsed.
-func tokenFlag(fs *flag.FlagSet) func() ([]client.Option, error) {
+func tokenFlag(fs *flag.FlagSet) func() []client.Option {
 	tok := fs.String("token", "", "bearer token sent with every call (a static token or a JWT); sent only over TLS, or in plaintext to a loopback address or unix socket. Prefer $ZARRGATE_TOKEN: a command line is visible to other users")
-	return func() ([]client.Option, error) {
+	return func() []client.Option {
 		if *tok == "" {
-			return nil, nil
+			return nil
 		}
-		return []client.Option{client.WithToken(strings.TrimSpace(*tok))}, nil
+		return []client.Option{client.WithToken(strings.TrimSpace(*tok))}
 	}
 }
 

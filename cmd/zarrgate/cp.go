@@ -89,8 +89,7 @@ func runCp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	topts, _ := tokenOpts()
-	copts = append(copts, topts...)
+	copts = append(copts, tokenOpts()...)
 	ctx, cancel := withTimeout(ctx, *timeout)
 	defer cancel()
 	src, closeSrc, err := openLocation(ctx, pos[0], copts...)

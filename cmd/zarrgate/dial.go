@@ -19,7 +19,7 @@ type serverOpts struct {
 	addr    *string
 	timeout *time.Duration
 	tls     func() ([]client.Option, error)
-	token   func() ([]client.Option, error)
+	token   func() []client.Option
 }
 
 // addrFlag adds the --addr and --timeout flags every client command takes.
@@ -89,8 +89,7 @@ func dial(ctx context.Context, o serverOpts) (context.Context, cliClient, error)
 	if err != nil {
 		return ctx, cliClient{}, err
 	}
-	topts, _ := o.token()
-	opts = append(opts, topts...)
+	opts = append(opts, o.token()...)
 	ctx, cancel := withTimeout(ctx, *o.timeout)
 	c, err := client.Dial(ctx, withDefaultPort(*o.addr), opts...)
 	if err != nil {
