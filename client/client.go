@@ -43,6 +43,7 @@ type options struct {
 	backoff  time.Duration
 	dialOpts []grpc.DialOption
 	shared   *bool
+	token    *string
 }
 
 // Option configures Dial.
@@ -127,6 +128,13 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		// replayed; unary calls are, when the server was unavailable.
 		grpc.WithChainUnaryInterceptor(retry.UnaryClientInterceptor(retryOpts...)),
 	}, o.dialOpts...)
+	if o.token != nil {
+		b, err := newBearer(*o.token, addr, o.tls != nil)
+		if err != nil {
+			return nil, err
+		}
+		dial = append(dial, grpc.WithPerRPCCredentials(b))
+	}
 	cc, err := grpc.NewClient(addr, dial...)
 	if err != nil {
 		return nil, errs.Wrap(errs.InvalidArgument, err, "dial %s", addr)

@@ -21,9 +21,10 @@ import (
 	"github.com/zarrgate/zarrgate/internal/rpc"
 )
 
-// Until the authentication of issue 15 part H2 is merged, every caller of
-// the binary is anonymous: these tests drive the policy with grants to
-// anonymous, and the rest of the matrix runs in internal/authz/authzgrpc.
+// These tests drive the policy with grants to anonymous (servers without
+// authentication); auth_test.go drives it with tokens and client
+// certificates, and the rest of the matrix runs in
+// internal/authz/authzgrpc.
 
 func writePolicy(t *testing.T, path, doc string) {
 	t.Helper()

@@ -54,6 +54,7 @@ func runCp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	record := fs.String("record", "", "file recording which source generation each destination key is a copy of (default: one per SRC and DST under the user cache directory)")
 	timeout := fs.Duration("timeout", 0, "give up after this long (e.g. 10m); 0: no limit")
 	tlsOpts := clientTLSFlags(fs)
+	tokenOpts := tokenFlag(fs)
 	var pos []string
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
@@ -88,6 +89,7 @@ func runCp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	copts = append(copts, tokenOpts()...)
 	ctx, cancel := withTimeout(ctx, *timeout)
 	defer cancel()
 	src, closeSrc, err := openLocation(ctx, pos[0], copts...)

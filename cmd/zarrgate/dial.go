@@ -19,6 +19,7 @@ type serverOpts struct {
 	addr    *string
 	timeout *time.Duration
 	tls     func() ([]client.Option, error)
+	token   func() []client.Option
 }
 
 // addrFlag adds the --addr and --timeout flags every client command takes.
@@ -27,6 +28,7 @@ func addrFlag(fs *flag.FlagSet) serverOpts {
 		addr:    fs.String("addr", DefaultListen, "gateway address: host:port (a host alone: port "+defaultPort+"), unix:///path/to.sock or a gRPC target such as dns:///name:port"),
 		timeout: fs.Duration("timeout", 0, "give up after this long (e.g. 30s, 5m); 0: no limit"),
 		tls:     clientTLSFlags(fs),
+		token:   tokenFlag(fs),
 	}
 }
 
@@ -87,6 +89,7 @@ func dial(ctx context.Context, o serverOpts) (context.Context, cliClient, error)
 	if err != nil {
 		return ctx, cliClient{}, err
 	}
+	opts = append(opts, o.token()...)
 	ctx, cancel := withTimeout(ctx, *o.timeout)
 	c, err := client.Dial(ctx, withDefaultPort(*o.addr), opts...)
 	if err != nil {

@@ -48,6 +48,7 @@ var commands = []command{
 	{"mkarray", "create an array", runMkarray},
 	{"mkgroup", "create a group (and the groups missing above it)", runMkgroup},
 	{"cp", "copy every key between two stores (servers or local), resumably", runCp},
+	{"token", "make a bearer token for a --tokens file: token new --user NAME", runToken},
 }
 
 func main() {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -117,6 +118,7 @@ type serverFlags struct {
 	listen, logLevel            *string
 	streamTimeout, unaryTimeout *time.Duration
 	authz                       authzFlags
+	auth                        authFlags
 	tls                         listenTLSFlags
 }
 
@@ -127,8 +129,10 @@ func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
 		streamTimeout: fs.Duration("default-timeout", rpc.DefaultStreamTimeout, "deadline of streaming calls (reads, writes, lists) whose client set none; 0: none"),
 		unaryTimeout:  fs.Duration("default-unary-timeout", rpc.DefaultUnaryTimeout, "deadline of unary calls (metadata, erase) whose client set none; 0: none"),
 		authz:         addAuthzFlags(fs),
+		auth:          addAuthFlags(fs),
 		tls:           addListenTLSFlags(fs),
 	}
+	afterParse(fs, func() error { return f.auth.check(*f.tls.clientCA) })
 	// Refuse a plaintext non-loopback --listen before opening stores or
 	// waiting for workers (serveWith checks the listener itself again).
 	afterParse(fs, func() error { return f.tls.checkPlaintext(*f.listen) })
@@ -162,6 +166,10 @@ func (f serverFlags) serveWith(ctx context.Context, logger *slog.Logger, msg str
 		return err
 	}
 	defer release()
+	authOpts, err := f.auth.serverOptions(ctx, logger, *f.tls.clientCA != "")
+	if err != nil {
+		return err
+	}
 	lis, addr, err := listen(*f.listen)
 	if err != nil {
 		return err
@@ -171,7 +179,7 @@ func (f serverFlags) serveWith(ctx context.Context, logger *slog.Logger, msg str
 		lis.Close()
 		return err
 	}
-	srv := rpc.NewServer(logger, append(tlsOpts, extra...)...)
+	srv := rpc.NewServer(logger, slices.Concat(tlsOpts, authOpts, extra)...) // authentication before authorization
 	srv.SetDefaultTimeouts(*f.streamTimeout, *f.unaryTimeout)
 	register(srv)
 	srv.Health.SetServingStatus("", grpc_health_v1.HealthCheckResponse_SERVING)

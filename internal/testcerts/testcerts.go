@@ -17,6 +17,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -49,8 +50,11 @@ type Template struct {
 	DNSNames   []string
 	IPs        []net.IP
 	ExtUsage   []x509.ExtKeyUsage
-	NotBefore  time.Time // zero: an hour ago
-	NotAfter   time.Time // zero: in a day
+	URIs       []*url.URL // URI SANs
+	Emails     []string   // email SANs
+	Orgs       []string   // the subject's O=; nil: "zarrgate tests"
+	NotBefore  time.Time  // zero: an hour ago
+	NotAfter   time.Time  // zero: in a day
 }
 
 // Server is the template of a server certificate for the hosts (IP
@@ -119,15 +123,21 @@ func (ca *CA) Issue(t testing.TB, tmpl Template) *Cert {
 	if na.IsZero() {
 		na = time.Now().Add(24 * time.Hour)
 	}
+	orgs := tmpl.Orgs
+	if orgs == nil {
+		orgs = []string{"zarrgate tests"}
+	}
 	c := &x509.Certificate{
-		SerialNumber: big.NewInt(serials.Add(1)),
-		Subject:      pkix.Name{CommonName: tmpl.CommonName, Organization: []string{"zarrgate tests"}},
-		DNSNames:     tmpl.DNSNames,
-		IPAddresses:  tmpl.IPs,
-		NotBefore:    nb,
-		NotAfter:     na,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  tmpl.ExtUsage,
+		SerialNumber:   big.NewInt(serials.Add(1)),
+		Subject:        pkix.Name{CommonName: tmpl.CommonName, Organization: orgs},
+		URIs:           tmpl.URIs,
+		EmailAddresses: tmpl.Emails,
+		DNSNames:       tmpl.DNSNames,
+		IPAddresses:    tmpl.IPs,
+		NotBefore:      nb,
+		NotAfter:       na,
+		KeyUsage:       x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:    tmpl.ExtUsage,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, c, ca.Cert, &key.PublicKey, ca.Key)
 	if err != nil {
