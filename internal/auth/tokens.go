@@ -3,7 +3,6 @@ package auth
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -14,9 +13,9 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/zarrgate/zarrgate/internal/filewatch"
 )
 
 // A token file lists the static bearer tokens a server accepts, one per
@@ -196,70 +195,17 @@ const DefaultReloadInterval = 2 * time.Second
 // changes. A new version that does not parse, or a file gone, is logged
 // and the tokens in force are kept (an empty file is valid: it revokes
 // every token).
-type TokenWatcher struct {
-	path   string
-	logger *slog.Logger
-	cur    atomic.Pointer[Tokens]
-
-	mu   sync.Mutex // serialises reloads
-	last os.FileInfo
-}
+type TokenWatcher struct{ *filewatch.File[Tokens] }
 
 // NewTokenWatcher loads the token file at path; an invalid file is an
 // error.
 func NewTokenWatcher(path string, logger *slog.Logger) (*TokenWatcher, error) {
-	w := &TokenWatcher{path: path, logger: logger}
-	fi, _ := os.Stat(path)
-	t, err := LoadTokens(path)
+	f, err := filewatch.New(path, "token file", LoadTokens, logger)
 	if err != nil {
 		return nil, err
 	}
-	w.cur.Store(t)
-	w.last = fi
-	return w, nil
+	return &TokenWatcher{f}, nil
 }
 
 // Tokens returns the tokens in force.
-func (w *TokenWatcher) Tokens() *Tokens { return w.cur.Load() }
-
-// Run reloads the file whenever its size, modification time or identity
-// changes, checking every interval until ctx is done.
-func (w *TokenWatcher) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			w.ReloadIfChanged()
-		}
-	}
-}
-
-// ReloadIfChanged reloads the file if it changed since it was last read,
-// and reports whether new tokens took effect.
-func (w *TokenWatcher) ReloadIfChanged() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	fi, err := os.Stat(w.path)
-	if err != nil {
-		if w.last != nil {
-			w.logger.Error("token file unreadable; keeping the tokens in force", "tokens", w.path, "error", err)
-		}
-		w.last = nil
-		return false
-	}
-	if w.last != nil && os.SameFile(fi, w.last) && fi.Size() == w.last.Size() && fi.ModTime().Equal(w.last.ModTime()) {
-		return false
-	}
-	w.last = fi
-	t, err := LoadTokens(w.path)
-	if err != nil {
-		w.logger.Error("invalid token file; keeping the tokens in force", "tokens", w.path, "error", err)
-		return false
-	}
-	w.cur.Store(t)
-	w.logger.Info("token file reloaded", "tokens", w.path, "entries", t.Len())
-	return true
-}
+func (w *TokenWatcher) Tokens() *Tokens { return w.Current() }
