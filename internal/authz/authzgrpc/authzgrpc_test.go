@@ -875,3 +875,68 @@ func TestSecondHeader(t *testing.T) {
 		t.Errorf("the store changed:\nbefore %v\nafter  %v", before, after)
 	}
 }
+
+// lenientStore is a StoreService whose Set takes any number of headers
+// and records their keys: a handler that does not refuse a second header,
+// so that TestSecondHeaderReachesNoHandler sees the interceptor's own
+// check (the real servers refuse it too).
+type lenientStore struct {
+	storev1.UnimplementedStoreServiceServer
+	mu   sync.Mutex
+	keys []string
+}
+
+func (l *lenientStore) Set(s grpc.ClientStreamingServer[storev1.SetRequest, storev1.SetResponse]) error {
+	for {
+		m, err := s.Recv()
+		if err == io.EOF {
+			return s.SendAndClose(&storev1.SetResponse{})
+		}
+		if err != nil {
+			return err
+		}
+		if h := m.GetHeader(); h != nil {
+			l.mu.Lock()
+			l.keys = append(l.keys, h.GetKey())
+			l.mu.Unlock()
+		}
+	}
+}
+
+// TestSecondHeaderReachesNoHandler: a stream's later header naming a key
+// the first did not is refused by the interceptor before the handler
+// receives it, whatever the handler would do with it.
+func TestSecondHeaderReachesNoHandler(t *testing.T) {
+	pol, err := authz.Parse([]byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := authzgrpc.Config{Policy: func() *authz.Policy { return pol }}
+	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)), append(testAuthn(), authzgrpc.ServerOptions(cfg)...)...)
+	ls := &lenientStore{}
+	storev1.RegisterStoreServiceServer(srv, ls)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	conn, err := rpc.Dial(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	s, err := storev1.NewStoreServiceClient(conn).Set(as(bob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Send(&storev1.SetRequest{Header: &storev1.SetHeader{Key: "other/new"}, Data: []byte("a")})
+	s.Send(&storev1.SetRequest{Header: &storev1.SetHeader{Key: "data/new"}, Data: []byte("b")})
+	_, err = s.CloseAndRecv()
+	code(t, err, codes.InvalidArgument)
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if slices.Contains(ls.keys, "data/new") {
+		t.Errorf("the handler received the second header: keys %v", ls.keys)
+	}
+}
