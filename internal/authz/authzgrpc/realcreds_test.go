@@ -193,6 +193,7 @@ func newFixture(t *testing.T) *fixture {
 		unauth("malformed-jwt", "bearer", "eyJhbGciOi.e30.c2ln", `^malformed JWT$`),
 		unauth("expired-jwt", "bearer", signJWT(t, is.key, expired), `^JWT expired at `),
 		unauth("wrong-issuer-jwt", "bearer", signJWT(t, other.key, other.claims(alice)), `^JWT issued by another issuer \(iss "`+regexp.QuoteMeta(other.url)+`", want `+regexp.QuoteMeta(is.url)+`\)`),
+		// Signed by a key the issuer does not publish (under a published kid).
 		unauth("unknown-key-jwt", "bearer", signJWT(t, newSigningKey(t, "k1"), is.claims(alice)), `^JWT: the signature does not verify with any key of the issuer`),
 		unauth("wrong-audience-jwt", "bearer", signJWT(t, is.key, wrongAud), `^JWT not meant for this service: its audience lacks "`+jwtAudience+`"$`),
 		{name: "carol-token", mode: "bearer", token: tokens[carol], who: carol},
