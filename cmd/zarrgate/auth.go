@@ -18,7 +18,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/client"
 	"github.com/zarrgate/zarrgate/internal/auth"
-	"github.com/zarrgate/zarrgate/internal/auth/authgrpc"
+	"github.com/zarrgate/zarrgate/internal/security"
 )
 
 type authFlags struct {
@@ -62,33 +62,14 @@ func (a authFlags) check(clientCA string) error {
 // clients present verified certificates). The issuer and the token file
 // are read here: an unreachable issuer or a bad file fails start-up.
 func (a authFlags) serverOptions(ctx context.Context, logger *slog.Logger, mtls bool) ([]grpc.ServerOption, error) {
-	if *a.tokens == "" && *a.oidcIssuer == "" && *a.jwksURL == "" && !mtls {
-		return nil, nil
-	}
-	au := &auth.Authenticator{MTLS: mtls, AllowAnonymous: *a.allowAnonymous}
-	sources := []any{"mtls", mtls, "allow_anonymous", *a.allowAnonymous}
-	if *a.tokens != "" {
-		w, err := auth.NewTokenWatcher(*a.tokens, logger)
-		if err != nil {
-			return nil, fmt.Errorf("--tokens: %w", err)
-		}
-		go w.Run(ctx, auth.DefaultReloadInterval)
-		au.Tokens = w.Tokens
-		sources = append(sources, "tokens", *a.tokens, "token_entries", w.Tokens().Len())
-	}
+	c := security.Authentication{TokensFile: *a.tokens, MTLS: mtls, AllowAnonymous: *a.allowAnonymous}
 	if *a.oidcIssuer != "" || *a.jwksURL != "" {
-		v, err := auth.NewJWTVerifier(ctx, auth.JWTConfig{
+		c.JWT = &auth.JWTConfig{
 			IssuerURL: *a.oidcIssuer, JWKSURL: *a.jwksURL, Issuer: *a.jwtIssuer, Audience: *a.audience,
 			UserClaim: *a.userClaim, GroupsClaim: *a.groupsClaim,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("JWT verification (--oidc-issuer or --jwks-url): %w", err)
 		}
-		au.JWT = v
-		sources = append(sources, "jwt_issuer", v.Issuer(), "jwt_audience", *a.audience)
 	}
-	logger.Info("authentication required", sources...)
-	return authgrpc.ServerOptions(au), nil
+	return c.ServerOptions(ctx, logger)
 }
 
 // tokenFlag adds --token to a client command and returns the client

@@ -6,14 +6,12 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 
 	"google.golang.org/grpc"
 
-	"github.com/zarrgate/zarrgate/internal/authz"
-	"github.com/zarrgate/zarrgate/internal/authz/authzgrpc"
+	"github.com/zarrgate/zarrgate/internal/security"
 )
 
 type authzFlags struct {
@@ -33,27 +31,5 @@ func addAuthzFlags(fs *flag.FlagSet) authzFlags {
 // ask for (none without --policy and --audit-log), and what releases them.
 // An invalid policy file fails here, at start-up.
 func (a authzFlags) serverOptions(ctx context.Context, logger *slog.Logger) ([]grpc.ServerOption, func(), error) {
-	if *a.policy == "" && *a.auditLog == "" {
-		return nil, func() {}, nil
-	}
-	var c authzgrpc.Config
-	closeAudit := func() error { return nil }
-	if *a.auditLog != "" {
-		w, cl, err := authz.OpenAuditLog(*a.auditLog, *a.stderr)
-		if err != nil {
-			return nil, nil, err
-		}
-		c.Audit, closeAudit = authz.NewAuditor(w), cl
-	}
-	if *a.policy != "" {
-		w, err := authz.NewWatcher(*a.policy, logger)
-		if err != nil {
-			closeAudit()
-			return nil, nil, fmt.Errorf("--policy: %w", err)
-		}
-		c.Policy = w.Policy
-		go w.Run(ctx, authz.DefaultReloadInterval)
-		logger.Info("authorization policy in force", "policy", *a.policy)
-	}
-	return authzgrpc.ServerOptions(c), func() { closeAudit() }, nil
+	return security.Authorization{PolicyFile: *a.policy, AuditLog: *a.auditLog, Stderr: *a.stderr}.ServerOptions(ctx, logger)
 }

@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/rpc"
+	"github.com/zarrgate/zarrgate/internal/security"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/file"
 	"github.com/zarrgate/zarrgate/storesvc/storeurl"
@@ -179,7 +179,7 @@ func (f serverFlags) serveWith(ctx context.Context, logger *slog.Logger, msg str
 		lis.Close()
 		return err
 	}
-	srv := rpc.NewServer(logger, slices.Concat(tlsOpts, authOpts, extra)...) // authentication before authorization
+	srv := rpc.NewServer(logger, security.Chain(tlsOpts, authOpts, extra)...)
 	srv.SetDefaultTimeouts(*f.streamTimeout, *f.unaryTimeout)
 	register(srv)
 	srv.Health.SetServingStatus("", grpc_health_v1.HealthCheckResponse_SERVING)

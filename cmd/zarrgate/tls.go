@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/zarrgate/zarrgate/internal/rpc"
+	"github.com/zarrgate/zarrgate/internal/security"
 	"github.com/zarrgate/zarrgate/internal/tlsconf"
 )
 
@@ -100,11 +101,11 @@ func (f listenTLSFlags) serverOptions(logger *slog.Logger, lis net.Listener) ([]
 		logger.Warn("serving plaintext on an address other hosts can reach (--insecure): anyone who reaches it can read and write the data unencrypted", "addr", lis.Addr().String())
 		return nil, []any{"tls", false, "insecure", true}, nil
 	}
-	cfg, err := tlsconf.Server(*f.cert, *f.key, *f.clientCA, logger, "h2")
+	opts, err := security.TLS{CertFile: *f.cert, KeyFile: *f.key, ClientCAFile: *f.clientCA}.ServerOptions(logger)
 	if err != nil {
 		return nil, nil, usageError{fmt.Errorf("--tls-cert/--tls-key/--client-ca: %w", err)}
 	}
-	return []grpc.ServerOption{rpc.ServerTLS(cfg)}, []any{"tls", true, "mtls", *f.clientCA != ""}, nil
+	return opts, []any{"tls", true, "mtls", *f.clientCA != ""}, nil
 }
 
 // peerTLSFlags adds the gateway's flags for its connections to workers and

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -129,7 +130,7 @@ func (j *JWTVerifier) Verify(ctx context.Context, raw string) (Principal, error)
 		if n.fetchErr != nil { // go-oidc keeps only the text of the key set's errors
 			err = n.fetchErr
 		}
-		return Principal{}, j.explain(err)
+		return Principal{}, j.explain(err, raw)
 	}
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {
@@ -184,7 +185,7 @@ type noteKey struct{}
 
 // explain turns go-oidc's errors into messages for the caller that name
 // what is wrong without repeating the token.
-func (j *JWTVerifier) explain(err error) error {
+func (j *JWTVerifier) explain(err error, raw string) error {
 	var expired *oidc.TokenExpiredError
 	var fetch *fetchError
 	msg := err.Error()
@@ -199,6 +200,12 @@ func (j *JWTVerifier) explain(err error) error {
 		}
 		return errs.New(errs.Unauthenticated, "malformed JWT")
 	case strings.Contains(msg, "signature"):
+		// go-oidc checks the signature before the claims, so a token of
+		// another issuer, signed with that issuer's key, ends here. Its
+		// (unverified) iss only words the message: it is the caller's own.
+		if iss, ok := unverifiedIssuer(raw); ok && iss != j.issuer {
+			return errs.New(errs.Unauthenticated, "JWT issued by another issuer (iss %q, want %s): no key of %s verifies its signature", iss, j.issuer, j.issuer)
+		}
 		return errs.New(errs.Unauthenticated, "JWT: the signature does not verify with any key of the issuer %s", j.issuer)
 	case strings.Contains(msg, "different provider"):
 		return errs.New(errs.Unauthenticated, "JWT issued by another issuer (want %s)", j.issuer)
@@ -208,6 +215,33 @@ func (j *JWTVerifier) explain(err error) error {
 		return errs.New(errs.Unauthenticated, "JWT not valid yet (nbf in the future)")
 	}
 	return errs.New(errs.Unauthenticated, "invalid JWT")
+}
+
+// maxQuotedIssuer bounds how much of an unverified iss a message quotes.
+const maxQuotedIssuer = 200
+
+// unverifiedIssuer returns the iss claim of a JWS in compact form without
+// verifying anything, cut to maxQuotedIssuer bytes: for messages only.
+func unverifiedIssuer(raw string) (string, bool) {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return "", false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", false
+	}
+	var c struct {
+		Iss *string `json:"iss"`
+	}
+	if json.Unmarshal(payload, &c) != nil || c.Iss == nil {
+		return "", false
+	}
+	iss := *c.Iss
+	if len(iss) > maxQuotedIssuer {
+		iss = iss[:maxQuotedIssuer] + "…"
+	}
+	return iss, true
 }
 
 // fetchError is a failed fetch of the keys.

@@ -303,6 +303,9 @@ func TestJWT(t *testing.T) {
 		{"no exp", "Bearer " + sign(t, key, with(func(c map[string]any) { delete(c, "exp") })), "expired"},
 		{"nbf in the future", "Bearer " + sign(t, key, with(func(c map[string]any) { c["nbf"] = time.Now().Add(time.Hour).Unix() })), "not valid yet"},
 		{"wrong issuer", "Bearer " + sign(t, key, with(func(c map[string]any) { c["iss"] = "https://evil.example" })), "another issuer"},
+		// Another issuer's token, signed by that issuer's own key: the
+		// signature is checked first and fails, and the message says why.
+		{"another issuer's token", "Bearer " + sign(t, stranger, with(func(c map[string]any) { c["iss"] = "https://other.example" })), `another issuer (iss "https://other.example", want`},
 		{"wrong audience", "Bearer " + sign(t, key, with(func(c map[string]any) { c["aud"] = "another-service" })), "audience"},
 		{"no subject", "Bearer " + sign(t, key, with(func(c map[string]any) { delete(c, "sub") })), `claim "sub"`},
 		{"subject anonymous", "Bearer " + sign(t, key, with(func(c map[string]any) { c["sub"] = auth.Anonymous })), `claim "sub"`},

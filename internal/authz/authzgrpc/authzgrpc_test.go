@@ -142,6 +142,7 @@ type env struct {
 	store *storesvc.Portable // the store, read directly
 	conn  *grpc.ClientConn
 	audit *syncBuffer
+	calls *methodRecorder // what conn called
 }
 
 func newEnv(t *testing.T, kind string) *env {
@@ -150,40 +151,129 @@ func newEnv(t *testing.T, kind string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{store: storesvc.Wrap(memory.New()), audit: &syncBuffer{}}
+	e := &env{store: storesvc.Wrap(memory.New()), audit: &syncBuffer{}, calls: &methodRecorder{}}
 	cfg := authzgrpc.Config{Policy: func() *authz.Policy { return pol }, Audit: authz.NewAuditor(e.audit)}
 	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)), append(testAuthn(), authzgrpc.ServerOptions(cfg)...)...)
-	switch kind {
-	case "gateway":
-		g := gateway.New(e.store, codecsvc.NewLocal(), gateway.Config{})
-		arrayserver.NewServer(g).Register(srv)
-		codecsvc.NewServer(codecsvc.NewLocal()).Register(srv)
-	case "store":
-		storeserver.New(e.store).Register(srv)
-	}
+	register(srv, e.store, kind)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
-	e.conn, err = rpc.Dial(lis.Addr().String())
+	e.conn, err = rpc.Dial(lis.Addr().String(), e.calls.dialOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.conn.Close() })
-	e.seed(t, kind)
+	seed(t, as("root;ops"), e.conn, kind)
 	return e
+}
+
+// register adds the services of a server kind over store: ArrayService
+// (with the gateway's StoreService pass-through) and CodecService for
+// "gateway", StoreService alone for "store".
+func register(srv *rpc.Server, store *storesvc.Portable, kind string) {
+	switch kind {
+	case "gateway":
+		g := gateway.New(store, codecsvc.NewLocal(), gateway.Config{})
+		arrayserver.NewServer(g).Register(srv)
+		codecsvc.NewServer(codecsvc.NewLocal()).Register(srv)
+	case "store":
+		storeserver.New(store).Register(srv)
+	}
+}
+
+// services are the services each server kind registers: the matrix must
+// call every method of each.
+var services = map[string][]grpc.ServiceDesc{
+	"store":   {storev1.StoreService_ServiceDesc},
+	"gateway": {storev1.StoreService_ServiceDesc, gatewayv1.ArrayService_ServiceDesc, codecv1.CodecService_ServiceDesc},
+}
+
+// methodRecorder records the methods a connection calls (client
+// interceptors), so the matrix knows which method each case reached.
+type methodRecorder struct {
+	mu      sync.Mutex
+	methods []string
+}
+
+func (r *methodRecorder) add(m string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.methods = append(r.methods, m)
+}
+
+func (r *methodRecorder) dialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			r.add(method)
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			r.add(method)
+			return streamer(ctx, desc, cc, method, opts...)
+		}),
+	}
+}
+
+// take returns the distinct methods called since the last take.
+func (r *methodRecorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := slices.Compact(slices.Sorted(slices.Values(r.methods)))
+	r.methods = nil
+	return out
+}
+
+// coverage is, per server kind, the methods the cases of a matrix called.
+type coverage map[string]map[string]bool
+
+// add records what case c called: exactly one method.
+func (cv coverage) add(t *testing.T, c rpcCase, methods []string) {
+	t.Helper()
+	if len(methods) != 1 {
+		t.Errorf("case %s/%s called %v, want one method", c.kind, c.name, methods)
+	}
+	if cv[c.kind] == nil {
+		cv[c.kind] = map[string]bool{}
+	}
+	for _, m := range methods {
+		cv[c.kind][m] = true
+	}
+}
+
+// check fails for every method a server kind registers that no case
+// called: a method added to a service must get a case in the table
+// (storeCases, arrayCases), which both matrices run.
+func (cv coverage) check(t *testing.T) {
+	t.Helper()
+	for kind, descs := range services {
+		for _, d := range descs {
+			var names []string
+			for _, m := range d.Methods {
+				names = append(names, m.MethodName)
+			}
+			for _, s := range d.Streams {
+				names = append(names, s.StreamName)
+			}
+			for _, n := range names {
+				if m := "/" + d.ServiceName + "/" + n; !cv[kind][m] {
+					t.Errorf("%s on the %s server: no case of the matrix calls it (add one to storeCases or arrayCases)", m, kind)
+				}
+			}
+		}
+	}
 }
 
 const codecsJSON = `[{"name":"bytes","configuration":{"endian":"little"}}]`
 
 // seed writes data/arr and other/arr (int32 [4], chunks of 2, written),
-// the raw keys data/raw, other/raw and dataX/k, through the server as a
-// member of ops.
-func (e *env) seed(t *testing.T, kind string) {
-	ctx := as("root;ops")
-	st := storev1.NewStoreServiceClient(e.conn)
+// the raw keys data/raw, other/raw and dataX/k, through the server over
+// conn, as ctx's caller (a member of ops).
+func seed(t *testing.T, ctx context.Context, conn *grpc.ClientConn, kind string) {
+	t.Helper()
+	st := storev1.NewStoreServiceClient(conn)
 	for _, k := range []string{"data/raw", "other/raw", "dataX/k"} {
 		if err := set(ctx, st, k, "v-"+k); err != nil {
 			t.Fatalf("seed %s: %v", k, err)
@@ -192,7 +282,7 @@ func (e *env) seed(t *testing.T, kind string) {
 	if kind != "gateway" {
 		return
 	}
-	ar := gatewayv1.NewArrayServiceClient(e.conn)
+	ar := gatewayv1.NewArrayServiceClient(conn)
 	for _, p := range []string{"data/arr", "other/arr"} {
 		if _, err := ar.CreateArray(ctx, &gatewayv1.CreateArrayRequest{Path: p, Shape: []uint64{4}, DataType: "int32", ChunkShape: []uint64{2}, CodecsJson: codecsJSON}); err != nil {
 			t.Fatalf("seed %s: %v", p, err)
@@ -434,19 +524,28 @@ func arrayCases() []rpcCase {
 	}
 }
 
-// TestMatrix calls every RPC of the three services as an anonymous
-// caller, an authenticated one without any rule, one with permissions on
-// a sibling prefix only and one with permission, and checks the code and
-// that a refused call changed nothing in the store.
-func TestMatrix(t *testing.T) {
+// allCases are the cases of both matrices (TestMatrix,
+// TestMatrixRealCredentials): every method of the three services, the
+// StoreService ones both on a store server and through the gateway's
+// pass-through.
+func allCases() []rpcCase {
 	var cases []rpcCase
 	for _, c := range storeCases() {
 		cases = append(cases, c)
 		c.kind, c.name = "gateway", c.name+"/pass-through"
 		cases = append(cases, c)
 	}
-	cases = append(cases, arrayCases()...)
-	for _, c := range cases {
+	return append(cases, arrayCases()...)
+}
+
+// TestMatrix calls every RPC of the three services as an anonymous
+// caller, an authenticated one without any rule, one with permissions on
+// a sibling prefix only and one with permission, and checks the code and
+// that a refused call changed nothing in the store.
+func TestMatrix(t *testing.T) {
+	cv := coverage{}
+	defer cv.check(t)
+	for _, c := range allCases() {
 		for _, who := range []string{anon, carol, bob, alice} {
 			name := who
 			if name == "" {
@@ -457,7 +556,9 @@ func TestMatrix(t *testing.T) {
 				before := e.snapshot(t)
 				ctx, cancel := context.WithTimeout(as(who), 10*time.Second)
 				defer cancel()
+				e.calls.take()
 				err := c.call(ctx, e.conn)
+				cv.add(t, c, e.calls.take())
 				want := c.want[who]
 				if got := status.Code(err); got != want {
 					t.Fatalf("code %v (%v), want %v", got, err, want)

@@ -1,0 +1,148 @@
+// Package security builds the security of a zarrgate server from its
+// settings — TLS on the listener, authentication of every call,
+// authorization and the audit log — and chains them in the one order that
+// works (Chain). The serving commands (cmd/zarrgate, serveWith) build
+// their servers with it, and so does the authorization matrix that drives
+// the same stack in process with real credentials
+// (internal/authz/authzgrpc, TestMatrixRealCredentials): what that test
+// checks is what is deployed, not a copy of it.
+//
+// Errors name the settings by the zarrgate flags that set them (--tokens,
+// --policy…), the names operators know them by.
+package security
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+
+	"google.golang.org/grpc"
+
+	"github.com/zarrgate/zarrgate/internal/auth"
+	"github.com/zarrgate/zarrgate/internal/auth/authgrpc"
+	"github.com/zarrgate/zarrgate/internal/authz"
+	"github.com/zarrgate/zarrgate/internal/authz/authzgrpc"
+	"github.com/zarrgate/zarrgate/internal/rpc"
+	"github.com/zarrgate/zarrgate/internal/tlsconf"
+)
+
+// TLS is a listener's TLS (--tls-cert, --tls-key, --client-ca).
+type TLS struct {
+	CertFile, KeyFile string
+	// ClientCAFile, when set, makes clients present a certificate that
+	// verifies against it (mTLS).
+	ClientCAFile string
+}
+
+// ServerOptions returns the option that serves TLS (1.2 or newer, ALPN h2)
+// with the files, reloaded when they change; none when CertFile is empty.
+// (Whether plaintext may be served at all depends on the address: the
+// caller decides.)
+func (c TLS) ServerOptions(logger *slog.Logger) ([]grpc.ServerOption, error) {
+	if c.CertFile == "" && c.KeyFile == "" && c.ClientCAFile == "" {
+		return nil, nil
+	}
+	cfg, err := tlsconf.Server(c.CertFile, c.KeyFile, c.ClientCAFile, logger, "h2")
+	if err != nil {
+		return nil, err
+	}
+	return []grpc.ServerOption{rpc.ServerTLS(cfg)}, nil
+}
+
+// Authentication is who may call (--tokens, --oidc-issuer or --jwks-url,
+// --allow-anonymous; MTLS is --client-ca being set).
+type Authentication struct {
+	// TokensFile is a token file (auth.ParseTokens), watched for changes.
+	TokensFile string
+	// JWT, when set, is how JWTs are verified (auth.NewJWTVerifier).
+	JWT *auth.JWTConfig
+	// MTLS takes the identity of callers without a bearer token from their
+	// verified client certificate.
+	MTLS bool
+	// AllowAnonymous lets calls without credentials in as anonymous.
+	AllowAnonymous bool
+}
+
+// ServerOptions returns the authentication interceptors (none when no
+// source is configured: every call is then anonymous). The token file and
+// the issuer's keys are read here, so a bad file or an unreachable issuer
+// fails start-up; the token file is then watched until ctx is done.
+func (a Authentication) ServerOptions(ctx context.Context, logger *slog.Logger) ([]grpc.ServerOption, error) {
+	if a.TokensFile == "" && a.JWT == nil && !a.MTLS {
+		return nil, nil
+	}
+	au := &auth.Authenticator{MTLS: a.MTLS, AllowAnonymous: a.AllowAnonymous}
+	sources := []any{"mtls", a.MTLS, "allow_anonymous", a.AllowAnonymous}
+	if a.TokensFile != "" {
+		w, err := auth.NewTokenWatcher(a.TokensFile, logger)
+		if err != nil {
+			return nil, fmt.Errorf("--tokens: %w", err)
+		}
+		go w.Run(ctx, auth.DefaultReloadInterval)
+		au.Tokens = w.Tokens
+		sources = append(sources, "tokens", a.TokensFile, "token_entries", w.Tokens().Len())
+	}
+	if a.JWT != nil {
+		v, err := auth.NewJWTVerifier(ctx, *a.JWT)
+		if err != nil {
+			return nil, fmt.Errorf("JWT verification (--oidc-issuer or --jwks-url): %w", err)
+		}
+		au.JWT = v
+		sources = append(sources, "jwt_issuer", v.Issuer(), "jwt_audience", a.JWT.Audience)
+	}
+	logger.Info("authentication required", sources...)
+	return authgrpc.ServerOptions(au), nil
+}
+
+// Authorization is what callers may do (--policy) and the record of what
+// they did (--audit-log).
+type Authorization struct {
+	// PolicyFile is a policy (authz.Parse), watched for changes; empty: no
+	// authorization.
+	PolicyFile string
+	// AuditLog is where audit records go (authz.OpenAuditLog: a file, or
+	// "-" for Stderr); empty: none.
+	AuditLog string
+	Stderr   io.Writer
+}
+
+// ServerOptions returns the authorization and audit interceptors (none
+// without a policy and an audit log), and what closes the audit log. An
+// invalid policy fails here, at start-up; the policy is then watched until
+// ctx is done.
+func (a Authorization) ServerOptions(ctx context.Context, logger *slog.Logger) ([]grpc.ServerOption, func(), error) {
+	if a.PolicyFile == "" && a.AuditLog == "" {
+		return nil, func() {}, nil
+	}
+	var c authzgrpc.Config
+	closeAudit := func() error { return nil }
+	if a.AuditLog != "" {
+		w, cl, err := authz.OpenAuditLog(a.AuditLog, a.Stderr)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.Audit, closeAudit = authz.NewAuditor(w), cl
+	}
+	if a.PolicyFile != "" {
+		w, err := authz.NewWatcher(a.PolicyFile, logger)
+		if err != nil {
+			closeAudit()
+			return nil, nil, fmt.Errorf("--policy: %w", err)
+		}
+		c.Policy = w.Policy
+		go w.Run(ctx, authz.DefaultReloadInterval)
+		logger.Info("authorization policy in force", "policy", a.PolicyFile)
+	}
+	return authzgrpc.ServerOptions(c), func() { closeAudit() }, nil
+}
+
+// Chain returns the server options in the order they must run: TLS first
+// (the handshake verifies client certificates), then authentication
+// (which reads the verified certificate and the bearer token and puts the
+// caller in the call's context), then authorization (which decides on
+// that caller). Interceptors run in the order their options are given.
+func Chain(tls, authentication, authorization []grpc.ServerOption) []grpc.ServerOption {
+	return slices.Concat(tls, authentication, authorization)
+}
