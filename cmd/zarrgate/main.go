@@ -130,23 +130,35 @@ func findCommand(name string) *command {
 	return nil
 }
 
+// version and revision, when set at link time (go build -ldflags "-X
+// main.version=v1.2.3 -X main.revision=abc123", as the Dockerfile does),
+// replace what the Go toolchain recorded: a build without the .git
+// directory (a container image's build context) records no VCS
+// information, and go install's module version is better than none.
+var version, revision string
+
 // versionString is the module version and VCS revision the binary was
-// built from, as the Go toolchain recorded them.
+// built from, as the Go toolchain recorded them or -ldflags set them.
 func versionString() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "zarrgate (no build information)"
+		bi = &debug.BuildInfo{GoVersion: "unknown Go"}
 	}
 	v := bi.Main.Version
+	if version != "" {
+		v = version
+	}
 	if v == "" {
 		v = "(devel)"
 	}
-	var rev, at string
+	rev, at := revision, ""
 	modified := false
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			rev = s.Value
+			if rev == "" {
+				rev = s.Value
+			}
 		case "vcs.time":
 			at = s.Value
 		case "vcs.modified":
