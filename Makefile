@@ -13,7 +13,7 @@ CACHE    ?= $(HOME)/.cache/zarrgate
 export ZARRGATE_CACHE := $(CACHE)/bin
 export ZARRGATE_VENV  := $(CACHE)/venv
 
-.PHONY: build all tools api-landed deps fuzz test-python generate check-generated lint breaking tidy-check test test-go serve bench clean
+.PHONY: build all tools api-landed deps fuzz test-python generate check-generated lint breaking tidy-check deploy-check test test-go serve bench clean
 
 all: lint test-go
 
@@ -36,18 +36,28 @@ check-generated: generate
 	@git diff --exit-code --stat -- gen/ clients/python/src/zarrgate/_gen/ || (echo "generated code is stale: run 'make generate' and commit" >&2; exit 1)
 	@test -z "$$(git ls-files --others --exclude-standard gen/ clients/python/src/zarrgate/_gen/)" || (echo "untracked generated files: run 'make generate' and commit" >&2; exit 1)
 
-## lint: buf lint, buf breaking, tidy go.mod files, gofmt, go vet
-lint: breaking tidy-check
+## lint: buf lint, buf breaking, tidy go.mod files, gofmt, go vet, the
+## deployment's manifests and Dockerfile
+lint: breaking tidy-check deploy-check
 	$(BUF) lint
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || (echo "gofmt needed: $$out" >&2; exit 1)
 	$(GO) vet ./...
+	cd deploy/validate && $(GO) vet ./...
+
+## deploy-check: deploy/kubernetes.yaml decoded strictly into the Kubernetes
+## API types and cross-checked (Secrets, ConfigMaps, Services, ports, probes,
+## every flag against the binary the Dockerfile's build line makes, which
+## must be static); deploy/validate is its own module (deploy/README.md)
+deploy-check:
+	cd deploy/validate && $(GO) test -count=1 ./...
 
 ## breaking: no wire-incompatible change against the landed API
 ## (api/landed.binpb; additions are fine, anything else fails)
 breaking:
 	$(BUF) breaking --against api/landed.binpb
 
-## tidy-check: go.mod and go.sum of the product and of tools/ are what
+## tidy-check: go.mod and go.sum of the product, of tools/ and of
+## deploy/validate/ are what
 ## `go mod tidy` makes them (no missing, unused or mis-marked requirements),
 ## and the tools build against the product's protobuf and grpc (so that
 ## protoc-gen-go is the version of the runtime the generated code runs on)
@@ -56,6 +66,7 @@ tidy-check:
 	@a=$$($(GO) list -m $(RUNTIME_MODS)) && b=$$(cd tools && $(GO) list -m $(RUNTIME_MODS)) && test "$$a" = "$$b" || { printf 'go.mod:\n%s\ntools/go.mod:\n%s\n' "$$a" "$$b" >&2; echo "tools/go.mod and go.mod disagree on $(RUNTIME_MODS): bump both ('cd tools && go get MODULE@VERSION'), then 'make generate'" >&2; exit 1; }
 	@out=$$($(GO) mod tidy -diff 2>&1) || { printf '%s\n' "$$out" >&2; echo "go.mod/go.sum are not tidy (diff above): run 'go mod tidy' and commit" >&2; exit 1; }
 	@out=$$(cd tools && $(GO) mod tidy -diff 2>&1) || { printf '%s\n' "$$out" >&2; echo "tools/go.mod/go.sum are not tidy (diff above): run 'cd tools && go mod tidy' and commit" >&2; exit 1; }
+	@out=$$(cd deploy/validate && $(GO) mod tidy -diff 2>&1) || { printf '%s\n' "$$out" >&2; echo "deploy/validate/go.mod/go.sum are not tidy (diff above): run 'cd deploy/validate && go mod tidy' and commit" >&2; exit 1; }
 
 ## api-landed: record the current API as landed (only for a deliberate,
 ## announced break, or to pin new services once they have shipped)

@@ -77,7 +77,13 @@ func startServer(t testing.TB, args ...string) *server {
 // startCommand runs a serving subcommand on a free loopback port.
 func startCommand(t testing.TB, sub string, args ...string) *server {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{sub, "--listen", "127.0.0.1:0"}, args...)...)
+	return startCmd(t, exec.Command(bin, append([]string{sub, "--listen", "127.0.0.1:0"}, args...)...))
+}
+
+// startCmd starts a serving command made ready to run (with its own
+// environment, say) and waits for the address it logs.
+func startCmd(t testing.TB, cmd *exec.Cmd) *server {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

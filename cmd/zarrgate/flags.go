@@ -35,6 +35,7 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("zarrgate "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
+	fs.String(configFlagName, "", configUsage) // read by run (assembleArgs), before the command parses
 	flagSetsMu.Lock()
 	flagSets[name] = fs
 	flagSetsMu.Unlock()
@@ -80,11 +81,7 @@ func envArgs(fs *flag.FlagSet) ([]string, error) {
 			return
 		}
 		if err := fs.Set(f.Name, v); err != nil {
-			want, _ := flag.UnquoteUsage(f)
-			if want == "" {
-				want = "true or false"
-			}
-			bad = usageError{fmt.Errorf("environment variable %s=%q (for --%s): want a %s: %v", name, v, f.Name, want, err)}
+			bad = usageError{fmt.Errorf("environment variable %s=%q (for --%s): want a %s: %v", name, v, f.Name, flagType(f), err)}
 			return
 		}
 		out = append(out, "--"+f.Name+"="+v)

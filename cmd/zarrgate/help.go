@@ -39,8 +39,10 @@ command's flags; 'zarrgate --version' for the version.
 const envHelp = `
 Every flag can also be set by an environment variable: ZARRGATE_ and the
 flag's name in capitals, dashes as underscores (--addr: ZARRGATE_ADDR,
---max-slab-bytes: ZARRGATE_MAX_SLAB_BYTES). An empty variable counts as
-unset; the command line wins over the environment.
+--max-slab-bytes: ZARRGATE_MAX_SLAB_BYTES), or in a YAML file given with
+--config (or ZARRGATE_CONFIG), keys named as the flags ("memory-limit: 2GiB";
+an unknown or repeated key is an error). An empty variable counts as unset.
+The command line wins over the environment, the environment over the file.
 `
 
 // commandUsage prints a command's help: synopsis, summary, details and

@@ -6,7 +6,8 @@
 //	zarrgate --version                            version and VCS revision
 //
 // Every flag can also come from $ZARRGATE_<FLAG> (--max-slab-bytes:
-// $ZARRGATE_MAX_SLAB_BYTES); the command line wins.
+// $ZARRGATE_MAX_SLAB_BYTES) or a --config YAML file; the command line wins
+// over the environment, the environment over the file.
 package main
 
 import (
@@ -93,15 +94,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	fs := flagsOf(ctx, c)
-	env, err := envArgs(fs)
+	// The --config file's flags go first, then the environment's: a flag
+	// given again later overrides them, so the command line wins.
+	full, sources, err := assembleArgs(fs, args[1:])
 	if err != nil {
 		fmt.Fprintf(stderr, "zarrgate %s: %v\nRun 'zarrgate help %s' for usage.\n", c.name, err, c.name)
 		return 2
 	}
 	var timeout time.Duration // a client command's --timeout, noted by withTimeout
-	// The environment's flags go first: a flag given again on the command
-	// line overrides them.
-	err = c.run(context.WithValue(ctx, timeoutKey{}, &timeout), append(env, args[1:]...), stdout, stderr)
+	ctx = context.WithValue(context.WithValue(ctx, timeoutKey{}, &timeout), sourcesKey{}, sources)
+	err = c.run(ctx, full, stdout, stderr)
 	switch {
 	case err == nil:
 		return 0
@@ -128,23 +130,35 @@ func findCommand(name string) *command {
 	return nil
 }
 
+// version and revision, when set at link time (go build -ldflags "-X
+// main.version=v1.2.3 -X main.revision=abc123", as the Dockerfile does),
+// replace what the Go toolchain recorded: a build without the .git
+// directory (a container image's build context) records no VCS
+// information, and go install's module version is better than none.
+var version, revision string
+
 // versionString is the module version and VCS revision the binary was
-// built from, as the Go toolchain recorded them.
+// built from, as the Go toolchain recorded them or -ldflags set them.
 func versionString() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "zarrgate (no build information)"
+		bi = &debug.BuildInfo{GoVersion: "unknown Go"}
 	}
 	v := bi.Main.Version
+	if version != "" {
+		v = version
+	}
 	if v == "" {
 		v = "(devel)"
 	}
-	var rev, at string
+	rev, at := revision, ""
 	modified := false
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			rev = s.Value
+			if rev == "" {
+				rev = s.Value
+			}
 		case "vcs.time":
 			at = s.Value
 		case "vcs.modified":

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
@@ -24,7 +27,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	logger, err := sf.logger(stderr)
+	logger, err := sf.logger(ctx, stderr)
 	if err != nil {
 		return err
 	}
@@ -39,24 +42,51 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}, "root", *root, "read_only", *readOnly)
 }
 
-// gatewayFlags adds the flags of commands that serve the gateway and
-// returns its configuration once they are parsed (and the budget made).
+// gatewayFlags adds the flags of commands that serve the gateway, one per
+// gateway.Config field (Budget through budgetFlags), and returns its
+// configuration once they are parsed (and the budget made). Each default
+// is the one gateway.Config's zero value stands for.
 func gatewayFlags(fs *flag.FlagSet) func(*slog.Logger) (gateway.Config, codec.Limits) {
 	shared := fs.Bool("shared-memory", true, "pass block data of large reads to clients on this host, of this user, through shared memory instead of the socket")
-	size := fs.Int64("shared-memory-bytes", 32<<20, "size of one shared-memory segment; at most 4 are in use at once, 2 kept idle")
+	size := sizeFlag(fs, "shared-memory-bytes", 32<<20, "size of one shared-memory segment (at least 1MiB)")
+	sharedReads := fs.Int("max-shared-reads", 4, "most shared-memory segments in use at once (each --shared-memory-bytes); further large reads send their blocks over the socket; up to 2 idle segments are kept")
 	budget := budgetFlags(fs)
 	limits := codecLimitFlags(fs)
 	maxSlab := sizeFlag(fs, "max-slab-bytes", 64<<30, "largest slab (decoded bytes) one ReadSlab or WriteSlab may move; it streams, so this bounds work, not memory")
 	maxChunks := fs.Int64("max-slab-chunks", 1<<20, "most chunks (or shards) one ReadSlab or WriteSlab may touch: bounds its store calls")
 	writeBuf := sizeFlag(fs, "write-buffer-bytes", 256<<20, "decoded data one WriteSlab holds in memory for chunks not yet complete; beyond it partial chunks spill to --spill-dir")
 	spill := fs.String("spill-dir", "", "directory for partial chunks of large WriteSlabs (default: the system's temporary directory)")
+	ttl := fs.Duration("metadata-ttl", 2*time.Second, "how long node metadata and shard indexes are cached: writes through other gateways are seen after at most this long; 0: no caching")
+	parallel := fs.Int("parallelism", 0, "chunks one call fetches and decodes (or encodes and stores) at once; 0: 4 × the CPUs Go uses (GOMAXPROCS)")
+	attempts := fs.Int("max-write-attempts", 64, "most read-modify-write attempts of one chunk or shard under contention by other writers before the write fails with ABORTED")
+	afterParse(fs, func() error {
+		switch {
+		case *size <= 0 || *sharedReads <= 0:
+			return usageError{errors.New("--shared-memory-bytes and --max-shared-reads must be positive (--shared-memory=false turns shared memory off)")}
+		case *maxSlab <= 0 || *maxChunks <= 0 || *writeBuf <= 0:
+			return usageError{errors.New("--max-slab-bytes, --max-slab-chunks and --write-buffer-bytes must be positive")}
+		case *ttl < 0:
+			return usageError{fmt.Errorf("--metadata-ttl %v: want 0 (no caching) or a positive duration", *ttl)}
+		case *parallel < 0:
+			return usageError{fmt.Errorf("--parallelism %d: want 0 (the default) or more", *parallel)}
+		case *attempts <= 0:
+			return usageError{fmt.Errorf("--max-write-attempts %d: want 1 or more", *attempts)}
+		}
+		return nil
+	})
 	return func(logger *slog.Logger) (gateway.Config, codec.Limits) {
 		lim := limits()
+		cacheTTL := *ttl
+		if cacheTTL == 0 {
+			cacheTTL = -1 // gateway.Config: negative is no caching, zero the default
+		}
 		return gateway.Config{
-			SharedMemory: *shared, SharedMemoryBytes: *size,
+			MetadataTTL:  cacheTTL,
+			SharedMemory: *shared, SharedMemoryBytes: *size, MaxSharedReads: *sharedReads,
 			Budget:        budget(logger),
 			MaxChunkBytes: lim.MaxChunkBytes, MaxVariableBytes: lim.MaxVariableBytes,
 			MaxSlabBytes: *maxSlab, MaxSlabChunks: *maxChunks,
+			Parallelism: *parallel, MaxWriteAttempts: *attempts,
 			WriteBufferBytes: *writeBuf, SpillDir: *spill,
 		}, lim
 	}

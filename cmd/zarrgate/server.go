@@ -120,6 +120,7 @@ type serverFlags struct {
 	authz                       authzFlags
 	auth                        authFlags
 	tls                         listenTLSFlags
+	fs                          *flag.FlagSet // all the command's flags, for the effective configuration
 }
 
 func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
@@ -131,6 +132,7 @@ func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
 		authz:         addAuthzFlags(fs),
 		auth:          addAuthFlags(fs),
 		tls:           addListenTLSFlags(fs),
+		fs:            fs,
 	}
 	afterParse(fs, func() error { return f.auth.check(*f.tls.clientCA) })
 	// Refuse a plaintext non-loopback --listen before opening stores or
@@ -139,17 +141,25 @@ func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
 	return f
 }
 
-// logger is the command's logger, at --log-level.
-func (f serverFlags) logger(stderr io.Writer) (*slog.Logger, error) {
+// logger is the command's logger, at --log-level. At debug level it logs
+// the effective configuration first: every flag, its value and whether it
+// came from the command line, the environment, the --config file or its
+// default.
+func (f serverFlags) logger(ctx context.Context, stderr io.Writer) (*slog.Logger, error) {
 	*f.authz.stderr = stderr
-	return newLogger(stderr, *f.logLevel)
+	logger, err := newLogger(stderr, *f.logLevel)
+	if err != nil {
+		return nil, err
+	}
+	logEffectiveConfig(ctx, logger, f.fs)
+	return logger, nil
 }
 
 // serve builds the gRPC server (interceptors, health, reflection), lets
 // register add the command's services, logs msg with the address, and
 // serves until ctx is done.
 func (f serverFlags) serve(ctx context.Context, stderr io.Writer, msg string, register func(*rpc.Server), attrs ...any) error {
-	logger, err := f.logger(stderr)
+	logger, err := f.logger(ctx, stderr)
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ func runStoreWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	logger, err := sf.logger(stderr)
+	logger, err := sf.logger(ctx, stderr)
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func runCodecWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	logger, err := sf.logger(stderr)
+	logger, err := sf.logger(ctx, stderr)
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if *tierWait <= 0 {
 		return usageError{fmt.Errorf("--tier-wait %v: want a positive duration", *tierWait)}
 	}
-	logger, err := sf.logger(stderr)
+	logger, err := sf.logger(ctx, stderr)
 	if err != nil {
 		return err
 	}
