@@ -152,7 +152,9 @@ func (f serverFlags) startAdmin(ctx context.Context, logger *slog.Logger) error 
 		time.Sleep(shutdownGrace)
 		srv.Close()
 	}()
-	logger.Info("admin endpoint serving", "admin_addr", lis.Addr().String(), "scheme", scheme)
+	// Logged as a URL, not as addr=: tools that look for the gRPC
+	// address in the "serving" line must not take this one.
+	logger.Info("admin endpoint up", "admin_url", scheme+"://"+lis.Addr().String())
 	return nil
 }
 
