@@ -35,7 +35,13 @@ type Server struct {
 	budget *membudget.Budget
 	// inflight bounds the batches a Process stream works on at once.
 	inflight int
+	// obs, when set, is told of every batch (SetObserver).
+	obs codec.Observer
 }
+
+// SetObserver has o told of every batch the service decodes or encodes
+// (for metrics). Call it before serving.
+func (s *Server) SetObserver(o codec.Observer) { s.obs = o }
 
 // NewServer returns the CodecService of e, charging no memory budget.
 func NewServer(e codec.Engine) *Server {
@@ -132,10 +138,17 @@ func (s *Server) decode(ctx context.Context, req *codecv1.DecodeRequest) (_ *cod
 	}
 	var chunks []Chunk
 	release = noRelease
+	var start time.Time
+	if s.obs != nil {
+		start = time.Now()
+	}
 	if s.budget != nil && s.local != nil {
 		chunks, release, err = s.decodeBudgeted(ctx, spec, req.GetEncoded())
 	} else {
 		chunks, err = s.e.Decode(ctx, spec, req.GetEncoded())
+	}
+	if s.obs != nil {
+		s.obs.Batch(false, spec, len(req.GetEncoded()), start, err)
 	}
 	if err != nil {
 		return nil, noRelease, err
@@ -243,6 +256,11 @@ func (s *Server) encode(ctx context.Context, req *codecv1.EncodeRequest) (_ *cod
 	}
 	chunks := ChunksFromProto(req.GetChunks())
 	release = noRelease
+	var start time.Time
+	if s.obs != nil {
+		start = time.Now()
+		defer func() { s.obs.Batch(true, spec, len(chunks), start, err) }()
+	}
 	if s.budget != nil && s.local != nil {
 		if release, err = s.reserveEncode(ctx, spec, chunks); err != nil {
 			return nil, noRelease, err

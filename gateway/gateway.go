@@ -118,6 +118,7 @@ type Gateway struct {
 	shared chan struct{} // a slot per segment in use
 	idleMu sync.Mutex
 	idle   []idleSegment // segments kept for later calls, the latest last
+	stats  Stats
 }
 
 // idleSegment is a shared-memory segment kept for a later call, with the

@@ -88,8 +88,10 @@ func (n *node) format() Format {
 // node returns the cached or freshly loaded node at path.
 func (g *Gateway) node(ctx context.Context, path string) (*node, error) {
 	if n, ok := g.cache.node(path); ok {
+		g.stats.NodeHits.Add(1)
 		return n, nil
 	}
+	g.stats.NodeMisses.Add(1)
 	n, err := loadNode(ctx, g.store, path)
 	if err != nil {
 		return nil, err

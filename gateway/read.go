@@ -767,8 +767,10 @@ type shardIdx struct {
 func (g *Gateway) shardIndex(ctx context.Context, l *layout, key string, refresh bool) (*shardIdx, error) {
 	if !refresh {
 		if idx, ok := g.cache.index(key); ok {
+			g.stats.IndexHits.Add(1)
 			return idx, nil
 		}
+		g.stats.IndexMisses.Add(1)
 	}
 	return retry(ctx, func() (*shardIdx, error) { return g.readShardIndex(ctx, l, key) })
 }

@@ -26,6 +26,7 @@ func retry[T any](ctx context.Context, op func() (T, error)) (T, error) {
 		if err == nil || !transient(err) || attempt == retryAttempts || ctx.Err() != nil {
 			return v, err
 		}
+		retries.Add(1)
 		select {
 		case <-time.After(backoff/2 + rand.N(backoff)):
 		case <-ctx.Done():

@@ -587,6 +587,7 @@ func (w *slabWriter) mergeInto(o *pendingObject) error {
 		if !errors.Is(err, errs.FailedPrecondition) && !transient(err) {
 			return err
 		}
+		w.g.stats.WriteConflicts.Add(1)
 	}
 	return errs.New(errs.Aborted, "write %q: %q kept changing under concurrent writers; gave up after %d attempts", w.path, o.key, w.g.cfg.MaxWriteAttempts)
 }

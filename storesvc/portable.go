@@ -24,6 +24,7 @@ type Portable struct {
 	caps     Capabilities
 	readOnly bool
 	fanout   int
+	obs      Observer // nil: nobody observes (WithObserver)
 }
 
 var _ FullStore = (*Portable)(nil)
@@ -134,7 +135,16 @@ func (p *Portable) Get(ctx context.Context, key string, r ByteRange) (*Object, e
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return p.s.Get(ctx, key, r)
+	start := p.now()
+	obj, err := p.s.Get(ctx, key, r)
+	if p.obs != nil {
+		var n int64
+		if err == nil {
+			n = obj.Length
+		}
+		p.observe(OpGet, start, n, 0, err)
+	}
+	return obj, err
 }
 
 // GetPartialValues implements PartialReader. Without a backend
@@ -150,6 +160,20 @@ func (p *Portable) GetPartialValues(ctx context.Context, reqs []KeyRange) ([]Par
 // the common case), after it where it has (those hold their values in
 // memory, or are bounded by gRPC's message size). 0 means no limit.
 func (p *Portable) GetPartialValuesMax(ctx context.Context, reqs []KeyRange, max int64) ([]PartialValue, error) {
+	if p.obs == nil {
+		return p.getPartialValuesMax(ctx, reqs, max)
+	}
+	start := time.Now()
+	vals, err := p.getPartialValuesMax(ctx, reqs, max)
+	var n int64
+	for _, v := range vals {
+		n += int64(len(v.Data))
+	}
+	p.observe(OpGetPartialValues, start, n, 0, err)
+	return vals, err
+}
+
+func (p *Portable) getPartialValuesMax(ctx context.Context, reqs []KeyRange, max int64) ([]PartialValue, error) {
 	if err := p.checkReadable(); err != nil {
 		return nil, err
 	}
@@ -232,7 +256,13 @@ func (p *Portable) Set(ctx context.Context, key string, value io.Reader, cond Co
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	return p.s.Set(ctx, key, value, cond)
+	if p.obs == nil {
+		return p.s.Set(ctx, key, value, cond)
+	}
+	start, cr := time.Now(), &countingReader{r: value}
+	gen, err := p.s.Set(ctx, key, cr, cond)
+	p.observe(OpSet, start, 0, cr.n, err)
+	return gen, err
 }
 
 // SetPartialValues implements PartialWriter. Without a backend
@@ -251,6 +281,20 @@ func (p *Portable) SetPartialValues(ctx context.Context, writes []PartialWrite) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if p.obs == nil {
+		return p.setPartialValues(ctx, writes)
+	}
+	start := time.Now()
+	err := p.setPartialValues(ctx, writes)
+	var n int64
+	for _, w := range writes {
+		n += int64(len(w.Data))
+	}
+	p.observe(OpSetPartialValues, start, 0, n, err)
+	return err
+}
+
+func (p *Portable) setPartialValues(ctx context.Context, writes []PartialWrite) error {
 	if pw, ok := p.s.(PartialWriter); ok {
 		return pw.SetPartialValues(ctx, writes)
 	}
@@ -358,7 +402,10 @@ func (p *Portable) Erase(ctx context.Context, key string, cond Condition) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return p.s.Erase(ctx, key, cond)
+	start := p.now()
+	err := p.s.Erase(ctx, key, cond)
+	p.observe(OpErase, start, 0, 0, err)
+	return err
 }
 
 // EraseValues implements BatchEraser.
@@ -374,7 +421,10 @@ func (p *Portable) EraseValues(ctx context.Context, keys []string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return p.eraseValues(ctx, keys)
+	start := p.now()
+	err := p.eraseValues(ctx, keys)
+	p.observe(OpEraseValues, start, 0, 0, err)
+	return err
 }
 
 func (p *Portable) eraseValues(ctx context.Context, keys []string) error {
@@ -401,6 +451,13 @@ func (p *Portable) ErasePrefix(ctx context.Context, prefix string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	start := p.now()
+	err := p.erasePrefix(ctx, prefix)
+	p.observe(OpErasePrefix, start, 0, 0, err)
+	return err
+}
+
+func (p *Portable) erasePrefix(ctx context.Context, prefix string) error {
 	if pe, ok := p.s.(PrefixEraser); ok {
 		return pe.ErasePrefix(ctx, prefix)
 	}
@@ -430,7 +487,7 @@ func (p *Portable) ListPrefix(ctx context.Context, prefix string) iter.Seq2[stri
 	if err := ValidatePrefix(prefix); err != nil {
 		return failSeq[string](err)
 	}
-	return p.s.ListPrefix(ctx, prefix)
+	return observeSeq(p, OpListPrefix, p.s.ListPrefix(ctx, prefix))
 }
 
 // ListDir implements DirLister. Without a backend implementation it lists
@@ -442,6 +499,10 @@ func (p *Portable) ListDir(ctx context.Context, prefix string) iter.Seq2[DirEntr
 	if err := ValidatePrefix(prefix); err != nil {
 		return failSeq[DirEntry](err)
 	}
+	return observeSeq(p, OpListDir, p.listDir(ctx, prefix))
+}
+
+func (p *Portable) listDir(ctx context.Context, prefix string) iter.Seq2[DirEntry, error] {
 	if dl, ok := p.s.(DirLister); ok {
 		return dl.ListDir(ctx, prefix)
 	}
@@ -485,5 +546,27 @@ func failSeq[T any](err error) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		var zero T
 		yield(zero, err)
+	}
+}
+
+// observeSeq tells p's observer of a listing once its iteration ends: the
+// time from its start to the last entry taken (including the caller's
+// time between entries), and the error that ended it.
+func observeSeq[T any](p *Portable, op Op, seq iter.Seq2[T, error]) iter.Seq2[T, error] {
+	if p.obs == nil {
+		return seq
+	}
+	return func(yield func(T, error) bool) {
+		start := time.Now()
+		var err error
+		for v, e := range seq {
+			if e != nil {
+				err = e
+			}
+			if !yield(v, e) {
+				break
+			}
+		}
+		p.observe(op, start, 0, 0, err)
 	}
 }

@@ -31,14 +31,27 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	store, err := openServedStore(ctx, logger, *root, *readOnly)
+	if err := sf.startAdmin(ctx, logger); err != nil {
+		return err
+	}
+	reg := sf.admin.reg
+	store, err := openServedStore(ctx, logger, *root, *readOnly, storeObserverOpts(reg, backendOf(*root))...)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	return sf.serveWith(ctx, logger, "zarrgate serving", func(srv *rpc.Server) {
 		cfg, lim := gcfg(logger)
-		arrayserver.NewServer(gateway.New(store, codecsvc.NewLocalLimits(lim), cfg)).Register(srv)
+		var codecs codec.Engine = codecsvc.NewLocalLimits(lim)
+		if reg != nil {
+			codecs = reg.Engine(codecs)
+		}
+		g := gateway.New(store, codecs, cfg)
+		if reg != nil {
+			reg.Budget(cfg.Budget)
+			reg.Gateway(g)
+		}
+		arrayserver.NewServer(g).Register(srv)
 	}, "root", *root, "read_only", *readOnly)
 }
 

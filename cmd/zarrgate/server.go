@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/zarrgate/zarrgate/codec"
@@ -98,7 +99,7 @@ func checkRoot(root string, create bool) error {
 // openServedStore opens the store a serving command serves. A writable
 // directory store has the temporary files of writes killed earlier removed
 // in the background (they are unreachable through the store already).
-func openServedStore(ctx context.Context, logger *slog.Logger, root string, readOnly bool) (*storesvc.Portable, error) {
+func openServedStore(ctx context.Context, logger *slog.Logger, root string, readOnly bool, extra ...storesvc.Option) (*storesvc.Portable, error) {
 	backend, err := openStore(ctx, root)
 	if err != nil {
 		return nil, err
@@ -110,7 +111,7 @@ func openServedStore(ctx context.Context, logger *slog.Logger, root string, read
 	if readOnly {
 		opts = append(opts, storesvc.ReadOnly())
 	}
-	return storesvc.Wrap(backend, opts...), nil
+	return storesvc.Wrap(backend, append(opts, extra...)...), nil
 }
 
 // serverFlags are the flags every serving command takes.
@@ -121,6 +122,7 @@ type serverFlags struct {
 	auth                        authFlags
 	tls                         listenTLSFlags
 	fs                          *flag.FlagSet // all the command's flags, for the effective configuration
+	admin                       *adminState
 }
 
 func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
@@ -133,11 +135,22 @@ func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
 		auth:          addAuthFlags(fs),
 		tls:           addListenTLSFlags(fs),
 		fs:            fs,
+		admin:         &adminState{listen: fs.String("admin-listen", "", "serve the admin endpoint (/metrics, /debug/pprof/, /healthz, /readyz, /version) over HTTP at host:port; a bare :port is loopback; off by default; another host needs TLS (--tls-cert) or --insecure")},
 	}
 	afterParse(fs, func() error { return f.auth.check(*f.tls.clientCA) })
 	// Refuse a plaintext non-loopback --listen before opening stores or
 	// waiting for workers (serveWith checks the listener itself again).
 	afterParse(fs, func() error { return f.tls.checkPlaintext(*f.listen) })
+	afterParse(fs, func() error {
+		if *f.admin.listen == "" {
+			return nil
+		}
+		addr, err := adminAddr(*f.admin.listen)
+		if err != nil {
+			return err
+		}
+		return f.tls.checkAdminPlaintext(addr)
+	})
 	return f
 }
 
@@ -180,6 +193,9 @@ func (f serverFlags) serveWith(ctx context.Context, logger *slog.Logger, msg str
 	if err != nil {
 		return err
 	}
+	if err := f.startAdmin(ctx, logger); err != nil {
+		return err
+	}
 	lis, addr, err := listen(*f.listen)
 	if err != nil {
 		return err
@@ -189,10 +205,22 @@ func (f serverFlags) serveWith(ctx context.Context, logger *slog.Logger, msg str
 		lis.Close()
 		return err
 	}
-	srv := rpc.NewServer(logger, security.Chain(tlsOpts, authOpts, extra)...)
+	var metricOpts []grpc.ServerOption
+	if reg := f.admin.reg; reg != nil {
+		metricOpts = reg.ServerOptions()
+	}
+	srv := rpc.NewServer(logger, append(security.Chain(tlsOpts, authOpts, extra), metricOpts...)...)
 	srv.SetDefaultTimeouts(*f.streamTimeout, *f.unaryTimeout)
 	register(srv)
+	if reg := f.admin.reg; reg != nil {
+		reg.InitServer(srv.Server)
+	}
 	srv.Health.SetServingStatus("", grpc_health_v1.HealthCheckResponse_SERVING)
+	f.admin.phase.Store(phaseServing)
+	go func() {
+		<-ctx.Done()
+		f.admin.phase.Store(phaseDraining)
+	}()
 	logger.Info(msg, append(append([]any{"addr", addr}, tlsAttrs...), attrs...)...)
 	return serveUntilDone(ctx, logger, srv, lis)
 }

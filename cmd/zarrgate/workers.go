@@ -36,7 +36,10 @@ func runStoreWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	store, err := openServedStore(ctx, logger, *root, *readOnly)
+	if err := sf.startAdmin(ctx, logger); err != nil {
+		return err
+	}
+	store, err := openServedStore(ctx, logger, *root, *readOnly, storeObserverOpts(sf.admin.reg, backendOf(*root))...)
 	if err != nil {
 		return err
 	}
@@ -66,8 +69,17 @@ func runCodecWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 		return err
 	}
 	lim := limits()
+	if err := sf.startAdmin(ctx, logger); err != nil {
+		return err
+	}
 	return sf.serveWith(ctx, logger, "zarrgate codec-worker serving", func(srv *rpc.Server) {
-		codecsvc.NewBudgetServer(codecsvc.NewLocalLimits(lim), budget(logger)).Register(srv)
+		b := budget(logger)
+		cs := codecsvc.NewBudgetServer(codecsvc.NewLocalLimits(lim), b)
+		if reg := sf.admin.reg; reg != nil {
+			cs.SetObserver(reg.CodecObserver())
+			reg.Budget(b)
+		}
+		cs.Register(srv)
 	}, "max_chunk_bytes", membudget.Size(lim.MaxChunkBytes), "max_variable_chunk_bytes", membudget.Size(lim.MaxVariableBytes))
 }
 
@@ -102,13 +114,32 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := sf.startAdmin(ctx, logger); err != nil {
+		return err
+	}
+	reg := sf.admin.reg
+	// dialTier connects to a tier's workers, measured, and makes the
+	// gateway ready only while the tier has a ready worker.
+	dialTier := func(t *rpc.Tier) (*grpc.ClientConn, error) {
+		opts := t.DialOptions()
+		if reg != nil {
+			opts = append(opts, reg.DialOptions()...)
+		}
+		cc, err := rpc.DialWorkers(t.Target, opts...)
+		if err != nil {
+			return nil, err
+		}
+		t.Watch(cc)
+		sf.admin.addCheck(t.Ready)
+		return cc, nil
+	}
 	storeTier := &rpc.Tier{Name: "store", Target: *storeTarget, Wait: *tierWait, Logger: logger, TLS: peer}
-	scc, err := rpc.DialWorkers(*storeTarget, storeTier.DialOptions()...)
+	scc, err := dialTier(storeTier)
 	if err != nil {
 		return fmt.Errorf("--store %s: %w", *storeTarget, err)
 	}
 	defer scc.Close()
-	store, err := connectStore(ctx, logger, scc, *storeTarget)
+	store, err := connectStore(ctx, logger, scc, *storeTarget, storeObserverOpts(reg, "remote")...)
 	if err != nil {
 		return err
 	}
@@ -116,7 +147,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	var codecs codec.Engine = codecsvc.NewLocalLimits(lim)
 	if *codecTarget != "" {
 		codecTier := &rpc.Tier{Name: "codec", Target: *codecTarget, Wait: *tierWait, Logger: logger, TLS: peer}
-		ccc, err := rpc.DialWorkers(*codecTarget, codecTier.DialOptions()...)
+		ccc, err := dialTier(codecTier)
 		if err != nil {
 			return fmt.Errorf("--codec %s: %w", *codecTarget, err)
 		}
@@ -124,9 +155,20 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 		rc := codecremote.New(ccc)
 		defer rc.Close()
 		codecs = rc
+		if reg != nil {
+			reg.CodecWorkers(rc)
+		}
+	}
+	if reg != nil {
+		codecs = reg.Engine(codecs)
 	}
 	return sf.serveWith(ctx, logger, "zarrgate gateway serving", func(srv *rpc.Server) {
-		arrayserver.NewServer(gateway.New(store, codecs, cfg)).Register(srv)
+		g := gateway.New(store, codecs, cfg)
+		if reg != nil {
+			reg.Budget(cfg.Budget)
+			reg.Gateway(g)
+		}
+		arrayserver.NewServer(g).Register(srv)
 	}, "store", *storeTarget, "codec", *codecTarget, "tier_wait", *tierWait, "peer_tls", peer != nil)
 }
 
@@ -136,12 +178,12 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 // starts listening once its store tier is there, so that a readiness probe
 // fails until then, and a gateway started before its workers waits for
 // them instead of exiting.
-func connectStore(ctx context.Context, logger *slog.Logger, cc *grpc.ClientConn, target string) (*storesvc.Portable, error) {
+func connectStore(ctx context.Context, logger *slog.Logger, cc *grpc.ClientConn, target string, opts ...storesvc.Option) (*storesvc.Portable, error) {
 	var warned time.Time
 	for {
-		store, err := remote.New(ctx, cc)
+		c, err := remote.NewClient(ctx, cc)
 		if err == nil {
-			return store, nil
+			return storesvc.Wrap(c, opts...), nil
 		}
 		if ctx.Err() != nil || !errors.Is(err, errs.Unavailable) {
 			return nil, fmt.Errorf("store workers %s: %w", target, err)

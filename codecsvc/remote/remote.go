@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
@@ -72,6 +73,7 @@ func (c *Client) Close() error {
 // procStream is one open Process stream and the batches waiting on it.
 type procStream struct {
 	s      grpc.BidiStreamingClient[codecv1.ProcessRequest, codecv1.ProcessResponse]
+	addr   string // the worker's address, as the connection sees it
 	cancel context.CancelFunc
 	sendMu sync.Mutex
 
@@ -94,6 +96,24 @@ func (ps *procStream) inflight() int {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	return len(ps.waiting)
+}
+
+// InFlight adds up the batches in flight on each worker (by address) to
+// f: what the gateway's metrics report per codec worker. Workers with no
+// open stream are not named.
+func (c *Client) InFlight(f func(worker string, batches int)) {
+	c.mu.Lock()
+	streams := c.stream
+	c.mu.Unlock()
+	per := make(map[string]int, len(streams))
+	for _, s := range streams {
+		if s != nil && s.alive() {
+			per[s.addr] += s.inflight()
+		}
+	}
+	for w, n := range per {
+		f(w, n)
+	}
 }
 
 // open returns the open stream with the fewest batches in flight, first
@@ -120,7 +140,11 @@ func (c *Client) open() (*procStream, error) {
 		cancel()
 		return nil, grpcerr.FromStatus(err)
 	}
-	ps := &procStream{s: s, cancel: cancel, waiting: make(map[uint64]chan *codecv1.ProcessResponse), done: make(chan struct{})}
+	addr := "unknown"
+	if p, ok := peer.FromContext(s.Context()); ok && p.Addr != nil {
+		addr = p.Addr.String()
+	}
+	ps := &procStream{s: s, addr: addr, cancel: cancel, waiting: make(map[uint64]chan *codecv1.ProcessResponse), done: make(chan struct{})}
 	go ps.receive()
 	c.stream[slot] = ps
 	return ps, nil

@@ -44,6 +44,7 @@ type Tier struct {
 	handshakes *lastErr
 
 	once sync.Once
+	cc   *grpc.ClientConn // set by Watch, for Ready
 	mu   sync.Mutex
 	// downSince is when the connection left Ready (zero while ready or
 	// idle: an idle connection is not down, it connects on the next call).

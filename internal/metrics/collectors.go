@@ -1,0 +1,101 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/zarrgate/zarrgate/gateway"
+	"github.com/zarrgate/zarrgate/internal/membudget"
+)
+
+// Budget registers the memory budget's gauges, read when scraped.
+func (r *Registry) Budget(b *membudget.Budget) {
+	r.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "zarrgate_memory_budget_in_use_bytes",
+			Help: "Bytes reserved against the memory budget (--memory-limit) by calls in flight and kept buffers.",
+		}, func() float64 { return float64(b.InUse()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "zarrgate_memory_budget_limit_bytes",
+			Help: "The memory budget (--memory-limit).",
+		}, func() float64 { return float64(b.Limit()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "zarrgate_memory_budget_peak_bytes",
+			Help: "The most bytes ever reserved against the memory budget at once.",
+		}, func() float64 { return float64(b.Peak()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "zarrgate_memory_budget_waiting_calls",
+			Help: "Calls waiting for memory of the budget (--memory-wait bounds the wait).",
+		}, func() float64 { return float64(b.Waiting()) }),
+	)
+}
+
+// Gateway registers the gateway's counters and gauges: metadata cache
+// hits and misses, write conflicts, retries, shared-memory segments.
+func (r *Registry) Gateway(g *gateway.Gateway) {
+	st := g.Stats()
+	r.reg.MustRegister(&gatewayCollector{g: g, st: st})
+}
+
+var (
+	cacheHitsDesc = prometheus.NewDesc("zarrgate_metadata_cache_hits_total",
+		"Lookups answered by the gateway's metadata cache, by kind (node: a node's metadata; shard_index: a shard's index).", []string{"kind"}, nil)
+	cacheMissesDesc = prometheus.NewDesc("zarrgate_metadata_cache_misses_total",
+		"Lookups the gateway's metadata cache could not answer (read from the store), by kind.", []string{"kind"}, nil)
+	conflictsDesc = prometheus.NewDesc("zarrgate_write_conflicts_total",
+		"Read-modify-writes of a chunk or shard whose conditional write found the value changed (a concurrent writer) or lost its worker, and that were read and merged again.", nil, nil)
+	retriesDesc = prometheus.NewDesc("zarrgate_retries_total",
+		"Idempotent store and codec calls repeated after a transient failure (a worker went away).", nil, nil)
+	segmentsDesc = prometheus.NewDesc("zarrgate_shared_memory_segments",
+		"Shared-memory segments of the gateway, by state (in_use: lent to reads in flight; idle: kept for later reads).", []string{"state"}, nil)
+	inflightDesc = prometheus.NewDesc("zarrgate_codec_worker_batches_in_flight",
+		"Batches sent to a codec worker and not yet answered, by worker address.", []string{"worker"}, nil)
+)
+
+type gatewayCollector struct {
+	g  *gateway.Gateway
+	st *gateway.Stats
+}
+
+func (c *gatewayCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{cacheHitsDesc, cacheMissesDesc, conflictsDesc, retriesDesc, segmentsDesc} {
+		ch <- d
+	}
+}
+
+func (c *gatewayCollector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	counter(cacheHitsDesc, c.st.NodeHits.Load(), "node")
+	counter(cacheHitsDesc, c.st.IndexHits.Load(), "shard_index")
+	counter(cacheMissesDesc, c.st.NodeMisses.Load(), "node")
+	counter(cacheMissesDesc, c.st.IndexMisses.Load(), "shard_index")
+	counter(conflictsDesc, c.st.WriteConflicts.Load())
+	counter(retriesDesc, gateway.Retries())
+	inUse, idle := c.g.SharedSegments()
+	ch <- prometheus.MustNewConstMetric(segmentsDesc, prometheus.GaugeValue, float64(inUse), "in_use")
+	ch <- prometheus.MustNewConstMetric(segmentsDesc, prometheus.GaugeValue, float64(idle), "idle")
+}
+
+// InFlighter is a remote codec engine that reports its batches in flight
+// per worker (codecsvc/remote.Client).
+type InFlighter interface {
+	InFlight(func(worker string, batches int))
+}
+
+// CodecWorkers registers the gauge of batches in flight per codec worker.
+// Its label values are the addresses of the configured workers (those
+// the gateway has a stream open to): bounded by the deployment.
+func (r *Registry) CodecWorkers(c InFlighter) {
+	r.reg.MustRegister(inflightCollector{c})
+}
+
+type inflightCollector struct{ c InFlighter }
+
+func (c inflightCollector) Describe(ch chan<- *prometheus.Desc) { ch <- inflightDesc }
+
+func (c inflightCollector) Collect(ch chan<- prometheus.Metric) {
+	c.c.InFlight(func(w string, n int) {
+		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(n), w)
+	})
+}
