@@ -46,10 +46,8 @@ type Config struct {
 	// WriteSlab may move; larger ones fail with ResourceExhausted. Default
 	// 64 GiB.
 	MaxSlabBytes int64
-	// Parallelism is how many batches of chunks are fetched and decoded (or
-	// chunks encoded and stored) at once, by all calls together: the
-	// slots are shared fairly among the calls that want them (fair.go); a
-	// lone call may use them all. Default 4 × GOMAXPROCS.
+	// Parallelism is how many chunks are fetched and decoded (or encoded and
+	// stored) at once. Default 4 × GOMAXPROCS.
 	Parallelism int
 	// MaxWriteAttempts bounds the read-modify-write retries of one chunk
 	// under contention. Default 64.
@@ -117,7 +115,6 @@ type Gateway struct {
 	codecs Codecs
 	cfg    Config
 	cache  *metaCache    // nodes and shard indexes
-	sched  *fairSched    // the chunk-work slots all calls share
 	shared chan struct{} // a slot per segment in use
 	idleMu sync.Mutex
 	idle   []idleSegment // segments kept for later calls, the latest last
@@ -142,7 +139,6 @@ func New(store storesvc.Store, codecs Codecs, cfg Config) *Gateway {
 		codecs: codecs,
 		cfg:    cfg,
 		cache:  newMetaCache(cfg.MetadataTTL, cacheMaxEntries, cacheMaxBytes),
-		sched:  newFairSched(cfg.Parallelism),
 		shared: make(chan struct{}, cfg.MaxSharedReads),
 	}
 }

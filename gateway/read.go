@@ -237,7 +237,6 @@ func (g *Gateway) ReadSlabTo(ctx context.Context, path string, sel []zarr.Range,
 	}
 	mem := g.newReadMem(path)
 	defer mem.done()
-	ctx = g.fairCtx(ctx)
 
 	if small := proj.NumChunks() <= maxPlainBatch && l.shard == nil || proj.NumChunks() == 1; small {
 		// One batch: no workers, no channels, no goroutine handoffs, which
@@ -420,12 +419,7 @@ func (g *Gateway) readDirect(ctx context.Context, l *layout, batch []readTask, s
 			return append(rest, batch[i:]...), nil
 		}
 		key := l.key(t.coords)
-		release, err := chunkSlot(ctx)
-		if err != nil {
-			return nil, err
-		}
 		_, err = retry(ctx, func() (struct{}, error) { return struct{}{}, g.readWhole(ctx, key, buf) })
-		release()
 		switch {
 		case errors.Is(err, storesvc.ErrNotFound):
 			l.fill.fillBuf(buf)
@@ -477,13 +471,6 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 	for i, t := range batch {
 		reqs[i] = storesvc.KeyRange{Key: l.key(t.coords)}
 	}
-	// A chunk-work slot for the fetch and the decode, not for handing the
-	// blocks on (which waits for the consumer).
-	release, err := chunkSlot(ctx)
-	if err != nil {
-		return err
-	}
-	defer release()
 	vals, err := retry(ctx, func() ([]storesvc.PartialValue, error) {
 		return g.store.GetPartialValuesMax(ctx, reqs, g.maxEncodedUnit(l))
 	})
@@ -497,7 +484,6 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 		}
 	}
 	decoded, err := l.codec.decode(ctx, encoded)
-	release()
 	if err != nil {
 		return g.blameChunk(err, reqs, vals)
 	}
@@ -685,11 +671,6 @@ func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, k
 	}
 	defer refs.Release()
 	out = hold(refs, out)
-	release, err := chunkSlot(ctx) // for the fetch and the decode
-	if err != nil {
-		return err
-	}
-	defer release()
 	runs, parts := coalesce(reqs)
 	runVals, err := retry(ctx, func() ([]storesvc.PartialValue, error) { return g.store.GetPartialValues(ctx, runs) })
 	if err != nil && !errors.Is(err, errs.OutOfRange) {
@@ -712,7 +693,6 @@ func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, k
 		encoded[i] = v.Data
 	}
 	decoded, err := l.codec.decode(ctx, encoded)
-	release()
 	if err != nil {
 		var ie *codec.ItemError
 		if errors.As(err, &ie) && ie.Index < len(batch) {

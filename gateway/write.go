@@ -87,7 +87,7 @@ func (g *Gateway) WriteSlab(ctx context.Context, path string, sel []zarr.Range, 
 		w.stride[d] = s
 		s *= proj.Dims[d].Len()
 	}
-	eg, ectx := errgroup.WithContext(g.fairCtx(ctx))
+	eg, ectx := errgroup.WithContext(ctx)
 	eg.SetLimit(g.cfg.Parallelism)
 	w.flushGroup, w.ctx = eg, ectx
 	err = w.run(next)

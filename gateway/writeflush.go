@@ -55,13 +55,6 @@ func (w *slabWriter) flush(o *pendingObject) error {
 	w.inflight.Add(1)
 	w.flushGroup.Go(func() error {
 		defer w.finished(o)
-		// The flush (encode, store; for a merge also fetch and decode)
-		// runs in one of the gateway's chunk-work slots.
-		release, err := chunkSlot(w.ctx)
-		if err != nil {
-			return err
-		}
-		defer release()
 		if w.coversObject(o) {
 			err := w.writeWhole(o)
 			if !transient(err) {
