@@ -136,7 +136,8 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
     made with the openssl CLI the way docs/security.md shows (the venv has
     no `cryptography`, and zarrgate has no certificate command)."""
     if shutil.which("openssl") is None:
-        pytest.skip("no openssl CLI to make test certificates")
+        # A failure, not a skip: the TLS tests must not vanish quietly.
+        pytest.fail("no openssl CLI to make test certificates (scripts/deps.sh installs it)")
     d = tmp_path_factory.mktemp("certs")
     _ca(d, "ca")
     _ca(d, "other-ca")

@@ -477,6 +477,16 @@ class ZarrgateStore(Store):
         hint = ""
         if code == grpc.StatusCode.UNAUTHENTICATED and self._token is None:
             hint = f" (this store sends no token: pass token=... or set ${TOKEN_ENV})"
+        elif (
+            code == grpc.StatusCode.UNAVAILABLE
+            and self.tls
+            and self._tls_cert is None
+            and ("certificate_required" in details or "tsi_data_corrupted" in details)
+        ):
+            # TLS 1.3: a server's refusal of a client without certificate
+            # arrives after the handshake, as an alert gRPC reports as
+            # "Unwrap failed (TSI_DATA_CORRUPTED)".
+            hint = " (does the server want a client certificate? pass tls_cert and tls_key)"
         elif code == grpc.StatusCode.UNAVAILABLE and "handshake" in details:
             hint = (
                 " (the TLS handshake failed: is tls_ca the CA that signed the server's "
