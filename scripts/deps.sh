@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh machine, idempotently: the
 # S3-compatible test server (built from the Go module proxy), netCDF's
-# ncgen/ncdump (Debian netcdf-bin, netCDF-C 4.9.0) and the pinned Python venv
+# ncgen/ncdump (Debian netcdf-bin, netCDF-C 4.9.0), the openssl CLI (the
+# Python tests make their TLS certificates with it) and the pinned Python venv
 # (zarr-python, numcodecs, and netCDF4, whose wheel bundles netCDF-C 4.10).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,5 +13,12 @@ if ! command -v ncgen >/dev/null || ! command -v ncdump >/dev/null; then
 	[ "$(id -u)" = 0 ] || SUDO=sudo
 	$SUDO apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq netcdf-bin >/dev/null
+fi
+if ! command -v openssl >/dev/null; then
+	echo "deps: installing openssl" >&2
+	SUDO=""
+	[ "$(id -u)" = 0 ] || SUDO=sudo
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openssl >/dev/null
 fi
 ZARRGATE_VENV_ONLY=1 scripts/test-python.sh

@@ -3,8 +3,17 @@
     python examples/dask_read.py --addr 127.0.0.1:50051 --path group/x \
         --scheduler processes --workers 2
 
-Each worker gets the array pickled (ZarrgateStore pickles as its address) and
-opens its own gRPC channel on first use. Prints one JSON line: the array's
+Against a server with TLS and tokens (`zarrgate serve --tls-cert ... --tokens ...`):
+
+    ZARRGATE_TOKEN=$(cat alice.token) python examples/dask_read.py \
+        --addr zarrgate.example:50051 --tls-ca ca.pem --path group/x
+
+--tls, --tls-ca, --tls-cert, --tls-key and --token are the Go CLI's flags and,
+as there, default to $ZARRGATE_TLS, $ZARRGATE_TLS_CA, ...; --token to
+$ZARRGATE_TOKEN (better than the command line, which other users can see).
+
+Each worker gets the array pickled (ZarrgateStore pickles as its settings,
+TLS material and token included) and opens its own gRPC channel on first use. Prints one JSON line: the array's
 shape and dtype, the sum and mean of all values, the number of chunks read and
 the distinct worker processes / threads that read them, and whether any chunk
 was read in this (the parent) process.
@@ -15,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import threading
 
 import dask
@@ -22,7 +32,7 @@ import dask.array as da
 import numpy as np
 import zarr
 
-from zarrgate import ZarrgateStore
+from zarrgate import ZarrgateError, ZarrgateStore
 
 
 def _who(block: np.ndarray) -> np.ndarray:
@@ -32,13 +42,28 @@ def _who(block: np.ndarray) -> np.ndarray:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--addr", required=True, help="host:port of `zarrgate serve`")
+    env = os.environ.get
+    ap.add_argument("--addr", default=env("ZARRGATE_ADDR"), required=not env("ZARRGATE_ADDR"),
+                    help="host:port of `zarrgate serve` (grpcs://host:port: with TLS)")
+    ap.add_argument("--tls", action="store_true", default=env("ZARRGATE_TLS", "").lower() in ("1", "t", "true"),
+                    help="connect with TLS, verifying the server against the system's roots")
+    ap.add_argument("--tls-ca", default=env("ZARRGATE_TLS_CA") or None,
+                    help="PEM CA bundle to verify the server against (implies --tls)")
+    ap.add_argument("--tls-cert", default=env("ZARRGATE_TLS_CERT") or None,
+                    help="PEM client certificate, for servers with --client-ca (with --tls-key)")
+    ap.add_argument("--tls-key", default=env("ZARRGATE_TLS_KEY") or None, help="its private key")
+    ap.add_argument("--token", default=None,
+                    help="bearer token (default: $ZARRGATE_TOKEN; prefer that to this flag)")
     ap.add_argument("--path", required=True, help="array path inside the store")
     ap.add_argument("--scheduler", choices=["threads", "processes", "synchronous"], default="threads")
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args(argv)
 
-    arr = zarr.open_array(store=ZarrgateStore(args.addr, read_only=True), path=args.path, mode="r")
+    store = ZarrgateStore(
+        args.addr, read_only=True, tls=args.tls or None, tls_ca=args.tls_ca,
+        tls_cert=args.tls_cert, tls_key=args.tls_key, token=args.token,
+    )
+    arr = zarr.open_array(store=store, path=args.path, mode="r")
     # One dask chunk per zarr chunk (or per shard's inner chunk grid).
     x = da.from_zarr(arr, chunks=arr.chunks)
     who = x.map_blocks(_who, chunks=tuple((1,) * len(c) for c in x.chunks), dtype=object)
@@ -62,4 +87,11 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (ZarrgateError, ValueError, OSError) as e:
+        # A refused token, a TLS failure, a missing file: one line, no
+        # traceback (ZarrgateError derives from PermissionError,
+        # ConnectionError... as the status says).
+        print(f"dask_read: {e}", file=sys.stderr)
+        sys.exit(1)

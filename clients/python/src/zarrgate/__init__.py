@@ -9,11 +9,18 @@
 
 from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from zarrgate._gen.zarrgate.store.v1 import store_pb2, store_pb2_grpc
-from zarrgate.store import ZarrgateError, ZarrgateStore
+from zarrgate.store import (
+    ZarrgateError,
+    ZarrgatePermissionDenied,
+    ZarrgateStore,
+    ZarrgateUnauthenticated,
+)
 
 __all__ = [
     "ZarrgateError",
+    "ZarrgatePermissionDenied",
     "ZarrgateStore",
+    "ZarrgateUnauthenticated",
     "gateway_pb2",
     "gateway_pb2_grpc",
     "store_pb2",
