@@ -60,6 +60,7 @@ func (w *slabWriter) flush(o *pendingObject) error {
 			if !transient(err) {
 				return err
 			}
+			noteRetry(w.ctx, err)
 			// The write may or may not have landed: only a write
 			// conditioned on what is stored now is safe to repeat.
 		}
@@ -586,6 +587,9 @@ func (w *slabWriter) mergeInto(o *pendingObject) error {
 		// merge again; the generation check makes the repeat safe.
 		if !errors.Is(err, errs.FailedPrecondition) && !transient(err) {
 			return err
+		}
+		if transient(err) {
+			noteRetry(ctx, err)
 		}
 	}
 	return errs.New(errs.Aborted, "write %q: %q kept changing under concurrent writers; gave up after %d attempts", w.path, o.key, w.g.cfg.MaxWriteAttempts)

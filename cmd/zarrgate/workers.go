@@ -67,7 +67,11 @@ func runCodecWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 	}
 	lim := limits()
 	return sf.serveWith(ctx, logger, "zarrgate codec-worker serving", func(srv *rpc.Server) {
-		codecsvc.NewBudgetServer(codecsvc.NewLocalLimits(lim), budget(logger)).Register(srv)
+		cs := codecsvc.NewBudgetServer(codecsvc.NewLocalLimits(lim), budget(logger))
+		cs.Register(srv)
+		// Process streams last as long as the gateway keeps them: on
+		// shutdown the worker asks it to close them (see codecsvc.Drain).
+		srv.OnDrain(cs.Drain)
 	}, "max_chunk_bytes", membudget.Size(lim.MaxChunkBytes), "max_variable_chunk_bytes", membudget.Size(lim.MaxVariableBytes))
 }
 
