@@ -9,6 +9,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -39,6 +40,7 @@ type Server struct {
 	// Process stream, open or opened later, is told so.
 	drain     chan struct{}
 	drainOnce sync.Once
+	streams   atomic.Int64 // Process streams open
 }
 
 // NewServer returns the CodecService of e, charging no memory budget.
@@ -311,8 +313,12 @@ func (s *Server) Encode(ctx context.Context, req *codecv1.EncodeRequest) (*codec
 // live as long as their callers. Batches that arrive meanwhile are still
 // answered. The notice travels on the stream itself, behind nothing the
 // caller could have sent after it: no batch is lost between the worker
-// deciding to stop and the caller learning it.
-func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.drain) }) }
+// deciding to stop and the caller learning it. Drain returns how many
+// streams were open.
+func (s *Server) Drain() int {
+	s.drainOnce.Do(func() { close(s.drain) })
+	return int(s.streams.Load())
+}
 
 // Process implements codecv1.CodecServiceServer: batches are worked on
 // concurrently, up to a bound, and answered as they finish. A failed batch
@@ -323,6 +329,8 @@ func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.drain) }) }
 // side, once every batch is answered (see Drain).
 func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest, codecv1.ProcessResponse]) error {
 	ctx := stream.Context()
+	s.streams.Add(1)
+	defer s.streams.Add(-1)
 	var sendMu, runMu sync.Mutex
 	running := make(map[uint64]context.CancelFunc)
 	var wg sync.WaitGroup
