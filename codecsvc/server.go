@@ -9,6 +9,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -37,6 +38,11 @@ type Server struct {
 	inflight int
 	// obs, when set, is told of every batch (SetObserver).
 	obs codec.Observer
+	// drain is closed when the worker starts shutting down (Drain): every
+	// Process stream, open or opened later, is told so.
+	drain     chan struct{}
+	drainOnce sync.Once
+	streams   atomic.Int64 // Process streams open
 }
 
 // SetObserver has o told of every batch the service decodes or encodes
@@ -45,7 +51,7 @@ func (s *Server) SetObserver(o codec.Observer) { s.obs = o }
 
 // NewServer returns the CodecService of e, charging no memory budget.
 func NewServer(e codec.Engine) *Server {
-	s := &Server{e: e, inflight: 2 * runtime.GOMAXPROCS(0)}
+	s := &Server{e: e, inflight: 2 * runtime.GOMAXPROCS(0), drain: make(chan struct{})}
 	s.local, _ = e.(*Local)
 	return s
 }
@@ -317,14 +323,32 @@ func (s *Server) Encode(ctx context.Context, req *codecv1.EncodeRequest) (*codec
 	return resp, grpcerr.ToStatus(err)
 }
 
+// Drain tells every Process stream, those open and those opened later,
+// that the worker is shutting down (a Draining response with id 0): callers
+// then send no more batches on them and close their side once their
+// batches are answered, which ends the streams, so that a graceful stop of
+// the server finishes instead of waiting for streams that would otherwise
+// live as long as their callers. Batches that arrive meanwhile are still
+// answered. The notice travels on the stream itself, behind nothing the
+// caller could have sent after it: no batch is lost between the worker
+// deciding to stop and the caller learning it. Drain returns how many
+// streams were open.
+func (s *Server) Drain() int {
+	s.drainOnce.Do(func() { close(s.drain) })
+	return int(s.streams.Load())
+}
+
 // Process implements codecv1.CodecServiceServer: batches are worked on
 // concurrently, up to a bound, and answered as they finish. A failed batch
 // is answered with its error; the stream goes on. Each batch runs under its
 // caller's deadline (deadline_unix_nanos) and stops when the caller cancels
 // it, so a caller's deadline or cancellation reaches the worker although
-// the stream outlives the call.
+// the stream outlives the call. The stream ends when the caller closes its
+// side, once every batch is answered (see Drain).
 func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest, codecv1.ProcessResponse]) error {
 	ctx := stream.Context()
+	s.streams.Add(1)
+	defer s.streams.Add(-1)
 	var sendMu, runMu sync.Mutex
 	running := make(map[uint64]context.CancelFunc)
 	var wg sync.WaitGroup
@@ -333,6 +357,24 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 	var releases releaseSet
 	defer releases.releaseAll()
 	defer wg.Wait()
+	// The drain notice is sent from its own goroutine, which ends before
+	// the handler returns (no send after that).
+	stop, noticed := make(chan struct{}), make(chan struct{})
+	defer func() { close(stop); <-noticed }()
+	go func() {
+		defer close(noticed)
+		select {
+		case <-s.drain:
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		}
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		// A failed send means a broken stream, which Recv reports.
+		stream.Send(&codecv1.ProcessResponse{Result: &codecv1.ProcessResponse_Draining{Draining: &codecv1.Draining{}}})
+	}()
 	for {
 		req, err := stream.Recv()
 		if err != nil {

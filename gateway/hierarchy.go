@@ -488,6 +488,7 @@ func (g *Gateway) createDoc(ctx context.Context, path string, d doc) error {
 		case !transient(err) || attempt == retryAttempts:
 			return err
 		}
+		noteRetry(ctx, err, "attempt", attempt)
 		stored, rerr := retry(ctx, func() (read, error) {
 			data, gen, err := storesvc.ReadAll(ctx, g.store, d.key)
 			return read{data, gen}, err
@@ -538,6 +539,9 @@ func (g *Gateway) update(ctx context.Context, path string, change func(*node) er
 				// A conflict, or an answer lost with the worker: read again;
 				// the generation check makes the repeat safe.
 				if errors.Is(err, errs.FailedPrecondition) || transient(err) {
+					if transient(err) {
+						noteRetry(ctx, err)
+					}
 					conflict = true
 					break
 				}

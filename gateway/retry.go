@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -26,7 +27,7 @@ func retry[T any](ctx context.Context, op func() (T, error)) (T, error) {
 		if err == nil || !transient(err) || attempt == retryAttempts || ctx.Err() != nil {
 			return v, err
 		}
-		retries.Add(1)
+		noteRetry(ctx, err, "attempt", attempt)
 		select {
 		case <-time.After(backoff/2 + rand.N(backoff)):
 		case <-ctx.Done():
@@ -34,4 +35,14 @@ func retry[T any](ctx context.Context, op func() (T, error)) (T, error) {
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// noteRetry counts (Retries) and logs a store or codec call about to be repeated after a
+// transient failure (through slog's default logger: the serving commands
+// make it theirs). Every retry is a warning: a worker stopped gracefully
+// causes none, so one means a worker died, dropped a connection, or was
+// cut at the end of its shutdown grace.
+func noteRetry(ctx context.Context, err error, attrs ...any) {
+	retries.Add(1)
+	slog.WarnContext(ctx, "retrying a store or codec call after a transient failure", append(attrs, "error", err)...)
 }

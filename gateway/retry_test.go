@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -96,5 +99,38 @@ func TestSlabsSurviveUnavailableStore(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Every retry of a store call after a transient failure is logged as a
+// warning, through slog's default logger: the line operators (and the
+// drain test) look for. No failure, no line.
+func TestRetriesAreLogged(t *testing.T) {
+	var logs strings.Builder
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	defer slog.SetDefault(old)
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, share := range []float64{0, 0.2} {
+		logs.Reset()
+		f := &flaky{Store: memory.New(), r: rand.New(rand.NewPCG(9, 1))}
+		for it := 0; it < 10 || share > 0 && f.fails == 0; it++ {
+			c := randCase(r)
+			g := New(f, testCodecs{}, Config{Parallelism: 1})
+			f.share = 0
+			ref := c.create(t, g, fmt.Sprint(it))
+			f.share = share
+			sel := zarr.FullSelection(c.shape)
+			blocks, _ := ref.blocksFor(r, sel, randValue(r, ref.elem))
+			if _, err := g.WriteSlab(ctx, fmt.Sprint(it), sel, nextFrom(blocks)); err != nil {
+				t.Fatal(err)
+			}
+			readAll(t, g, fmt.Sprint(it), sel, ref.elem)
+		}
+		lines := strings.Count(logs.String(), "retrying a store or codec call after a transient failure")
+		if share == 0 && lines != 0 || share > 0 && (lines == 0 || lines > f.fails) {
+			t.Fatalf("%d injected failures, %d retry lines:\n%s", f.fails, lines, logs.String())
+		}
+		t.Logf("%d injected failures, %d retries logged", f.fails, lines)
 	}
 }

@@ -60,6 +60,7 @@ func (w *slabWriter) flush(o *pendingObject) error {
 			if !transient(err) {
 				return err
 			}
+			noteRetry(w.ctx, err)
 			// The write may or may not have landed: only a write
 			// conditioned on what is stored now is safe to repeat.
 		}
@@ -587,7 +588,11 @@ func (w *slabWriter) mergeInto(o *pendingObject) error {
 		if !errors.Is(err, errs.FailedPrecondition) && !transient(err) {
 			return err
 		}
-		w.g.stats.WriteConflicts.Add(1)
+		if transient(err) {
+			noteRetry(ctx, err)
+		} else {
+			w.g.stats.WriteConflicts.Add(1)
+		}
 	}
 	return errs.New(errs.Aborted, "write %q: %q kept changing under concurrent writers; gave up after %d attempts", w.path, o.key, w.g.cfg.MaxWriteAttempts)
 }

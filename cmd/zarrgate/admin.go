@@ -148,8 +148,9 @@ func (f serverFlags) startAdmin(ctx context.Context, logger *slog.Logger) error 
 	}()
 	go func() {
 		<-ctx.Done()
-		// After the gRPC server's grace: /readyz says draining meanwhile.
-		time.Sleep(shutdownGrace)
+		// After the gRPC server's drain and grace: /readyz says draining
+		// meanwhile (the process exits earlier when its calls finish).
+		time.Sleep(*f.drainDelay + *f.shutdownGrace)
 		srv.Close()
 	}()
 	// Logged as a URL, not as addr=: tools that look for the gRPC

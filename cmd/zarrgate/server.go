@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
@@ -32,8 +33,14 @@ import (
 	"github.com/zarrgate/zarrgate/storesvc/storeurl"
 )
 
-// shutdownGrace is how long in-flight calls get to finish on SIGINT/SIGTERM.
-const shutdownGrace = 10 * time.Second
+// Shutdown defaults (see rpc.Server.Shutdown): how long a stopping server
+// reports NOT_SERVING while still serving, so that clients and load
+// balancers move away before it takes no new calls, and how long the calls
+// in flight then get to finish.
+const (
+	defaultDrainDelay    = 5 * time.Second
+	defaultShutdownGrace = 10 * time.Second
+)
 
 // codecLimitFlags adds the per-chunk limits every process that decodes
 // chunks takes, and returns them once parsed.
@@ -118,6 +125,7 @@ func openServedStore(ctx context.Context, logger *slog.Logger, root string, read
 type serverFlags struct {
 	listen, logLevel            *string
 	streamTimeout, unaryTimeout *time.Duration
+	drainDelay, shutdownGrace   *time.Duration
 	authz                       authzFlags
 	auth                        authFlags
 	tls                         listenTLSFlags
@@ -131,6 +139,8 @@ func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
 		logLevel:      fs.String("log-level", "info", "log level: debug, info, warn, error"),
 		streamTimeout: fs.Duration("default-timeout", rpc.DefaultStreamTimeout, "deadline of streaming calls (reads, writes, lists) whose client set none; 0: none"),
 		unaryTimeout:  fs.Duration("default-unary-timeout", rpc.DefaultUnaryTimeout, "deadline of unary calls (metadata, erase) whose client set none; 0: none"),
+		drainDelay:    fs.Duration("drain-delay", defaultDrainDelay, "on SIGTERM/SIGINT, how long the health service reports NOT_SERVING while calls are still served, so that gateways and load balancers move new work away first; 0: stop taking calls at once"),
+		shutdownGrace: fs.Duration("shutdown-grace", defaultShutdownGrace, "after --drain-delay, how long calls in flight get to finish before they are cut; a second signal cuts them at once"),
 		authz:         addAuthzFlags(fs),
 		auth:          addAuthFlags(fs),
 		tls:           addListenTLSFlags(fs),
@@ -157,13 +167,15 @@ func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
 // logger is the command's logger, at --log-level. At debug level it logs
 // the effective configuration first: every flag, its value and whether it
 // came from the command line, the environment, the --config file or its
-// default.
+// default. It is also slog's default logger, through which the packages
+// without one of their own log (the gateway's retries, for one).
 func (f serverFlags) logger(ctx context.Context, stderr io.Writer) (*slog.Logger, error) {
 	*f.authz.stderr = stderr
 	logger, err := newLogger(stderr, *f.logLevel)
 	if err != nil {
 		return nil, err
 	}
+	slog.SetDefault(logger)
 	logEffectiveConfig(ctx, logger, f.fs)
 	return logger, nil
 }
@@ -183,6 +195,9 @@ func (f serverFlags) serve(ctx context.Context, stderr io.Writer, msg string, re
 func (f serverFlags) serveWith(ctx context.Context, logger *slog.Logger, msg string, register func(*rpc.Server), attrs ...any) error {
 	if *f.streamTimeout < 0 || *f.unaryTimeout < 0 {
 		return usageError{errors.New("--default-timeout and --default-unary-timeout must not be negative")}
+	}
+	if *f.drainDelay < 0 || *f.shutdownGrace <= 0 {
+		return usageError{errors.New("--drain-delay must not be negative and --shutdown-grace must be positive")}
 	}
 	extra, release, err := f.authz.serverOptions(ctx, logger)
 	if err != nil {
@@ -222,7 +237,7 @@ func (f serverFlags) serveWith(ctx context.Context, logger *slog.Logger, msg str
 		f.admin.phase.Store(phaseDraining)
 	}()
 	logger.Info(msg, append(append([]any{"addr", addr}, tlsAttrs...), attrs...)...)
-	return serveUntilDone(ctx, logger, srv, lis)
+	return serveUntilDone(ctx, logger, srv, lis, *f.drainDelay, *f.shutdownGrace)
 }
 
 // listen opens a TCP address, or a Unix socket for unix:///path (or
@@ -265,10 +280,12 @@ func listen(spec string) (net.Listener, string, error) {
 	return lis, "unix://" + abs, nil
 }
 
-// serveUntilDone serves until ctx is done (SIGINT/SIGTERM), then stops
-// taking calls, lets in-flight ones finish for shutdownGrace, and stops.
-// With $ZARRGATE_CPUPROFILE set it writes a CPU profile there on exit.
-func serveUntilDone(ctx context.Context, logger *slog.Logger, srv *rpc.Server, lis net.Listener) error {
+// serveUntilDone serves until ctx is done (SIGINT/SIGTERM), then drains:
+// reports NOT_SERVING while still serving for drainDelay, stops taking
+// calls, lets in-flight ones finish for grace, and stops (rpc.Server.
+// Shutdown); another SIGINT/SIGTERM meanwhile stops at once. With
+// $ZARRGATE_CPUPROFILE set it writes a CPU profile there on exit.
+func serveUntilDone(ctx context.Context, logger *slog.Logger, srv *rpc.Server, lis net.Listener, drainDelay, grace time.Duration) error {
 	if path := os.Getenv("ZARRGATE_CPUPROFILE"); path != "" {
 		f, err := os.Create(path)
 		if err != nil {
@@ -286,17 +303,24 @@ func serveUntilDone(ctx context.Context, logger *slog.Logger, srv *rpc.Server, l
 		return err
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down", "grace", shutdownGrace)
-	srv.Health.Shutdown()
-	done := make(chan struct{})
-	go func() { srv.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(shutdownGrace):
-		logger.Warn("grace period over, closing remaining calls")
-		srv.Stop()
-	}
-	logger.Info("stopped")
+	// The first signal ended ctx; the next one, caught from now on, cuts
+	// the drain short.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	hard := make(chan struct{})
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-sigs:
+			close(hard)
+		case <-stopped:
+		}
+	}()
+	logger.Info("shutting down", "drain_delay", drainDelay, "shutdown_grace", grace)
+	srv.Shutdown(drainDelay, grace, hard)
+	<-errc // Serve has returned: nothing is served any more
 	return nil
 }
 

@@ -80,6 +80,11 @@ func runCodecWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 			reg.Budget(b)
 		}
 		cs.Register(srv)
+		// Process streams last as long as the gateway keeps them: on
+		// shutdown the worker asks it to close them (see codecsvc.Drain).
+		srv.OnDrain(func() {
+			logger.Info("draining: told the Process streams open to finish and close", "streams", cs.Drain())
+		})
 	}, "max_chunk_bytes", membudget.Size(lim.MaxChunkBytes), "max_variable_chunk_bytes", membudget.Size(lim.MaxVariableBytes))
 }
 

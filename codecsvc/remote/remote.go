@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -50,6 +51,10 @@ type Client struct {
 
 	mu     sync.Mutex
 	stream [streams]*procStream
+	// retired are streams of draining workers taken out of stream: they
+	// still answer their batches, and Close ends them too.
+	retired []*procStream
+	drains  atomic.Uint64
 }
 
 var _ codec.Engine = (*Client)(nil)
@@ -57,7 +62,7 @@ var _ codec.Engine = (*Client)(nil)
 // New returns a codec engine running on the worker(s) behind cc.
 func New(cc grpc.ClientConnInterface) *Client { return &Client{c: codecv1.NewCodecServiceClient(cc)} }
 
-// Close ends the stream.
+// Close ends the streams.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -67,8 +72,16 @@ func (c *Client) Close() error {
 			c.stream[i] = nil
 		}
 	}
+	for _, s := range c.retired {
+		s.cancel()
+	}
+	c.retired = nil
 	return nil
 }
+
+// DrainNotices is how many streams were retired because their worker said
+// it was draining.
+func (c *Client) DrainNotices() uint64 { return c.drains.Load() }
 
 // procStream is one open Process stream and the batches waiting on it.
 type procStream struct {
@@ -81,6 +94,12 @@ type procStream struct {
 	waiting map[uint64]chan *codecv1.ProcessResponse
 	err     error
 	done    chan struct{}
+	// draining is set when the worker said it is shutting down: no batch
+	// is sent on the stream any more, and once every batch sent is
+	// answered the stream's side is closed (closed), which lets the
+	// worker end it.
+	draining, closed bool
+	onDrain          func()
 }
 
 func (ps *procStream) alive() bool {
@@ -103,7 +122,8 @@ func (ps *procStream) inflight() int {
 // open stream are not named.
 func (c *Client) InFlight(f func(worker string, batches int)) {
 	c.mu.Lock()
-	streams := c.stream
+	// Streams retired by a draining worker still finish their batches.
+	streams := append(c.stream[:len(c.stream):len(c.stream)], c.retired...)
 	c.mu.Unlock()
 	per := make(map[string]int, len(streams))
 	for _, s := range streams {
@@ -116,14 +136,24 @@ func (c *Client) InFlight(f func(worker string, batches int)) {
 	}
 }
 
+// usable reports a stream that takes new batches: open, and its worker
+// not draining.
+func (ps *procStream) usable() bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.err == nil && !ps.draining
+}
+
 // open returns the open stream with the fewest batches in flight, first
-// opening any missing or broken one.
+// opening any missing, broken or draining one (a new stream goes where the
+// balancer sends it: not to a worker whose health service says it is not
+// serving).
 func (c *Client) open() (*procStream, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	slot, least := -1, 0
 	for i, s := range c.stream {
-		if s == nil || !s.alive() {
+		if s == nil || !s.usable() {
 			slot = i
 			break
 		}
@@ -131,20 +161,27 @@ func (c *Client) open() (*procStream, error) {
 			slot, least = i, n
 		}
 	}
-	if s := c.stream[slot]; s != nil && s.alive() {
-		return s, nil
+	old := c.stream[slot]
+	if old != nil && old.usable() {
+		return old, nil
 	}
+	if old != nil && old.alive() {
+		c.retired = append(c.retired, old) // draining: it ends by itself
+	}
+	c.retired = slices.DeleteFunc(c.retired, func(s *procStream) bool { return !s.alive() })
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := c.c.Process(ctx)
 	if err != nil {
 		cancel()
+		c.stream[slot] = nil
 		return nil, grpcerr.FromStatus(err)
 	}
 	addr := "unknown"
 	if p, ok := peer.FromContext(s.Context()); ok && p.Addr != nil {
 		addr = p.Addr.String()
 	}
-	ps := &procStream{s: s, addr: addr, cancel: cancel, waiting: make(map[uint64]chan *codecv1.ProcessResponse), done: make(chan struct{})}
+	ps := &procStream{s: s, addr: addr, cancel: cancel, waiting: make(map[uint64]chan *codecv1.ProcessResponse), done: make(chan struct{}),
+		onDrain: func() { c.drains.Add(1) }}
 	go ps.receive()
 	c.stream[slot] = ps
 	return ps, nil
@@ -155,10 +192,22 @@ func (ps *procStream) receive() {
 		resp, err := ps.s.Recv()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
+				// After a drain, the expected end: nothing waits on it.
 				err = status.Error(codes.Unavailable, "codec worker closed the stream")
 			}
 			ps.fail(grpcerr.FromStatus(err))
 			return
+		}
+		if resp.GetDraining() != nil {
+			ps.mu.Lock()
+			first := !ps.draining
+			ps.draining = true
+			ps.mu.Unlock()
+			if first && ps.onDrain != nil {
+				ps.onDrain()
+			}
+			ps.closeIfDrained()
+			continue
 		}
 		ps.mu.Lock()
 		ch := ps.waiting[resp.GetId()]
@@ -167,7 +216,25 @@ func (ps *procStream) receive() {
 		if ch != nil {
 			ch <- resp
 		}
+		ps.closeIfDrained()
 	}
+}
+
+// closeIfDrained closes the stream's side once its worker is draining and
+// every batch sent on it is answered (or given up on), so that the worker
+// ends the stream. A batch is registered in waiting before it is sent, so
+// none is sent after this.
+func (ps *procStream) closeIfDrained() {
+	ps.mu.Lock()
+	if !ps.draining || ps.closed || len(ps.waiting) > 0 {
+		ps.mu.Unlock()
+		return
+	}
+	ps.closed = true
+	ps.mu.Unlock()
+	ps.sendMu.Lock()
+	ps.s.CloseSend()
+	ps.sendMu.Unlock()
 }
 
 func (ps *procStream) fail(err error) {
@@ -182,19 +249,31 @@ func (ps *procStream) fail(err error) {
 
 // do sends one batch and waits for its answer.
 func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest) (*codecv1.ProcessResponse, error) {
-	ps, err := c.open()
-	if err != nil {
-		return nil, err
-	}
 	req.Id = c.nextID.Add(1)
 	if d, ok := ctx.Deadline(); ok {
 		req.DeadlineUnixNanos = d.UnixNano()
 	}
 	ch := make(chan *codecv1.ProcessResponse, 1)
-	ps.mu.Lock()
-	if ps.err != nil {
+	var ps *procStream
+	for {
+		var err error
+		if ps, err = c.open(); err != nil {
+			return nil, err
+		}
+		ps.mu.Lock()
+		if ps.err != nil {
+			ps.mu.Unlock()
+			return nil, ps.err
+		}
+		if !ps.draining {
+			break
+		}
+		// Its worker began draining since open chose it: another stream
+		// (open replaces this one).
 		ps.mu.Unlock()
-		return nil, ps.err
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 	}
 	ps.waiting[req.Id] = ch
 	ps.mu.Unlock()
@@ -202,7 +281,7 @@ func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest) (*codecv1.
 	// Batch data is sent without a copy: callers hand over chunks they do
 	// not modify while the batch is out (the answer arrives only after
 	// every byte was read).
-	err = ps.s.SendMsg(wire.ByRef{Msg: req})
+	err := ps.s.SendMsg(wire.ByRef{Msg: req})
 	ps.sendMu.Unlock()
 	if err != nil {
 		ps.fail(errs.New(errs.Unavailable, "codec stream: %v", err))
@@ -217,13 +296,18 @@ func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest) (*codecv1.
 	case <-ps.done:
 		return nil, ps.err
 	case <-ctx.Done():
+		// Tell the worker to abandon the batch (best effort), unless the
+		// stream's side is closed already.
+		ps.sendMu.Lock()
 		ps.mu.Lock()
 		delete(ps.waiting, req.Id)
+		closed := ps.closed
 		ps.mu.Unlock()
-		// Tell the worker to abandon the batch (best effort).
-		ps.sendMu.Lock()
-		ps.s.Send(&codecv1.ProcessRequest{Id: req.Id, Work: &codecv1.ProcessRequest_Cancel{Cancel: &codecv1.CancelRequest{}}})
+		if !closed {
+			ps.s.Send(&codecv1.ProcessRequest{Id: req.Id, Work: &codecv1.ProcessRequest_Cancel{Cancel: &codecv1.CancelRequest{}}})
+		}
 		ps.sendMu.Unlock()
+		ps.closeIfDrained()
 		return nil, ctx.Err()
 	}
 }

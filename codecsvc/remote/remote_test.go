@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
 
@@ -328,4 +329,128 @@ func TestSlowWorkerGetsLessWork(t *testing.T) {
 		t.Fatalf("fast worker %d batches, slow worker %d: want the fast one to get well over twice as many, and both some", f, sl)
 	}
 	t.Logf("fast worker %d batches, slow worker %d", fast.Load(), slow.Load())
+}
+
+// A codec worker that shuts down gracefully while batches are in flight on
+// every stream costs its callers nothing: no batch fails, gRPC retries
+// nothing, the gateway's streams to it are closed once answered (so its
+// graceful stop ends well within the grace), and the work goes on on the
+// other worker.
+func TestWorkerDrainsMidWork(t *testing.T) {
+	var nA, nB atomic.Int64
+	var srvs []*rpc.Server
+	var addrs []string
+	for _, n := range []*atomic.Int64{&nA, &nB} {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+		cs := codecsvc.NewServer(counting{codecsvc.NewLocal(), 20 * time.Millisecond, n})
+		cs.Register(srv)
+		srv.OnDrain(func() { cs.Drain() })
+		srv.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		go srv.Serve(lis)
+		defer srv.Stop()
+		srvs = append(srvs, srv)
+		addrs = append(addrs, lis.Addr().String())
+	}
+	var logs syncBuffer
+	tier := &rpc.Tier{Name: "codec", Target: strings.Join(addrs, ","), Wait: 5 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	cc, err := rpc.DialWorkers(tier.Target, tier.DialOptions()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx := context.Background()
+	s := spec(zstdChain, 64)
+	enc, _ := codecsvc.NewLocal().Encode(ctx, s, []codec.Chunk{{Data: floats(64, 1)}})
+	// Both workers ready before the streams open, so that they spread
+	// over both (unary calls round-robin over ready workers).
+	ps, _ := codecsvc.SpecToProto(s)
+	uc := codecv1.NewCodecServiceClient(cc)
+	for i := 0; nA.Load() == 0 || nB.Load() == 0; i++ {
+		if i == 200 {
+			t.Fatal("never reached both workers")
+		}
+		uc.Decode(ctx, &codecv1.DecodeRequest{Spec: ps, Encoded: enc})
+	}
+	r := remote.New(cc)
+	defer r.Close()
+
+	// Callers keep batches in flight on every stream until told to stop.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var calls atomic.Int64
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := r.Decode(ctx, s, enc); err != nil {
+					t.Errorf("a batch failed while a worker drained: %v", err)
+					return
+				}
+				calls.Add(1)
+			}
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for nA.Load() < 20 || nB.Load() < 20 {
+		if time.Now().After(deadline) {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("work never reached both workers (%d, %d)", nA.Load(), nB.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	start := time.Now()
+	graceful := srvs[0].Shutdown(200*time.Millisecond, 5*time.Second, nil)
+	took := time.Since(start)
+	afterA, beforeB := nA.Load(), nB.Load()
+	// The other worker carries on alone.
+	for nB.Load() < beforeB+20 {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the remaining worker got no work after the drain")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if !graceful || took > 2*time.Second {
+		t.Errorf("the draining worker stopped after %v, graceful %v: its streams were not closed by the caller", took, graceful)
+	}
+	if nA.Load() != afterA {
+		t.Errorf("the stopped worker ran %d batches after it stopped", nA.Load()-afterA)
+	}
+	if n := tier.Retries(); n != 0 {
+		t.Errorf("gRPC retried %d calls:\n%s", n, logs.String())
+	}
+	if r.DrainNotices() == 0 {
+		t.Error("no stream was told its worker drains")
+	}
+	t.Logf("drained in %v; %d batches in all, %d streams retired", took.Round(time.Millisecond), calls.Load(), r.DrainNotices())
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -7,6 +7,7 @@ package rpc
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,9 @@ type Server struct {
 	logger                      *slog.Logger
 	streaming                   map[string]bool // full method names of streaming methods
 	streamTimeout, unaryTimeout atomic.Int64    // time.Duration
+
+	drainMu sync.Mutex
+	onDrain []func() // see OnDrain
 }
 
 // NewServer returns a server with logging, recovery and error-checking

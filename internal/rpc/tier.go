@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 )
 
@@ -53,12 +55,57 @@ type Tier struct {
 	// that was.
 	failed int
 	warned time.Time
+
+	retries atomic.Uint64
+}
+
+// Retries is how many calls to the tier's workers gRPC itself made again:
+// transparent retries (the call never reached a worker: it was placed on
+// a connection the worker had just closed with GOAWAY) and retries of
+// the service config's retry policy (a read that failed UNAVAILABLE).
+// Each is logged as a warning. The gateway's own retries of failed calls
+// are not counted here (they are new calls, logged by the gateway).
+func (t *Tier) Retries() uint64 { return t.retries.Load() }
+
+// attemptsKey carries a call's *callAttempts from the Tier's interceptors
+// to its stats handler, which sees every attempt of the call.
+type attemptsKey struct{}
+
+type callAttempts struct {
+	method string
+	n      atomic.Int32
+}
+
+// attempts is the stats handler that counts the attempts of each call.
+type attempts struct{ t *Tier }
+
+func (attempts) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (attempts) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+func (attempts) HandleConn(context.Context, stats.ConnStats) {}
+
+func (a attempts) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	b, ok := s.(*stats.Begin)
+	if !ok || !b.Client {
+		return
+	}
+	ca, _ := ctx.Value(attemptsKey{}).(*callAttempts)
+	if ca == nil {
+		return
+	}
+	if n := ca.n.Add(1); n > 1 {
+		a.t.retries.Add(1)
+		a.t.Logger.WarnContext(ctx, "gRPC retried a call to a worker", "tier", a.t.Name, "method", ca.method,
+			"attempt", n, "transparent", b.IsTransparentRetryAttempt)
+	}
 }
 
 // DialOptions are the options that install the guard on a connection,
 // for DialWorkers.
 func (t *Tier) DialOptions() []grpc.DialOption {
-	opts := []grpc.DialOption{grpc.WithChainUnaryInterceptor(t.unary), grpc.WithChainStreamInterceptor(t.stream)}
+	opts := []grpc.DialOption{grpc.WithChainUnaryInterceptor(t.unary), grpc.WithChainStreamInterceptor(t.stream),
+		grpc.WithStatsHandler(attempts{t})}
 	if t.TLS != nil {
 		t.handshakes = &lastErr{}
 		creds := &handshakeErrors{TransportCredentials: credentials.NewTLS(t.TLS), lastErr: t.handshakes, serverName: t.TLS.ServerName}
@@ -71,6 +118,7 @@ func (t *Tier) unary(ctx context.Context, method string, req, reply any, cc *grp
 	if err := t.ready(ctx, cc); err != nil {
 		return err
 	}
+	ctx = context.WithValue(ctx, attemptsKey{}, &callAttempts{method: method})
 	// A worker is ready: fail fast if it goes away before the call is
 	// placed (gRPC retries reads on Unavailable, callers retry too), rather
 	// than wait unboundedly for the next one.
@@ -81,6 +129,7 @@ func (t *Tier) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.Clien
 	if err := t.ready(ctx, cc); err != nil {
 		return nil, err
 	}
+	ctx = context.WithValue(ctx, attemptsKey{}, &callAttempts{method: method})
 	return streamer(ctx, desc, cc, method, append(opts, grpc.WaitForReady(false))...)
 }
 

@@ -592,6 +592,7 @@ type ProcessResponse struct {
 	//	*ProcessResponse_Encode
 	//	*ProcessResponse_Decode
 	//	*ProcessResponse_Error
+	//	*ProcessResponse_Draining
 	Result        isProcessResponse_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -668,6 +669,15 @@ func (x *ProcessResponse) GetError() *BatchError {
 	return nil
 }
 
+func (x *ProcessResponse) GetDraining() *Draining {
+	if x != nil {
+		if x, ok := x.Result.(*ProcessResponse_Draining); ok {
+			return x.Draining
+		}
+	}
+	return nil
+}
+
 type isProcessResponse_Result interface {
 	isProcessResponse_Result()
 }
@@ -687,11 +697,59 @@ type ProcessResponse_Error struct {
 	Error *BatchError `protobuf:"bytes,4,opt,name=error,proto3,oneof"`
 }
 
+type ProcessResponse_Draining struct {
+	// draining, sent once with id 0 and answering no batch, says the
+	// worker is shutting down: the caller should send no more batches on
+	// this stream and close its side once every batch it sent is
+	// answered. The worker answers every batch it receives until then,
+	// and ends the stream after the caller's side is closed.
+	Draining *Draining `protobuf:"bytes,5,opt,name=draining,proto3,oneof"`
+}
+
 func (*ProcessResponse_Encode) isProcessResponse_Result() {}
 
 func (*ProcessResponse_Decode) isProcessResponse_Result() {}
 
 func (*ProcessResponse_Error) isProcessResponse_Result() {}
+
+func (*ProcessResponse_Draining) isProcessResponse_Result() {}
+
+// Draining is the notice of a worker that is shutting down gracefully.
+type Draining struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Draining) Reset() {
+	*x = Draining{}
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Draining) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Draining) ProtoMessage() {}
+
+func (x *Draining) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Draining.ProtoReflect.Descriptor instead.
+func (*Draining) Descriptor() ([]byte, []int) {
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{10}
+}
 
 var File_zarrgate_codec_v1_codec_proto protoreflect.FileDescriptor
 
@@ -733,13 +791,16 @@ const file_zarrgate_codec_v1_codec_proto_rawDesc = "" +
 	"\x06cancel\x18\x05 \x01(\v2 .zarrgate.codec.v1.CancelRequestH\x00R\x06cancel\x12.\n" +
 	"\x13deadline_unix_nanos\x18\x04 \x01(\x03R\x11deadlineUnixNanosB\x06\n" +
 	"\x04work\"\x0f\n" +
-	"\rCancelRequest\"\xdc\x01\n" +
+	"\rCancelRequest\"\x97\x02\n" +
 	"\x0fProcessResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12;\n" +
 	"\x06encode\x18\x02 \x01(\v2!.zarrgate.codec.v1.EncodeResponseH\x00R\x06encode\x12;\n" +
 	"\x06decode\x18\x03 \x01(\v2!.zarrgate.codec.v1.DecodeResponseH\x00R\x06decode\x125\n" +
-	"\x05error\x18\x04 \x01(\v2\x1d.zarrgate.codec.v1.BatchErrorH\x00R\x05errorB\b\n" +
-	"\x06result2\x82\x02\n" +
+	"\x05error\x18\x04 \x01(\v2\x1d.zarrgate.codec.v1.BatchErrorH\x00R\x05error\x129\n" +
+	"\bdraining\x18\x05 \x01(\v2\x1b.zarrgate.codec.v1.DrainingH\x00R\bdrainingB\b\n" +
+	"\x06result\"\n" +
+	"\n" +
+	"\bDraining2\x82\x02\n" +
 	"\fCodecService\x12M\n" +
 	"\x06Encode\x12 .zarrgate.codec.v1.EncodeRequest\x1a!.zarrgate.codec.v1.EncodeResponse\x12M\n" +
 	"\x06Decode\x12 .zarrgate.codec.v1.DecodeRequest\x1a!.zarrgate.codec.v1.DecodeResponse\x12T\n" +
@@ -757,7 +818,7 @@ func file_zarrgate_codec_v1_codec_proto_rawDescGZIP() []byte {
 	return file_zarrgate_codec_v1_codec_proto_rawDescData
 }
 
-var file_zarrgate_codec_v1_codec_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_zarrgate_codec_v1_codec_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_zarrgate_codec_v1_codec_proto_goTypes = []any{
 	(*ChunkSpec)(nil),       // 0: zarrgate.codec.v1.ChunkSpec
 	(*Chunk)(nil),           // 1: zarrgate.codec.v1.Chunk
@@ -769,6 +830,7 @@ var file_zarrgate_codec_v1_codec_proto_goTypes = []any{
 	(*ProcessRequest)(nil),  // 7: zarrgate.codec.v1.ProcessRequest
 	(*CancelRequest)(nil),   // 8: zarrgate.codec.v1.CancelRequest
 	(*ProcessResponse)(nil), // 9: zarrgate.codec.v1.ProcessResponse
+	(*Draining)(nil),        // 10: zarrgate.codec.v1.Draining
 }
 var file_zarrgate_codec_v1_codec_proto_depIdxs = []int32{
 	0,  // 0: zarrgate.codec.v1.EncodeRequest.spec:type_name -> zarrgate.codec.v1.ChunkSpec
@@ -781,17 +843,18 @@ var file_zarrgate_codec_v1_codec_proto_depIdxs = []int32{
 	3,  // 7: zarrgate.codec.v1.ProcessResponse.encode:type_name -> zarrgate.codec.v1.EncodeResponse
 	5,  // 8: zarrgate.codec.v1.ProcessResponse.decode:type_name -> zarrgate.codec.v1.DecodeResponse
 	6,  // 9: zarrgate.codec.v1.ProcessResponse.error:type_name -> zarrgate.codec.v1.BatchError
-	2,  // 10: zarrgate.codec.v1.CodecService.Encode:input_type -> zarrgate.codec.v1.EncodeRequest
-	4,  // 11: zarrgate.codec.v1.CodecService.Decode:input_type -> zarrgate.codec.v1.DecodeRequest
-	7,  // 12: zarrgate.codec.v1.CodecService.Process:input_type -> zarrgate.codec.v1.ProcessRequest
-	3,  // 13: zarrgate.codec.v1.CodecService.Encode:output_type -> zarrgate.codec.v1.EncodeResponse
-	5,  // 14: zarrgate.codec.v1.CodecService.Decode:output_type -> zarrgate.codec.v1.DecodeResponse
-	9,  // 15: zarrgate.codec.v1.CodecService.Process:output_type -> zarrgate.codec.v1.ProcessResponse
-	13, // [13:16] is the sub-list for method output_type
-	10, // [10:13] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	10, // 10: zarrgate.codec.v1.ProcessResponse.draining:type_name -> zarrgate.codec.v1.Draining
+	2,  // 11: zarrgate.codec.v1.CodecService.Encode:input_type -> zarrgate.codec.v1.EncodeRequest
+	4,  // 12: zarrgate.codec.v1.CodecService.Decode:input_type -> zarrgate.codec.v1.DecodeRequest
+	7,  // 13: zarrgate.codec.v1.CodecService.Process:input_type -> zarrgate.codec.v1.ProcessRequest
+	3,  // 14: zarrgate.codec.v1.CodecService.Encode:output_type -> zarrgate.codec.v1.EncodeResponse
+	5,  // 15: zarrgate.codec.v1.CodecService.Decode:output_type -> zarrgate.codec.v1.DecodeResponse
+	9,  // 16: zarrgate.codec.v1.CodecService.Process:output_type -> zarrgate.codec.v1.ProcessResponse
+	14, // [14:17] is the sub-list for method output_type
+	11, // [11:14] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_zarrgate_codec_v1_codec_proto_init() }
@@ -809,6 +872,7 @@ func file_zarrgate_codec_v1_codec_proto_init() {
 		(*ProcessResponse_Encode)(nil),
 		(*ProcessResponse_Decode)(nil),
 		(*ProcessResponse_Error)(nil),
+		(*ProcessResponse_Draining)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -816,7 +880,7 @@ func file_zarrgate_codec_v1_codec_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_zarrgate_codec_v1_codec_proto_rawDesc), len(file_zarrgate_codec_v1_codec_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -83,13 +83,19 @@ class CancelRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ProcessResponse(_message.Message):
-    __slots__ = ("id", "encode", "decode", "error")
+    __slots__ = ("id", "encode", "decode", "error", "draining")
     ID_FIELD_NUMBER: _ClassVar[int]
     ENCODE_FIELD_NUMBER: _ClassVar[int]
     DECODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_FIELD_NUMBER: _ClassVar[int]
     id: int
     encode: EncodeResponse
     decode: DecodeResponse
     error: BatchError
-    def __init__(self, id: _Optional[int] = ..., encode: _Optional[_Union[EncodeResponse, _Mapping]] = ..., decode: _Optional[_Union[DecodeResponse, _Mapping]] = ..., error: _Optional[_Union[BatchError, _Mapping]] = ...) -> None: ...
+    draining: Draining
+    def __init__(self, id: _Optional[int] = ..., encode: _Optional[_Union[EncodeResponse, _Mapping]] = ..., decode: _Optional[_Union[DecodeResponse, _Mapping]] = ..., error: _Optional[_Union[BatchError, _Mapping]] = ..., draining: _Optional[_Union[Draining, _Mapping]] = ...) -> None: ...
+
+class Draining(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
