@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -81,6 +82,9 @@ func isEmpty(doc []byte) bool {
 // Flag is one flag of a zarrgate command, as its --help lists it.
 type Flag struct {
 	TakesValue bool
+	// Default is the value the help says the flag has when not given
+	// ("" when it says none).
+	Default string
 }
 
 // Env is what the manifests are checked against besides themselves.
@@ -189,7 +193,7 @@ func (c *checker) deployment(d *appsv1.Deployment, images map[string]bool) {
 	}
 	for _, ctr := range pod.Containers {
 		images[ctr.Image] = true
-		c.container(where+" container "+ctr.Name, ctr, volumes)
+		c.container(where+" container "+ctr.Name, ctr, volumes, pod.TerminationGracePeriodSeconds)
 	}
 }
 
@@ -226,7 +230,7 @@ func (c *checker) volume(where string, v corev1.Volume) {
 // container checks one zarrgate container: its flags (from args and its
 // --config file) against the binary, the files they name against its
 // mounts, TLS, ports and probes, memory and its security context.
-func (c *checker) container(where string, ctr corev1.Container, volumes map[string]corev1.Volume) {
+func (c *checker) container(where string, ctr corev1.Container, volumes map[string]corev1.Volume, grace *int64) {
 	if strings.HasSuffix(ctr.Image, ":latest") || !strings.Contains(ctr.Image, ":") {
 		c.errorf("%s: image %q: name a version, not latest", where, ctr.Image)
 	}
@@ -312,6 +316,7 @@ func (c *checker) container(where string, ctr corev1.Container, volumes map[stri
 	}
 	c.ports(where, ctr, flags)
 	c.memory(where, ctr, flags, known)
+	c.stopping(where, flags, known, grace)
 	sc := ctr.SecurityContext
 	switch {
 	case sc == nil:
@@ -642,8 +647,16 @@ func ReadmeSecrets(readme string) map[string]map[string]bool {
 // [type]" (a flag without a type is a boolean).
 func ParseHelp(help string) map[string]Flag {
 	out := map[string]Flag{}
-	for _, m := range regexp.MustCompile(`(?m)^  --?([a-z0-9-]+)( \S+)?$`).FindAllStringSubmatch(help, -1) {
-		out[m[1]] = Flag{TakesValue: m[2] != ""}
+	// A flag's line, then its usage line(s), the last ending in
+	// "(default X)" when it has one.
+	re := regexp.MustCompile(`(?m)^  --?([a-z0-9-]+)( \S+)?\n((?:    .*\n?)*)`)
+	def := regexp.MustCompile(`\(default "?([^")]*)"?\)\s*$`)
+	for _, m := range re.FindAllStringSubmatch(help, -1) {
+		f := Flag{TakesValue: m[2] != ""}
+		if d := def.FindStringSubmatch(m[3]); d != nil {
+			f.Default = d[1]
+		}
+		out[m[1]] = f
 	}
 	return out
 }
@@ -664,4 +677,36 @@ func keys2(m map[string]map[string]bool) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// stopping checks that the pod's terminationGracePeriodSeconds (set
+// explicitly) outlasts the process's drain: --drain-delay, then
+// --shutdown-grace for calls in flight, each as given or the binary's
+// default. Kubernetes kills the container with SIGKILL when the period
+// ends, cutting the calls the drain was meant to finish.
+func (c *checker) stopping(where string, flags map[string]string, known map[string]Flag, grace *int64) {
+	if grace == nil {
+		c.errorf("%s: set terminationGracePeriodSeconds explicitly, above --drain-delay + --shutdown-grace", where)
+		return
+	}
+	var need time.Duration
+	for _, name := range []string{"drain-delay", "shutdown-grace"} {
+		f, ok := known[name]
+		if !ok {
+			continue
+		}
+		v := flags[name]
+		if v == "" {
+			v = f.Default
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			c.errorf("%s: --%s %q: %v", where, name, v, err)
+			return
+		}
+		need += d
+	}
+	if time.Duration(*grace)*time.Second <= need {
+		c.errorf("%s: terminationGracePeriodSeconds %d is not above --drain-delay + --shutdown-grace = %s: the drain would be cut by SIGKILL", where, *grace, need)
+	}
 }

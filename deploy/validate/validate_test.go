@@ -207,6 +207,9 @@ func TestManifestMistakesFail(t *testing.T) {
 		{"        runAsNonRoot: true\n", "        runAsNonRoot: false\n", "runAsNonRoot"},
 		{"image: registry.example.com/zarrgate:0.1.0", "image: zarrgate:latest", "latest"},
 		{"            - {name: spill, mountPath: /var/spill}\n", "", "/var/spill must be an emptyDir mount"},
+		// Stopping: the drain must fit in the pod's grace period.
+		{"      terminationGracePeriodSeconds: 30\n", "      terminationGracePeriodSeconds: 15\n", "terminationGracePeriodSeconds 15 is not above --drain-delay + --shutdown-grace = 15s"},
+		{"      terminationGracePeriodSeconds: 30\n", "", "set terminationGracePeriodSeconds explicitly"},
 	} {
 		if !strings.Contains(text, c.old) {
 			t.Errorf("the manifests no longer contain %q: update the test", c.old)
