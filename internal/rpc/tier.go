@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 )
 
@@ -60,7 +59,7 @@ func (t *Tier) DialOptions() []grpc.DialOption {
 	opts := []grpc.DialOption{grpc.WithChainUnaryInterceptor(t.unary), grpc.WithChainStreamInterceptor(t.stream)}
 	if t.TLS != nil {
 		t.handshakes = &lastErr{}
-		creds := &handshakeErrors{TransportCredentials: credentials.NewTLS(t.TLS), lastErr: t.handshakes, serverName: t.TLS.ServerName}
+		creds := &handshakeErrors{TransportCredentials: NewTLSCredentials(t.TLS), lastErr: t.handshakes, serverName: t.TLS.ServerName}
 		opts = append(opts, grpc.WithTransportCredentials(creds))
 	}
 	return opts
