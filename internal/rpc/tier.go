@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
+
+	"github.com/zarrgate/zarrgate/internal/tlsbatch"
 )
 
 // DefaultTierWait is how long a call waits for a ready worker of a tier
@@ -59,7 +61,7 @@ func (t *Tier) DialOptions() []grpc.DialOption {
 	opts := []grpc.DialOption{grpc.WithChainUnaryInterceptor(t.unary), grpc.WithChainStreamInterceptor(t.stream)}
 	if t.TLS != nil {
 		t.handshakes = &lastErr{}
-		creds := &handshakeErrors{TransportCredentials: NewTLSCredentials(t.TLS), lastErr: t.handshakes, serverName: t.TLS.ServerName}
+		creds := &handshakeErrors{TransportCredentials: tlsbatch.Credentials(t.TLS), lastErr: t.handshakes, serverName: t.TLS.ServerName}
 		opts = append(opts, grpc.WithTransportCredentials(creds))
 	}
 	return opts

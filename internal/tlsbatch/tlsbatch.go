@@ -1,4 +1,6 @@
-package rpc
+// Package tlsbatch provides gRPC's TLS transport credentials with one
+// change: the TLS records of a large write leave in one system call.
+package tlsbatch
 
 import (
 	"context"
@@ -38,15 +40,18 @@ const (
 	// header and tag (22 bytes in TLS 1.3, at most 2 KiB in all: 16
 	// records of up to 16 KiB + 5 bytes of header + 108 of padding, MAC
 	// and tag in TLS 1.2), so that it leaves in one system call.
-	batchBytes = readWriteBufBytes + 4<<10
+	batchBytes = grpcWriteBuffer + 4<<10
+	// grpcWriteBuffer is the gRPC write buffer of internal/rpc and of the
+	// Go client (grpc.WriteBufferSize): the largest write gRPC makes.
+	grpcWriteBuffer = 256 << 10
 )
 
 var batchBufs = sync.Pool{New: func() any { b := make([]byte, 0, batchBytes); return &b }}
 
-// NewTLSCredentials is credentials.NewTLS(cfg) whose connections send the
-// TLS records of a large write in one system call instead of one each.
-// ServerTLS, WithTLS, Tier and the Go client use it.
-func NewTLSCredentials(cfg *tls.Config) credentials.TransportCredentials {
+// Credentials is credentials.NewTLS(cfg) whose connections send the TLS
+// records of a large write in one system call instead of one each.
+// rpc.ServerTLS, rpc.WithTLS, rpc.Tier and the Go client use it.
+func Credentials(cfg *tls.Config) credentials.TransportCredentials {
 	return batchingCreds{credentials.NewTLS(cfg)}
 }
 
