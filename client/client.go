@@ -21,13 +21,13 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/tlsbatch"
 	"github.com/zarrgate/zarrgate/internal/tlsconf"
 	"github.com/zarrgate/zarrgate/internal/wire"
 	"github.com/zarrgate/zarrgate/storesvc"
@@ -109,7 +109,9 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	}
 	creds := insecure.NewCredentials()
 	if o.tls != nil {
-		creds = credentials.NewTLS(o.tls)
+		// Large writes (WriteSlab's blocks) leave in one system call per
+		// gRPC flush, not one per TLS record.
+		creds = tlsbatch.Credentials(o.tls)
 	}
 	retryOpts := []retry.CallOption{
 		retry.WithMax(o.retries),

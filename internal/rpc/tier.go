@@ -12,9 +12,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
+
+	"github.com/zarrgate/zarrgate/internal/tlsbatch"
 )
 
 // DefaultTierWait is how long a call waits for a ready worker of a tier
@@ -108,7 +109,7 @@ func (t *Tier) DialOptions() []grpc.DialOption {
 		grpc.WithStatsHandler(attempts{t})}
 	if t.TLS != nil {
 		t.handshakes = &lastErr{}
-		creds := &handshakeErrors{TransportCredentials: credentials.NewTLS(t.TLS), lastErr: t.handshakes, serverName: t.TLS.ServerName}
+		creds := &handshakeErrors{TransportCredentials: tlsbatch.Credentials(t.TLS), lastErr: t.handshakes, serverName: t.TLS.ServerName}
 		opts = append(opts, grpc.WithTransportCredentials(creds))
 	}
 	return opts

@@ -11,18 +11,20 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/zarrgate/zarrgate/internal/tlsbatch"
 )
 
 // ServerTLS is the server option that serves over TLS with cfg (from
 // tlsconf.Server: it reloads its files), for NewServer's extra options.
 func ServerTLS(cfg *tls.Config) grpc.ServerOption {
-	return grpc.Creds(credentials.NewTLS(cfg))
+	return grpc.Creds(tlsbatch.Credentials(cfg))
 }
 
 // WithTLS is the dial option that connects over TLS with cfg (from
 // tlsconf.Client), for Dial and DialWorkers.
 func WithTLS(cfg *tls.Config) grpc.DialOption {
-	return grpc.WithTransportCredentials(credentials.NewTLS(cfg))
+	return grpc.WithTransportCredentials(tlsbatch.Credentials(cfg))
 }
 
 // IsLoopback reports whether a listener only takes connections from this
