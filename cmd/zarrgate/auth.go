@@ -35,7 +35,7 @@ func addAuthFlags(fs *flag.FlagSet) authFlags {
 		audience:       fs.String("jwt-audience", "", "the aud JWTs must carry (this service's client ID at the issuer)"),
 		userClaim:      fs.String("jwt-user-claim", "sub", "the JWT claim that names the caller (a.b for a nested claim)"),
 		groupsClaim:    fs.String("jwt-groups-claim", "groups", "the JWT claim listing the caller's groups (a.b for a nested claim)"),
-		allowAnonymous: fs.Bool("allow-anonymous", false, "let calls without credentials in, as the principal anonymous (bad credentials are still refused); needs an authentication source (--tokens, --oidc-issuer, --jwks-url or --client-ca)"),
+		allowAnonymous: fs.Bool("allow-anonymous", false, "let calls without credentials in, as the principal anonymous (bad credentials are still refused); needs an authentication source (--tokens, --oidc-issuer, --jwks-url or --client-ca). Not needed with a --policy that grants anonymous: such a policy lets them in itself"),
 	}
 }
 
@@ -59,18 +59,21 @@ func (a authFlags) check(clientCA string) error {
 
 // serverOptions returns the authentication interceptors the flags ask for
 // (none when no source is configured: mtls is whether --client-ca makes
-// clients present verified certificates). The issuer and the token file
-// are read here: an unreachable issuer or a bad file fails start-up.
-func (a authFlags) serverOptions(ctx context.Context, logger *slog.Logger, mtls bool) ([]grpc.ServerOption, error) {
+// clients present verified certificates), and the credentials they
+// accept, in words ("" when none). anonymousIf, from a policy, lets
+// callers without credentials in when it says so (see
+// auth.Authenticator.AnonymousIf). The issuer and the token file are
+// read here: an unreachable issuer or a bad file fails start-up.
+func (a authFlags) serverOptions(ctx context.Context, logger *slog.Logger, mtls bool, anonymousIf func() bool) ([]grpc.ServerOption, string, error) {
 	if *a.tokens == "" && *a.oidcIssuer == "" && *a.jwksURL == "" && !mtls {
-		return nil, nil
+		return nil, "", nil
 	}
-	au := &auth.Authenticator{MTLS: mtls, AllowAnonymous: *a.allowAnonymous}
-	sources := []any{"mtls", mtls, "allow_anonymous", *a.allowAnonymous}
+	au := &auth.Authenticator{MTLS: mtls, AllowAnonymous: *a.allowAnonymous, AnonymousIf: anonymousIf}
+	sources := []any{"mtls", mtls, "allow_anonymous", *a.allowAnonymous, "anonymous_by_policy", anonymousIf != nil}
 	if *a.tokens != "" {
 		w, err := auth.NewTokenWatcher(*a.tokens, logger)
 		if err != nil {
-			return nil, fmt.Errorf("--tokens: %w", err)
+			return nil, "", fmt.Errorf("--tokens: %w", err)
 		}
 		go w.Run(ctx, auth.DefaultReloadInterval)
 		au.Tokens = w.Tokens
@@ -82,13 +85,13 @@ func (a authFlags) serverOptions(ctx context.Context, logger *slog.Logger, mtls 
 			UserClaim: *a.userClaim, GroupsClaim: *a.groupsClaim,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("JWT verification (--oidc-issuer or --jwks-url): %w", err)
+			return nil, "", fmt.Errorf("JWT verification (--oidc-issuer or --jwks-url): %w", err)
 		}
 		au.JWT = v
 		sources = append(sources, "jwt_issuer", v.Issuer(), "jwt_audience", *a.audience)
 	}
 	logger.Info("authentication required", sources...)
-	return authgrpc.ServerOptions(au), nil
+	return authgrpc.ServerOptions(au), au.Accepted(), nil
 }
 
 // tokenFlag adds --token to a client command and returns the client

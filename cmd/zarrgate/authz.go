@@ -29,31 +29,67 @@ func addAuthzFlags(fs *flag.FlagSet) authzFlags {
 	}
 }
 
-// serverOptions returns the authorization and audit interceptors the flags
-// ask for (none without --policy and --audit-log), and what releases them.
-// An invalid policy file fails here, at start-up.
-func (a authzFlags) serverOptions(ctx context.Context, logger *slog.Logger) ([]grpc.ServerOption, func(), error) {
+// authzSetup is what --policy and --audit-log made: the interceptors'
+// configuration, still without what authentication tells them.
+type authzSetup struct {
+	c       authzgrpc.Config
+	enabled bool
+	release func()
+}
+
+// load opens the audit log and reads the policy (none without --policy
+// and --audit-log). An invalid policy file fails here, at start-up.
+func (a authzFlags) load(ctx context.Context, logger *slog.Logger) (*authzSetup, error) {
+	s := &authzSetup{release: func() {}}
 	if *a.policy == "" && *a.auditLog == "" {
-		return nil, func() {}, nil
+		return s, nil
 	}
-	var c authzgrpc.Config
+	s.enabled = true
 	closeAudit := func() error { return nil }
 	if *a.auditLog != "" {
 		w, cl, err := authz.OpenAuditLog(*a.auditLog, *a.stderr)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		c.Audit, closeAudit = authz.NewAuditor(w), cl
+		s.c.Audit, closeAudit = authz.NewAuditor(w), cl
 	}
 	if *a.policy != "" {
 		w, err := authz.NewWatcher(*a.policy, logger)
 		if err != nil {
 			closeAudit()
-			return nil, nil, fmt.Errorf("--policy: %w", err)
+			return nil, fmt.Errorf("--policy: %w", err)
 		}
-		c.Policy = w.Policy
+		s.c.Policy = w.Policy
 		go w.Run(ctx, authz.DefaultReloadInterval)
 		logger.Info("authorization policy in force", "policy", *a.policy)
 	}
-	return authzgrpc.ServerOptions(c), func() { closeAudit() }, nil
+	s.release = func() { closeAudit() }
+	return s, nil
+}
+
+// grantsAnonymous reports whether the policy in force grants the anonymous
+// principal anything (false without a policy), for the authenticator:
+// with such a policy, callers without credentials are let in and the
+// policy decides what they may do.
+func (s *authzSetup) grantsAnonymous() func() bool {
+	if s.c.Policy == nil {
+		return nil
+	}
+	return func() bool {
+		pol := s.c.Policy()
+		return pol != nil && pol.GrantsAnonymous()
+	}
+}
+
+// serverOptions returns the authorization and audit interceptors (none
+// without --policy and --audit-log); credentials names what the server's
+// authentication accepts ("" without authentication), for the refusals
+// of callers that presented none.
+func (s *authzSetup) serverOptions(credentials string) []grpc.ServerOption {
+	if !s.enabled {
+		return nil
+	}
+	c := s.c
+	c.Credentials = credentials
+	return authzgrpc.ServerOptions(c)
 }

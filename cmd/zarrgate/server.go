@@ -161,15 +161,16 @@ func (f serverFlags) serveWith(ctx context.Context, logger *slog.Logger, msg str
 	if *f.streamTimeout < 0 || *f.unaryTimeout < 0 {
 		return usageError{errors.New("--default-timeout and --default-unary-timeout must not be negative")}
 	}
-	extra, release, err := f.authz.serverOptions(ctx, logger)
+	az, err := f.authz.load(ctx, logger)
 	if err != nil {
 		return err
 	}
-	defer release()
-	authOpts, err := f.auth.serverOptions(ctx, logger, *f.tls.clientCA != "")
+	defer az.release()
+	authOpts, credentials, err := f.auth.serverOptions(ctx, logger, *f.tls.clientCA != "", az.grantsAnonymous())
 	if err != nil {
 		return err
 	}
+	extra := az.serverOptions(credentials)
 	lis, addr, err := listen(*f.listen)
 	if err != nil {
 		return err

@@ -41,6 +41,14 @@ type Config struct {
 	Policy func() *authz.Policy
 	// Audit receives the audit records; nil writes none.
 	Audit *authz.Auditor
+	// Credentials, when the server authenticates its callers, names the
+	// credentials it accepts (auth.Authenticator.Accepted). A call without
+	// credentials that the policy refuses is then Unauthenticated, asking
+	// for them, rather than PermissionDenied: presenting credentials is
+	// what the caller can do about it (as HTTP's 401 against 403). Empty:
+	// no authentication, nobody has credentials to present, and refusals
+	// are PermissionDenied for everyone.
+	Credentials string
 }
 
 // ServerOptions returns the interceptors as server options, to be given to
@@ -288,7 +296,17 @@ func pathName(p string) string {
 }
 
 // check returns nil if p may do what n says under pol, or the
-// PermissionDenied error naming the permission and the path.
+// PermissionDenied error naming the permission and the path
+// (Unauthenticated for a caller without credentials, see
+// Config.Credentials).
+func (c Config) check(pol *authz.Policy, p auth.Principal, method string, n need) error {
+	err := check(pol, p, method, n)
+	if err == nil || c.Credentials == "" || !authz.IsAnonymous(p) {
+		return err
+	}
+	return errs.New(errs.Unauthenticated, "no credentials: %v; this server needs %s", err, c.Credentials)
+}
+
 func check(pol *authz.Policy, p auth.Principal, method string, n need) error {
 	if pol == nil {
 		return nil
@@ -389,7 +407,7 @@ func (c Config) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	}
 	n, err := decide(info.FullMethod, req)
 	if err == nil {
-		err = check(c.policy(), p, info.FullMethod, n)
+		err = c.check(c.policy(), p, info.FullMethod, n)
 	}
 	if err != nil {
 		err = grpcerr.ToStatus(err)
@@ -473,7 +491,7 @@ func (s *stream) RecvMsg(m any) error {
 	}
 	n, err := decide(s.method, m)
 	if err == nil {
-		err = check(s.pol, s.p, s.method, n)
+		err = s.c.check(s.pol, s.p, s.method, n)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
