@@ -21,7 +21,6 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
@@ -108,8 +107,9 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		opt(&o)
 	}
 	creds := insecure.NewCredentials()
+	hint := &certHint{}
 	if o.tls != nil {
-		creds = credentials.NewTLS(o.tls)
+		creds = hint.credentials(o.tls)
 	}
 	retryOpts := []retry.CallOption{
 		retry.WithMax(o.retries),
@@ -126,7 +126,10 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		// Streams are not retried blindly: a partly consumed stream cannot be
 		// replayed; unary calls are, when the server was unavailable.
-		grpc.WithChainUnaryInterceptor(retry.UnaryClientInterceptor(retryOpts...)),
+		// Inside the retries: a call refused for want of a client
+		// certificate is Unauthenticated, and not retried.
+		grpc.WithChainUnaryInterceptor(retry.UnaryClientInterceptor(retryOpts...), hint.unary),
+		grpc.WithChainStreamInterceptor(hint.stream),
 	}, o.dialOpts...)
 	if o.token != nil {
 		b, err := newBearer(*o.token, addr, o.tls != nil)
