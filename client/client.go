@@ -126,11 +126,13 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		// Streams are not retried blindly: a partly consumed stream cannot be
 		// replayed; unary calls are, when the server was unavailable.
+		grpc.WithChainUnaryInterceptor(retry.UnaryClientInterceptor(retryOpts...)),
+	}, o.dialOpts...)
+	if o.tls != nil {
 		// Inside the retries: a call refused for want of a client
 		// certificate is Unauthenticated, and not retried.
-		grpc.WithChainUnaryInterceptor(retry.UnaryClientInterceptor(retryOpts...), hint.unary),
-		grpc.WithChainStreamInterceptor(hint.stream),
-	}, o.dialOpts...)
+		dial = append(dial, grpc.WithChainUnaryInterceptor(hint.unary), grpc.WithChainStreamInterceptor(hint.stream))
+	}
 	if o.token != nil {
 		b, err := newBearer(*o.token, addr, o.tls != nil)
 		if err != nil {
