@@ -27,7 +27,6 @@ import (
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
-	"github.com/zarrgate/zarrgate/internal/tlsbatch"
 	"github.com/zarrgate/zarrgate/internal/tlsconf"
 	"github.com/zarrgate/zarrgate/internal/wire"
 	"github.com/zarrgate/zarrgate/storesvc"
@@ -108,10 +107,12 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		opt(&o)
 	}
 	creds := insecure.NewCredentials()
+	hint := &certHint{}
 	if o.tls != nil {
 		// Large writes (WriteSlab's blocks) leave in one system call per
-		// gRPC flush, not one per TLS record.
-		creds = tlsbatch.Credentials(o.tls)
+		// gRPC flush, not one per TLS record (tlsbatch); the hint explains a
+		// refused client certificate.
+		creds = hint.credentials(o.tls)
 	}
 	retryOpts := []retry.CallOption{
 		retry.WithMax(o.retries),
@@ -130,6 +131,11 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		// replayed; unary calls are, when the server was unavailable.
 		grpc.WithChainUnaryInterceptor(retry.UnaryClientInterceptor(retryOpts...)),
 	}, o.dialOpts...)
+	if o.tls != nil {
+		// Inside the retries: a call refused for want of a client
+		// certificate is Unauthenticated, and not retried.
+		dial = append(dial, grpc.WithChainUnaryInterceptor(hint.unary), grpc.WithChainStreamInterceptor(hint.stream))
+	}
 	if o.token != nil {
 		b, err := newBearer(*o.token, addr, o.tls != nil)
 		if err != nil {

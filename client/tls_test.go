@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -142,7 +143,6 @@ func TestMTLS(t *testing.T) {
 		{"client certificate of another CA", bad, badKey},
 		{"expired client certificate", expired, expiredKey},
 		{"certificate not for client authentication", serverOnly, serverOnlyKey},
-		{"no client certificate", "", ""},
 	} {
 		cfg, err := client.LoadTLS(p.caFile, tc.cert, tc.key)
 		if err != nil {
@@ -150,6 +150,30 @@ func TestMTLS(t *testing.T) {
 		}
 		checkCall(t, tc.name, dialT(t, addr, client.WithTLS(cfg)), codes.Unavailable)
 	}
+	// Without a certificate, the call says that one is needed (not the
+	// transport's "broken pipe" or "connection reset"), as Unauthenticated,
+	// on unary calls and streams, with retries on.
+	cfg, err = client.LoadTLS(p.caFile, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(context.Background(), addr, client.WithTLS(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err1 := c.List(ctx, "", true)
+	_, err2 := c.GetNode(ctx, "")
+	for _, err := range []error{err1, err2} {
+		if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "the server requires a client certificate") {
+			t.Errorf("no client certificate: %v; want Unauthenticated saying the server requires a client certificate", err)
+		}
+	}
+	// A server that does not ask for one is not affected.
+	plain := tlsServer(t, p.srvCert, p.srvKey, "")
+	checkCall(t, "no client certificate, none asked", dialT(t, plain, client.WithTLS(cfg)), codes.OK)
 	checkCall(t, "plaintext client", dialT(t, addr), codes.Unavailable)
 }
 

@@ -202,3 +202,53 @@ func TestServeMTLSIdentity(t *testing.T) {
 		t.Errorf("reader's mkgroup: exit %d, %q; want a refusal naming user:reader", code, errOut)
 	}
 }
+
+// TestPolicyLetsAnonymousIn: a server that takes tokens and has a policy
+// granting anonymous needs no --allow-anonymous: callers without
+// credentials get what the policy grants anonymous, and a refusal tells
+// them to present credentials (UNAUTHENTICATED, not PERMISSION_DENIED);
+// bad credentials are still refused. Once the policy grants anonymous
+// nothing, callers without credentials are refused before the policy,
+// as without a policy.
+func TestPolicyLetsAnonymousIn(t *testing.T) {
+	dir := t.TempDir()
+	tokens, policy := filepath.Join(dir, "tokens"), filepath.Join(dir, "policy.yaml")
+	alice := strings.TrimSpace(mustZg(t, "", "token", "new", "--user", "alice", "--append", tokens))
+	writePolicy(t, policy, "rules:\n  - principals: [user:alice]\n    permissions: [admin]\n    prefixes: [\"\"]\n  - principals: [anonymous]\n    permissions: [read]\n    prefixes: [public]\n")
+	s := startServer(t, "--root", filepath.Join(dir, "data"), "--tokens", tokens, "--policy", policy)
+	mustZg(t, "", "mkgroup", "public/g", "--addr", s.addr, "--token", alice)
+	mustZg(t, "", "mkgroup", "secret/g", "--addr", s.addr, "--token", alice)
+
+	if out, errOut, code := zg(t, "", "ls", "public", "--addr", s.addr); code != 0 || !strings.Contains(out, "g") {
+		t.Errorf("anonymous ls public: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, args := range [][]string{{"ls", "secret"}, {"mkgroup", "public/h"}} {
+		_, errOut, code := zg(t, "", append(args, "--addr", s.addr)...)
+		if code != 1 || !strings.Contains(errOut, "no credentials") || !strings.Contains(errOut, "authorization: Bearer") {
+			t.Errorf("anonymous %v: exit %d, %q; want a refusal asking for a token", args, code, errOut)
+		}
+	}
+	if out, err := grpcurl(t, "", "-plaintext", "-d", `{"path": "secret/g"}`, s.addr, "zarrgate.gateway.v1.ArrayService/GetNode"); err == nil || !strings.Contains(out, "Unauthenticated") {
+		t.Errorf("grpcurl GetNode secret/g without credentials: %v\n%s", err, out)
+	}
+	bad := "zg_" + strings.Repeat("x", 43)
+	if _, errOut, code := zg(t, "", "ls", "public", "--addr", s.addr, "--token", bad); code != 1 || !strings.Contains(errOut, "unknown bearer token") {
+		t.Errorf("ls public with an unknown token: exit %d, %q", code, errOut)
+	}
+
+	// No more grants to anonymous: refused by authentication, whatever
+	// the call, once the new policy is in force.
+	writePolicy(t, policy, "rules:\n  - principals: [user:alice]\n    permissions: [admin]\n    prefixes: [\"\"]\n")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, errOut, code := zg(t, "", "ls", "public", "--addr", s.addr)
+		if code == 1 && strings.Contains(errOut, "no credentials: this server needs an 'authorization: Bearer TOKEN' header") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("anonymous ls public after the policy dropped anonymous: exit %d, %q", code, errOut)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	mustZg(t, "", "ls", "public", "--addr", s.addr, "--token", alice)
+}

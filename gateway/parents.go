@@ -11,6 +11,18 @@ import (
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
+type parentCheckKey struct{}
+
+// WithParentCheck returns ctx carrying check, which CreateGroup and
+// CreateArray called with that context ask about every missing parent
+// group they would create (by path, "" for the root), after finding which
+// are missing and before writing anything: an error from check fails the
+// call, with nothing written. The authorization layer uses it, as writing
+// a parent's metadata is writing outside the node the call names.
+func WithParentCheck(ctx context.Context, check func(path string) error) context.Context {
+	return context.WithValue(ctx, parentCheckKey{}, check)
+}
+
 // ensureParents creates the groups missing above path, the root included,
 // in the format of the node being created, as zarr-python does when it
 // creates a node (zarr/core/metadata/io.py, _build_parents and
@@ -24,7 +36,9 @@ import (
 // it is rather than given a second metadata document. Missing NCZarr
 // groups take the form (legacy: netCDF 4.9.0's upper-case keys) of the
 // nearest NCZarr group above them, or legacy when there is none: one
-// dataset has one form, the one its reader understands.
+// dataset has one form, the one its reader understands. A parent check in
+// ctx (WithParentCheck) is asked about every missing group before the
+// first is created.
 func (g *Gateway) ensureParents(ctx context.Context, path string, format Format, legacy bool) error {
 	if path == "" {
 		return nil
@@ -50,6 +64,15 @@ func (g *Gateway) ensureParents(ctx context.Context, path string, format Format,
 			forms = append(forms, legacy)
 		default:
 			return err
+		}
+	}
+	// Every parent is allowed, or none is created: the check comes before
+	// the first write.
+	if check, ok := ctx.Value(parentCheckKey{}).(func(string) error); ok {
+		for _, p := range missing {
+			if err := check(p); err != nil {
+				return err
+			}
 		}
 	}
 	for i, p := range missing { // from the root down: each one's parent is there

@@ -10,11 +10,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
-
-	"google.golang.org/grpc"
 
 	"github.com/zarrgate/zarrgate/client"
 	"github.com/zarrgate/zarrgate/internal/auth"
@@ -57,11 +54,9 @@ func (a authFlags) check(clientCA string) error {
 	return nil
 }
 
-// serverOptions returns the authentication interceptors the flags ask for
-// (none when no source is configured: mtls is whether --client-ca makes
-// clients present verified certificates). The issuer and the token file
-// are read here: an unreachable issuer or a bad file fails start-up.
-func (a authFlags) serverOptions(ctx context.Context, logger *slog.Logger, mtls bool) ([]grpc.ServerOption, error) {
+// config returns the authentication the flags ask for (mtls is whether
+// --client-ca makes clients present verified certificates).
+func (a authFlags) config(mtls bool) security.Authentication {
 	c := security.Authentication{TokensFile: *a.tokens, MTLS: mtls, AllowAnonymous: *a.allowAnonymous}
 	if *a.oidcIssuer != "" || *a.jwksURL != "" {
 		c.JWT = &auth.JWTConfig{
@@ -69,7 +64,7 @@ func (a authFlags) serverOptions(ctx context.Context, logger *slog.Logger, mtls 
 			UserClaim: *a.userClaim, GroupsClaim: *a.groupsClaim,
 		}
 	}
-	return c.ServerOptions(ctx, logger)
+	return c
 }
 
 // tokenFlag adds --token to a client command and returns the client

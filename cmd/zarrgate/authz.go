@@ -4,12 +4,8 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"io"
-	"log/slog"
-
-	"google.golang.org/grpc"
 
 	"github.com/zarrgate/zarrgate/internal/security"
 )
@@ -27,9 +23,8 @@ func addAuthzFlags(fs *flag.FlagSet) authzFlags {
 	}
 }
 
-// serverOptions returns the authorization and audit interceptors the flags
-// ask for (none without --policy and --audit-log), and what releases them.
-// An invalid policy file fails here, at start-up.
-func (a authzFlags) serverOptions(ctx context.Context, logger *slog.Logger) ([]grpc.ServerOption, func(), error) {
-	return security.Authorization{PolicyFile: *a.policy, AuditLog: *a.auditLog, Stderr: *a.stderr}.ServerOptions(ctx, logger)
+// config returns the authorization and audit the flags ask for (nothing
+// without --policy and --audit-log).
+func (a authzFlags) config() security.Authorization {
+	return security.Authorization{PolicyFile: *a.policy, AuditLog: *a.auditLog, Stderr: *a.stderr}
 }

@@ -199,15 +199,13 @@ func (f serverFlags) serveWith(ctx context.Context, logger *slog.Logger, msg str
 	if *f.drainDelay < 0 || *f.shutdownGrace <= 0 {
 		return usageError{errors.New("--drain-delay must not be negative and --shutdown-grace must be positive")}
 	}
-	extra, release, err := f.authz.serverOptions(ctx, logger)
+	// The policy, then authentication (which lets callers without
+	// credentials in while the policy grants anonymous something).
+	authOpts, extra, release, err := security.Auth(ctx, logger, f.auth.config(*f.tls.clientCA != ""), f.authz.config())
 	if err != nil {
 		return err
 	}
 	defer release()
-	authOpts, err := f.auth.serverOptions(ctx, logger, *f.tls.clientCA != "")
-	if err != nil {
-		return err
-	}
 	if err := f.startAdmin(ctx, logger); err != nil {
 		return err
 	}

@@ -110,8 +110,8 @@ func (f listenTLSFlags) serverOptions(logger *slog.Logger, lis net.Listener) ([]
 
 // peerTLSFlags adds the gateway's flags for its connections to workers and
 // returns their configuration once parsed: nil for plaintext.
-func peerTLSFlags(fs *flag.FlagSet) func(*slog.Logger) (*tls.Config, error) {
-	ca := fs.String("peer-ca", "", "dial the store and codec workers with TLS, verifying their certificates against this PEM CA bundle")
+func peerTLSFlags(fs *flag.FlagSet) func(*slog.Logger) (func() *tls.Config, error) {
+	ca := fs.String("peer-ca", "", "dial the store and codec workers with TLS, verifying their certificates against this PEM CA bundle; reloaded when the file changes")
 	cert := fs.String("peer-cert", "", "mTLS to the workers: the PEM certificate presented to them (needs --peer-ca); reloaded when the file changes")
 	key := fs.String("peer-key", "", "the PEM private key of --peer-cert; reloaded when the file changes")
 	name := fs.String("peer-server-name", "", "the name the workers' certificates must hold (default: the host each is dialled at)")
@@ -124,11 +124,11 @@ func peerTLSFlags(fs *flag.FlagSet) func(*slog.Logger) (*tls.Config, error) {
 		}
 		return nil
 	})
-	return func(logger *slog.Logger) (*tls.Config, error) {
+	return func(logger *slog.Logger) (func() *tls.Config, error) {
 		if *ca == "" {
 			return nil, nil
 		}
-		cfg, err := tlsconf.Client(*ca, *cert, *key, *name, logger)
+		cfg, err := tlsconf.ClientReloading(*ca, *cert, *key, *name, logger)
 		if err != nil {
 			return nil, usageError{fmt.Errorf("--peer-ca/--peer-cert/--peer-key: %w", err)}
 		}

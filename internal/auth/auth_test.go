@@ -77,3 +77,28 @@ func TestAuthenticateHeaders(t *testing.T) {
 		t.Fatalf("spaces and case: %+v %v", p, err)
 	}
 }
+
+// TestAnonymousIf: a call without credentials is let in as anonymous
+// while AnonymousIf says so (a policy granting anonymous something), and
+// refused asking for credentials once it does not; bad credentials are
+// refused either way.
+func TestAnonymousIf(t *testing.T) {
+	tok, h, _ := auth.NewToken()
+	ts, _ := auth.ParseTokens(strings.NewReader(h + " alice"))
+	grants := true
+	a := &auth.Authenticator{Tokens: func() *auth.Tokens { return ts }, AnonymousIf: func() bool { return grants }}
+	ctx := context.Background()
+	if p, err := a.Authenticate(ctx, auth.Credentials{}); err != nil || p.Name != auth.Anonymous {
+		t.Fatalf("no credentials, anonymous granted: %+v %v", p, err)
+	}
+	if _, err := a.Authenticate(ctx, auth.Credentials{Authorization: []string{"Bearer zg_unknown"}}); !errors.Is(err, errs.Unauthenticated) {
+		t.Fatalf("unknown token, anonymous granted: %v", err)
+	}
+	if p, err := a.Authenticate(ctx, auth.Credentials{Authorization: []string{"Bearer " + tok}}); err != nil || p.Name != "alice" {
+		t.Fatalf("good token: %+v %v", p, err)
+	}
+	grants = false
+	if _, err := a.Authenticate(ctx, auth.Credentials{}); !errors.Is(err, errs.Unauthenticated) || !strings.Contains(err.Error(), "no credentials: this server needs an 'authorization: Bearer TOKEN' header") {
+		t.Fatalf("no credentials, nothing granted to anonymous: %v", err)
+	}
+}

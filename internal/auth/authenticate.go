@@ -25,8 +25,17 @@ type Authenticator struct {
 	// from their verified client certificate (FromCertificate).
 	MTLS bool
 	// AllowAnonymous lets calls without credentials in, as Anonymous
-	// (Method "none"); otherwise they are Unauthenticated.
+	// (Method "none"); otherwise they are Unauthenticated, unless
+	// AnonymousIf says otherwise.
 	AllowAnonymous bool
+	// AnonymousIf, when set, is asked on every call without credentials
+	// that AllowAnonymous does not let in: true lets it in as Anonymous.
+	// A server with a policy sets it to whether the policy in force
+	// grants the anonymous principal anything, so that the policy alone
+	// decides what callers without credentials may do, and a policy that
+	// grants them nothing refuses them here, as Unauthenticated, exactly
+	// as a server without a policy does.
+	AnonymousIf func() bool
 }
 
 // Credentials are what a call presented, as the transport found them.
@@ -63,14 +72,16 @@ func (a *Authenticator) Authenticate(ctx context.Context, c Credentials) (Princi
 			return Principal{}, errs.New(errs.Unauthenticated, "%v", err)
 		}
 		return p, nil
-	case a.AllowAnonymous:
+	case a.AllowAnonymous || a.AnonymousIf != nil && a.AnonymousIf():
 		return Principal{Name: Anonymous, Method: "none"}, nil
 	}
-	return Principal{}, errs.New(errs.Unauthenticated, "no credentials: this server needs %s", a.accepted())
+	return Principal{}, errs.New(errs.Unauthenticated, "no credentials: this server needs %s", a.Accepted())
 }
 
-// accepted says which credentials the server takes.
-func (a *Authenticator) accepted() string {
+// Accepted says which credentials the server takes ("an 'authorization:
+// Bearer TOKEN' header or a client certificate"), for messages that ask
+// a caller for them.
+func (a *Authenticator) Accepted() string {
 	var ways []string
 	if a.Tokens != nil || a.JWT != nil {
 		ways = append(ways, "an 'authorization: Bearer TOKEN' header")

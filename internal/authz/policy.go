@@ -297,6 +297,18 @@ func applies(form string, p auth.Principal) bool {
 	return false
 }
 
+// GrantsAnonymous reports whether the policy grants the anonymous
+// principal anything: whether callers without credentials have any use
+// at all (auth.Authenticator.AnonymousIf).
+func (pol *Policy) GrantsAnonymous() bool {
+	for _, g := range pol.grants {
+		if g.principal == auth.Anonymous {
+			return true
+		}
+	}
+	return false
+}
+
 // IsAnonymous reports whether p is the anonymous caller.
 func IsAnonymous(p auth.Principal) bool {
 	return p.Name == "" || p.Name == auth.Anonymous

@@ -37,12 +37,13 @@ type Tier struct {
 	Name, Target string
 	Wait         time.Duration
 	Logger       *slog.Logger
-	// TLS, when set, is the configuration the tier's workers are dialled
-	// with (tlsconf.Client: the CA their certificates must verify
-	// against, the certificate presented to them); nil dials plaintext.
-	// A call failing for want of a ready worker names the last failed
-	// handshake.
-	TLS *tls.Config
+	// TLS, when set, makes the configuration each connection to the
+	// tier's workers is dialled with (tlsconf.ClientReloading: the CA
+	// their certificates must verify against, the certificate presented
+	// to them, both reloaded when their files change); nil dials
+	// plaintext. A call failing for want of a ready worker names the last
+	// failed handshake.
+	TLS func() *tls.Config
 
 	handshakes *lastErr
 
@@ -109,7 +110,8 @@ func (t *Tier) DialOptions() []grpc.DialOption {
 		grpc.WithStatsHandler(attempts{t})}
 	if t.TLS != nil {
 		t.handshakes = &lastErr{}
-		creds := &handshakeErrors{TransportCredentials: tlsbatch.Credentials(t.TLS), lastErr: t.handshakes, serverName: t.TLS.ServerName}
+		cfg := t.TLS()
+		creds := &handshakeErrors{TransportCredentials: tlsbatch.Credentials(cfg), config: t.TLS, lastErr: t.handshakes, serverName: cfg.ServerName}
 		opts = append(opts, grpc.WithTransportCredentials(creds))
 	}
 	return opts

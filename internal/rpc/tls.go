@@ -46,8 +46,9 @@ func IsLoopback(addr net.Addr) bool {
 // down).
 type handshakeErrors struct {
 	credentials.TransportCredentials
-	*lastErr          // shared by clones
-	serverName string // the name workers' certificates hold, if not the address's
+	config     func() *tls.Config // each handshake's configuration (its CA bundle may have been reloaded)
+	*lastErr                      // shared by clones
+	serverName string             // the name workers' certificates hold, if not the address's
 }
 
 type lastErr struct {
@@ -60,7 +61,11 @@ func (h *handshakeErrors) ClientHandshake(ctx context.Context, authority string,
 	if h.serverName != "" {
 		authority = h.serverName
 	}
-	c, info, err := h.TransportCredentials.ClientHandshake(ctx, authority, raw)
+	creds := h.TransportCredentials
+	if h.config != nil {
+		creds = tlsbatch.Credentials(h.config())
+	}
+	c, info, err := creds.ClientHandshake(ctx, authority, raw)
 	if err != nil {
 		h.set(err)
 		return c, info, err
@@ -104,7 +109,7 @@ func (c *alertConn) Read(p []byte) (int, error) {
 }
 
 func (h *handshakeErrors) Clone() credentials.TransportCredentials {
-	return &handshakeErrors{TransportCredentials: h.TransportCredentials.Clone(), lastErr: h.lastErr, serverName: h.serverName}
+	return &handshakeErrors{TransportCredentials: h.TransportCredentials.Clone(), config: h.config, lastErr: h.lastErr, serverName: h.serverName}
 }
 
 // last returns the last handshake's error if it failed after since.

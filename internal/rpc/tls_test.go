@@ -5,10 +5,14 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -61,7 +65,7 @@ func TestTierPeerMTLS(t *testing.T) {
 
 	call := func(target, cert, key, serverName string) error {
 		t.Helper()
-		cfg, err := tlsconf.Client(caFile, cert, key, serverName, nil)
+		cfg, err := tlsconf.ClientReloading(caFile, cert, key, serverName, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,5 +131,60 @@ func TestServerConfigRefusesBadFiles(t *testing.T) {
 	}
 	if _, err := tlsconf.Server(cert, dir+"/a-key.pem", caFile, nil, "h2"); err != nil {
 		t.Errorf("good files: %v", err)
+	}
+}
+
+// TestTierPeerCARotation: the gateway's --peer-ca is reloaded when the
+// file changes, as its --peer-cert is and as a worker's --client-ca is.
+// The workers move to certificates of a new CA; the gateway, still
+// trusting only the old one, refuses them; once the new CA is written
+// over the peer CA file, the same connection reconnects and the calls go
+// through, without a restart.
+func TestTierPeerCARotation(t *testing.T) {
+	defer func(d time.Duration) { tlsconf.ReloadEvery = d }(tlsconf.ReloadEvery)
+	tlsconf.ReloadEvery = 50 * time.Millisecond
+	dir := t.TempDir()
+	oldCA, newCA := testcerts.NewCA(t, "old CA"), testcerts.NewCA(t, "new CA")
+	peerCA := oldCA.WriteCA(t, dir, "peer-ca.pem")
+	gCert, gKey := oldCA.Issue(t, testcerts.Client("gateway")).WriteAs(t, dir, "gw.pem", "gw-key.pem")
+	wCert, wKey := newCA.Issue(t, testcerts.Server("127.0.0.1")).WriteAs(t, dir, "worker.pem", "worker-key.pem")
+	worker := startTLSWorker(t, wCert, wKey, oldCA.WriteCA(t, dir, "client-ca.pem")) // it takes the gateway's certificate of the old CA
+
+	cfg, err := tlsconf.ClientReloading(peerCA, gCert, gKey, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tier := &rpc.Tier{Name: "store", Target: worker, Wait: 200 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), TLS: cfg}
+	fast := grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1, MaxDelay: 50 * time.Millisecond}, MinConnectTimeout: time.Second})
+	cc, err := rpc.DialWorkers(worker, append(tier.DialOptions(), fast)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	check := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	}
+	if err := check(); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
+		t.Fatalf("worker of the new CA before the rotation: %v; want Unavailable, unknown authority", err)
+	}
+
+	tmp := newCA.WriteCA(t, dir, "peer-ca.new")
+	if err := os.Rename(tmp, filepath.Join(dir, "peer-ca.pem")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("worker of the new CA after the peer CA file was rotated: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -63,22 +63,29 @@ type Authentication struct {
 	MTLS bool
 	// AllowAnonymous lets calls without credentials in as anonymous.
 	AllowAnonymous bool
+	// AnonymousIf, when set, lets calls without credentials in as
+	// anonymous while it returns true: Authorizer.GrantsAnonymous, so
+	// that a policy granting anonymous something needs no
+	// --allow-anonymous (auth.Authenticator.AnonymousIf).
+	AnonymousIf func() bool
 }
 
 // ServerOptions returns the authentication interceptors (none when no
-// source is configured: every call is then anonymous). The token file and
-// the issuer's keys are read here, so a bad file or an unreachable issuer
-// fails start-up; the token file is then watched until ctx is done.
-func (a Authentication) ServerOptions(ctx context.Context, logger *slog.Logger) ([]grpc.ServerOption, error) {
+// source is configured: every call is then anonymous), and the credentials
+// they accept, in words ("" when none: auth.Authenticator.Accepted). The
+// token file and the issuer's keys are read here, so a bad file or an
+// unreachable issuer fails start-up; the token file is then watched until
+// ctx is done.
+func (a Authentication) ServerOptions(ctx context.Context, logger *slog.Logger) ([]grpc.ServerOption, string, error) {
 	if a.TokensFile == "" && a.JWT == nil && !a.MTLS {
-		return nil, nil
+		return nil, "", nil
 	}
-	au := &auth.Authenticator{MTLS: a.MTLS, AllowAnonymous: a.AllowAnonymous}
-	sources := []any{"mtls", a.MTLS, "allow_anonymous", a.AllowAnonymous}
+	au := &auth.Authenticator{MTLS: a.MTLS, AllowAnonymous: a.AllowAnonymous, AnonymousIf: a.AnonymousIf}
+	sources := []any{"mtls", a.MTLS, "allow_anonymous", a.AllowAnonymous, "anonymous_by_policy", a.AnonymousIf != nil}
 	if a.TokensFile != "" {
 		w, err := auth.NewTokenWatcher(a.TokensFile, logger)
 		if err != nil {
-			return nil, fmt.Errorf("--tokens: %w", err)
+			return nil, "", fmt.Errorf("--tokens: %w", err)
 		}
 		go w.Run(ctx, auth.DefaultReloadInterval)
 		au.Tokens = w.Tokens
@@ -87,13 +94,13 @@ func (a Authentication) ServerOptions(ctx context.Context, logger *slog.Logger) 
 	if a.JWT != nil {
 		v, err := auth.NewJWTVerifier(ctx, *a.JWT)
 		if err != nil {
-			return nil, fmt.Errorf("JWT verification (--oidc-issuer or --jwks-url): %w", err)
+			return nil, "", fmt.Errorf("JWT verification (--oidc-issuer or --jwks-url): %w", err)
 		}
 		au.JWT = v
 		sources = append(sources, "jwt_issuer", v.Issuer(), "jwt_audience", a.JWT.Audience)
 	}
 	logger.Info("authentication required", sources...)
-	return authgrpc.ServerOptions(au), nil
+	return authgrpc.ServerOptions(au), au.Accepted(), nil
 }
 
 // Authorization is what callers may do (--policy) and the record of what
@@ -108,34 +115,96 @@ type Authorization struct {
 	Stderr   io.Writer
 }
 
-// ServerOptions returns the authorization and audit interceptors (none
-// without a policy and an audit log), and what closes the audit log. An
-// invalid policy fails here, at start-up; the policy is then watched until
-// ctx is done.
-func (a Authorization) ServerOptions(ctx context.Context, logger *slog.Logger) ([]grpc.ServerOption, func(), error) {
+// Load opens the audit log and reads the policy (nothing without either).
+// An invalid policy fails here, at start-up; the policy is then watched
+// until ctx is done. Close the Authorizer to close the audit log.
+func (a Authorization) Load(ctx context.Context, logger *slog.Logger) (*Authorizer, error) {
+	z := &Authorizer{release: func() {}}
 	if a.PolicyFile == "" && a.AuditLog == "" {
-		return nil, func() {}, nil
+		return z, nil
 	}
-	var c authzgrpc.Config
+	z.enabled = true
 	closeAudit := func() error { return nil }
 	if a.AuditLog != "" {
 		w, cl, err := authz.OpenAuditLog(a.AuditLog, a.Stderr)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		c.Audit, closeAudit = authz.NewAuditor(w), cl
+		z.c.Audit, closeAudit = authz.NewAuditor(w), cl
 	}
 	if a.PolicyFile != "" {
 		w, err := authz.NewWatcher(a.PolicyFile, logger)
 		if err != nil {
 			closeAudit()
-			return nil, nil, fmt.Errorf("--policy: %w", err)
+			return nil, fmt.Errorf("--policy: %w", err)
 		}
-		c.Policy = w.Policy
+		z.c.Policy = w.Policy
 		go w.Run(ctx, authz.DefaultReloadInterval)
 		logger.Info("authorization policy in force", "policy", a.PolicyFile)
 	}
-	return authzgrpc.ServerOptions(c), func() { closeAudit() }, nil
+	z.release = func() { closeAudit() }
+	return z, nil
+}
+
+// Authorizer is a loaded Authorization: the policy in force and the audit
+// log, before the interceptors are made. It is loaded before
+// authentication is set up, because the policy decides whether callers
+// without credentials get in (GrantsAnonymous), and authentication in
+// turn tells the interceptors what credentials it accepts (for the
+// message of a refused caller who presented none).
+type Authorizer struct {
+	c       authzgrpc.Config
+	enabled bool
+	release func()
+}
+
+// GrantsAnonymous returns, for Authentication.AnonymousIf, whether the
+// policy in force (as reloaded) grants the anonymous principal anything;
+// nil without a policy.
+func (z *Authorizer) GrantsAnonymous() func() bool {
+	if z.c.Policy == nil {
+		return nil
+	}
+	return func() bool {
+		pol := z.c.Policy()
+		return pol != nil && pol.GrantsAnonymous()
+	}
+}
+
+// ServerOptions returns the authorization and audit interceptors (none
+// without a policy and an audit log); credentials is what authentication
+// accepts (Authentication.ServerOptions), "" without authentication.
+func (z *Authorizer) ServerOptions(credentials string) []grpc.ServerOption {
+	if !z.enabled {
+		return nil
+	}
+	c := z.c
+	c.Credentials = credentials
+	return authzgrpc.ServerOptions(c)
+}
+
+// Close closes the audit log.
+func (z *Authorizer) Close() { z.release() }
+
+// Auth sets up authentication and authorization in the order they depend
+// on each other: the policy first, then authentication (letting callers
+// without credentials in while the policy grants anonymous something),
+// then the authorization interceptors. It returns both sets of server
+// options (for Chain) and what closes the audit log.
+func Auth(ctx context.Context, logger *slog.Logger, authn Authentication, authz Authorization) (authnOpts, authzOpts []grpc.ServerOption, closeAll func(), err error) {
+	z, err := authz.Load(ctx, logger)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if authn.AnonymousIf == nil {
+		authn.AnonymousIf = z.GrantsAnonymous()
+	}
+	authnOpts, accepted, err := authn.ServerOptions(ctx, logger)
+	if err != nil {
+		z.Close()
+		return nil, nil, nil, err
+	}
+	return authnOpts, z.ServerOptions(accepted), z.Close, nil
 }
 
 // Chain returns the server options in the order they must run: TLS first

@@ -194,15 +194,32 @@ func Server(certFile, keyFile, clientCAFile string, logger *slog.Logger, nextPro
 // server against the CA bundle in caFile (the system's roots when empty)
 // and, with certFile and keyFile, presents that key pair (reloaded when
 // its files change). serverName, when set, is the name the server's
-// certificate must hold instead of the host dialled.
+// certificate must hold instead of the host dialled. The CA bundle is
+// read once: ClientReloading reloads it too.
 func Client(caFile, certFile, keyFile, serverName string, logger *slog.Logger) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: MinVersion, ServerName: serverName}
+	get, err := ClientReloading(caFile, certFile, keyFile, serverName, logger)
+	if err != nil {
+		return nil, err
+	}
+	return get(), nil
+}
+
+// ClientReloading is Client for connections made again and again (the
+// gateway's to its workers): it returns what makes the configuration of
+// each new connection, with the CA bundle in force, read again when its
+// file changed (checked at most every ReloadEvery, as the key pair). So
+// the workers' CA can be rotated without restarting the gateway, as the
+// client CA of a listener can (Server). A go-tls client has no hook that
+// picks the roots per handshake (GetConfigForClient is the server's), so
+// the caller asks for a configuration per connection instead.
+func ClientReloading(caFile, certFile, keyFile, serverName string, logger *slog.Logger) (func() *tls.Config, error) {
+	base := &tls.Config{MinVersion: MinVersion, ServerName: serverName}
+	var cas *reloader[*x509.CertPool]
 	if caFile != "" {
-		p, err := LoadPool(caFile)
-		if err != nil {
+		var err error
+		if cas, err = newReloader("CA "+caFile, logger, loadPool(caFile), caFile); err != nil {
 			return nil, err
 		}
-		cfg.RootCAs = p
 	}
 	if (certFile == "") != (keyFile == "") {
 		return nil, errors.New("a client certificate needs both its certificate and its key file")
@@ -212,9 +229,15 @@ func Client(caFile, certFile, keyFile, serverName string, logger *slog.Logger) (
 		if err != nil {
 			return nil, err
 		}
-		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		base.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			return pair.get(), nil
 		}
 	}
-	return cfg, nil
+	return func() *tls.Config {
+		c := base.Clone()
+		if cas != nil {
+			c.RootCAs = cas.get()
+		}
+		return c
+	}, nil
 }

@@ -14,6 +14,7 @@ package authzgrpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/gateway"
 	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 	storev1 "github.com/zarrgate/zarrgate/gen/zarrgate/store/v1"
@@ -41,6 +43,14 @@ type Config struct {
 	Policy func() *authz.Policy
 	// Audit receives the audit records; nil writes none.
 	Audit *authz.Auditor
+	// Credentials, when the server authenticates its callers, names the
+	// credentials it accepts (auth.Authenticator.Accepted). A call without
+	// credentials that the policy refuses is then Unauthenticated, asking
+	// for them, rather than PermissionDenied: presenting credentials is
+	// what the caller can do about it (as HTTP's 401 against 403). Empty:
+	// no authentication, nobody has credentials to present, and refusals
+	// are PermissionDenied for everyone.
+	Credentials string
 }
 
 // ServerOptions returns the interceptors as server options, to be given to
@@ -288,7 +298,17 @@ func pathName(p string) string {
 }
 
 // check returns nil if p may do what n says under pol, or the
-// PermissionDenied error naming the permission and the path.
+// PermissionDenied error naming the permission and the path
+// (Unauthenticated for a caller without credentials, see
+// Config.Credentials).
+func (c Config) check(pol *authz.Policy, p auth.Principal, method string, n need) error {
+	err := check(pol, p, method, n)
+	if err == nil || c.Credentials == "" || !authz.IsAnonymous(p) {
+		return err
+	}
+	return errs.New(errs.Unauthenticated, "no credentials: %v; this server needs %s", err, c.Credentials)
+}
+
 func check(pol *authz.Policy, p auth.Principal, method string, n need) error {
 	if pol == nil {
 		return nil
@@ -387,18 +407,59 @@ func (c Config) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 		}
 		return handler(ctx, req)
 	}
+	pol := c.policy()
 	n, err := decide(info.FullMethod, req)
 	if err == nil {
-		err = check(c.policy(), p, info.FullMethod, n)
+		err = c.check(pol, p, info.FullMethod, n)
 	}
 	if err != nil {
 		err = grpcerr.ToStatus(err)
 		c.audit(ctx, p, info.FullMethod, cl, n, true, err)
 		return nil, err
 	}
+	var parentRefused atomic.Bool
+	if pol != nil && createsParents(req) {
+		ctx = gateway.WithParentCheck(ctx, c.parentCheck(pol, p, info.FullMethod, n, &parentRefused))
+	}
 	resp, err := handler(ctx, req)
-	c.audit(ctx, p, info.FullMethod, cl, n, false, err)
+	c.audit(ctx, p, info.FullMethod, cl, n, parentRefused.Load(), err)
 	return resp, err
+}
+
+// createsParents reports whether req creates the groups missing above
+// the node it names.
+func createsParents(req any) bool {
+	switch req.(type) {
+	case *gatewayv1.CreateGroupRequest, *gatewayv1.CreateArrayRequest:
+		return true
+	}
+	return false
+}
+
+// parentCheck is the check the gateway makes, before writing anything,
+// on every missing parent group a create would make (gateway.
+// WithParentCheck): write on the parent, as on the node. Writing a
+// group's metadata at a/ is writing at a/, whatever call does it, so
+// write on a/b/ alone does not let one create a/b/c where a/ has no group
+// yet. A refusal names the parent, and is recorded in refused for the
+// audit log.
+func (c Config) parentCheck(pol *authz.Policy, p auth.Principal, method string, n need, refused *atomic.Bool) func(string) error {
+	return func(parent string) error {
+		err := c.check(pol, p, method, need{perm: authz.Write, paths: []string{parent}})
+		if err == nil {
+			return nil
+		}
+		refused.Store(true)
+		node := ""
+		if len(n.keys) > 0 {
+			node = n.keys[0]
+		}
+		kind := errs.PermissionDenied
+		if errors.Is(err, errs.Unauthenticated) {
+			kind = errs.Unauthenticated
+		}
+		return errs.New(kind, "%w: creating %q would create the missing parent group %s; nothing was created", err, node, pathName(parent))
+	}
 }
 
 // Stream is the stream server interceptor.
@@ -473,7 +534,7 @@ func (s *stream) RecvMsg(m any) error {
 	}
 	n, err := decide(s.method, m)
 	if err == nil {
-		err = check(s.pol, s.p, s.method, n)
+		err = s.c.check(s.pol, s.p, s.method, n)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -105,6 +105,9 @@ rules:
   - principals: [user:hal]            # the root group's document, not the hierarchy
     permissions: [read]
     prefixes: [zarr.json, data/.zmetadata]
+  - principals: [user:ivan]           # below proj/, where no group exists yet
+    permissions: [read, write]
+    prefixes: [proj/team]
 `
 
 // syncBuffer is an audit log destination the test reads.
@@ -1039,5 +1042,52 @@ func TestSecondHeaderReachesNoHandler(t *testing.T) {
 	defer ls.mu.Unlock()
 	if slices.Contains(ls.keys, "data/new") {
 		t.Errorf("the handler received the second header: keys %v", ls.keys)
+	}
+}
+
+// TestCreateParents: creating a node creates the groups missing above it,
+// and each needs write as the node does: write on proj/team does not let
+// one create proj/team/g while proj has no group (that would write
+// proj/zarr.json). The refusal names the parent and nothing is written,
+// not even the parents the caller may write; the audit log records a
+// denial. Once proj exists, the same call goes through, creating
+// proj/team.
+func TestCreateParents(t *testing.T) {
+	e := newEnv(t, "gateway")
+	ar := gatewayv1.NewArrayServiceClient(e.conn)
+	before := e.snapshot(t)
+	n0 := len(e.audit.records(t))
+	for _, call := range []func() error{
+		func() error {
+			_, err := ar.CreateGroup(as("ivan"), &gatewayv1.CreateGroupRequest{Path: "proj/team/g"})
+			return err
+		},
+		func() error {
+			_, err := ar.CreateArray(as("ivan"), &gatewayv1.CreateArrayRequest{Path: "proj/team/a", Shape: []uint64{4}, DataType: "int32", ChunkShape: []uint64{2}, CodecsJson: codecsJSON})
+			return err
+		},
+	} {
+		err := call()
+		code(t, err, codes.PermissionDenied)
+		if msg := status.Convert(err).Message(); !strings.Contains(msg, `user:ivan needs "write" permission on "proj"`) || !strings.Contains(msg, `missing parent group "proj"`) {
+			t.Errorf("message %q; want it to name the parent proj", msg)
+		}
+	}
+	if after := e.snapshot(t); !maps(before, after) {
+		t.Errorf("refused creates changed the store")
+	}
+	recs := e.audit.records(t)[n0:]
+	if len(recs) != 2 || recs[0]["denied"] != true || recs[0]["code"] != "PermissionDenied" || recs[0]["principal"] != "user:ivan" {
+		t.Errorf("audit records of the refusals: %v", recs)
+	}
+
+	if _, err := ar.CreateGroup(as("root;ops"), &gatewayv1.CreateGroupRequest{Path: "proj"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ar.CreateGroup(as("ivan"), &gatewayv1.CreateGroupRequest{Path: "proj/team/g"}); err != nil {
+		t.Fatalf("ivan's create once proj exists: %v", err)
+	}
+	if _, ok := e.snapshot(t)["proj/team/zarr.json"]; !ok {
+		t.Errorf("the missing parent proj/team was not created")
 	}
 }

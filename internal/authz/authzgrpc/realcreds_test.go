@@ -178,13 +178,15 @@ func newFixture(t *testing.T) *fixture {
 	unauth := func(name, mode, token, msg string) credential {
 		return credential{name: name, mode: mode, token: token, refuse: true, code: codes.Unauthenticated, msg: regexp.MustCompile(msg)}
 	}
-	refusedHandshake := func(name, cert string, alert string) credential {
+	refusedHandshake := func(name, cert string, alert string, code codes.Code, msg string) credential {
 		// The server refuses the handshake and sees no call. The client's
-		// message is whatever its transport met first (the alert, a broken
+		// transport error is whatever it met first (the alert, a broken
 		// pipe or a reset: with TLS 1.3 the client's side of the handshake
 		// is over before the server checks the certificate), so the alert
-		// is checked on a raw TLS connection (checkHandshake).
-		return credential{name: name, mode: "mtls", cert: cert, refuse: true, code: codes.Unavailable, msg: regexp.MustCompile(`.`), alert: alert}
+		// is checked on a raw TLS connection (checkHandshake). A client
+		// that was asked for a certificate and had none says so
+		// (client/certhint.go).
+		return credential{name: name, mode: "mtls", cert: cert, refuse: true, code: code, msg: regexp.MustCompile(msg), alert: alert}
 	}
 	f.creds = []credential{
 		unauth("none", "bearer", "", `^no credentials: this server needs an 'authorization: Bearer TOKEN' header`),
@@ -210,8 +212,8 @@ func newFixture(t *testing.T) *fixture {
 		{name: "carol-cert", mode: "mtls", cert: carol, who: carol},
 		{name: "bob-cert", mode: "mtls", cert: bob, who: bob},
 		{name: "alice-cert", mode: "mtls", cert: alice, who: alice},
-		refusedHandshake("no-cert", "", "tls: certificate required"),
-		refusedHandshake("other-ca-cert", "stranger", "tls: unknown certificate authority"),
+		refusedHandshake("no-cert", "", "tls: certificate required", codes.Unauthenticated, `^the server requires a client certificate \(mTLS\) and none was presented`),
+		refusedHandshake("other-ca-cert", "stranger", "tls: unknown certificate authority", codes.Unavailable, `.`),
 	}
 	f.seedCred = map[string]credential{
 		"bearer":    {name: "root-token", token: tokens["root"]},
@@ -277,11 +279,7 @@ func newRealEnv(t *testing.T, f *fixture, kind, mode string) *realEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	authnOpts, err := authn.ServerOptions(ctx, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	authzOpts, release, err := authz.ServerOptions(ctx, logger)
+	authnOpts, authzOpts, release, err := security.Auth(ctx, logger, authn, authz)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,6 +370,12 @@ func TestMatrixRealCredentials(t *testing.T) {
 				want := cr.code
 				if !cr.refuse {
 					want = c.want[cr.who]
+					// A caller that presented no credentials and is refused
+					// by the policy, on a server that authenticates, is told
+					// to present some (UNAUTHENTICATED naming the refusal).
+					if cr.who == anon && want == codes.PermissionDenied {
+						want = codes.Unauthenticated
+					}
 				}
 				var e *realEnv
 				if want == codes.OK {
@@ -396,7 +400,8 @@ func TestMatrixRealCredentials(t *testing.T) {
 					t.Errorf("denial %q does not name the caller, the permission and the prefix", st.Message())
 				case want == codes.PermissionDenied && !strings.Contains(st.Message(), " "+caller(cr.who)+" "):
 					t.Errorf("denial %q does not name the caller %s", st.Message(), caller(cr.who))
-				case want == codes.Unauthenticated && !cr.refuse && !strings.Contains(st.Message(), "CodecService accepts only authenticated callers"):
+				case want == codes.Unauthenticated && !cr.refuse && !strings.Contains(st.Message(), "CodecService accepts only authenticated callers") &&
+					!(strings.HasPrefix(st.Message(), "no credentials: ") && denial.MatchString(strings.TrimPrefix(st.Message(), "no credentials: ")) && strings.HasSuffix(st.Message(), "this server needs an 'authorization: Bearer TOKEN' header")):
 					t.Errorf("message %q", st.Message())
 				}
 				if want != codes.OK {
