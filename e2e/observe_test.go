@@ -53,7 +53,6 @@ func (r *otlpReceiver) Export(_ context.Context, req *collectortrace.ExportTrace
 	return &collectortrace.ExportTraceServiceResponse{}, nil
 }
 
-
 // trace returns the spans received of one trace, by span id.
 func (r *otlpReceiver) trace(id string) map[string]gotSpan {
 	r.mu.Lock()

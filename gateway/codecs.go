@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"go.opentelemetry.io/otel/attribute"
-
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/zarr"
@@ -38,7 +36,7 @@ func (e engineCodec) decode(ctx context.Context, encoded [][]byte) ([]chunk, err
 	if len(encoded) == 0 {
 		return nil, nil
 	}
-	ctx, span := startSpan(ctx, "gateway.decode", attribute.Int("zarrgate.chunks", len(encoded)))
+	ctx, span := startSpan(ctx, "gateway.decode", len(encoded))
 	// Codecs are pure: a batch lost with its worker is safe to run again.
 	out, err := retry(ctx, func() ([]Chunk, error) { return e.c.Decode(ctx, e.spec, encoded) })
 	endSpan(span, err)
@@ -60,7 +58,7 @@ func (e engineCodec) encode(ctx context.Context, chunks []chunk) ([][]byte, erro
 	for i, c := range chunks {
 		in[i] = Chunk{Data: c.data, Offsets: c.offsets}
 	}
-	ctx, span := startSpan(ctx, "gateway.encode", attribute.Int("zarrgate.chunks", len(in)))
+	ctx, span := startSpan(ctx, "gateway.encode", len(in))
 	out, err := retry(ctx, func() ([][]byte, error) { return e.c.Encode(ctx, e.spec, in) })
 	endSpan(span, err)
 	return out, err

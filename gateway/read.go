@@ -318,7 +318,7 @@ func (g *Gateway) ReadSlabTo(ctx context.Context, path string, sel []zarr.Range,
 // planRead finds the array, its layout and the selection's projection on
 // its grid, and checks the slab against the limits.
 func (g *Gateway) planRead(ctx context.Context, path string, sel []zarr.Range) (_ *layout, _ *zarr.Array, _ *zarr.Projection, err error) {
-	ctx, span := startSpan(ctx, "gateway.plan")
+	ctx, span := startSpan(ctx, "gateway.plan", -1)
 	defer func() { endSpan(span, err) }()
 	n, err := g.array(ctx, path)
 	if err != nil {
@@ -342,7 +342,9 @@ func (g *Gateway) planRead(ctx context.Context, path string, sel []zarr.Range) (
 	if err := g.checkSlabChunks(path, proj); err != nil {
 		return nil, nil, nil, err
 	}
-	span.SetAttributes(attribute.Int64("zarrgate.chunks", proj.NumChunks()))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int64("zarrgate.chunks", proj.NumChunks()))
+	}
 	return l, a, proj, nil
 }
 
@@ -456,7 +458,7 @@ func (g *Gateway) readDirect(ctx context.Context, l *layout, batch []readTask, s
 
 // readWhole reads the value at key into buf, which it must fill exactly.
 func (g *Gateway) readWhole(ctx context.Context, key string, buf []byte) (err error) {
-	ctx, span := startSpan(ctx, "gateway.fetch", attribute.Int("zarrgate.chunks", 1))
+	ctx, span := startSpan(ctx, "gateway.fetch", 1)
 	defer func() { endSpan(span, err) }()
 	obj, err := g.store.Get(ctx, key, storesvc.ByteRange{})
 	if err != nil {
@@ -489,7 +491,7 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 	for i, t := range batch {
 		reqs[i] = storesvc.KeyRange{Key: l.key(t.coords)}
 	}
-	fctx, span := startSpan(ctx, "gateway.fetch", attribute.Int("zarrgate.chunks", len(reqs)))
+	fctx, span := startSpan(ctx, "gateway.fetch", len(reqs))
 	vals, err := retry(fctx, func() ([]storesvc.PartialValue, error) {
 		return g.store.GetPartialValuesMax(fctx, reqs, g.maxEncodedUnit(l))
 	})
@@ -692,7 +694,7 @@ func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, k
 	defer refs.Release()
 	out = hold(refs, out)
 	runs, parts := coalesce(reqs)
-	fctx, span := startSpan(ctx, "gateway.fetch", attribute.Int("zarrgate.chunks", len(reqs)))
+	fctx, span := startSpan(ctx, "gateway.fetch", len(reqs))
 	runVals, err := retry(fctx, func() ([]storesvc.PartialValue, error) { return g.store.GetPartialValues(fctx, runs) })
 	endSpan(span, err)
 	if err != nil && !errors.Is(err, errs.OutOfRange) {
@@ -792,7 +794,7 @@ func (g *Gateway) shardIndex(ctx context.Context, l *layout, key string, refresh
 			return idx, nil
 		}
 	}
-	ctx, span := startSpan(ctx, "gateway.fetch_index")
+	ctx, span := startSpan(ctx, "gateway.fetch_index", -1)
 	idx, err := retry(ctx, func() (*shardIdx, error) { return g.readShardIndex(ctx, l, key) })
 	endSpan(span, err)
 	return idx, err

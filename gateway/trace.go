@@ -21,13 +21,19 @@ const tracerName = "github.com/zarrgate/zarrgate/gateway"
 var noSpan = trace.SpanFromContext(context.Background())
 
 // startSpan starts a child span of ctx's span named name, if that one
-// records.
-func startSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+// records, with the number of chunks it works on unless chunks < 0. (No
+// attribute is built for a call that is not traced: a variadic list of
+// them would be allocated per call.)
+func startSpan(ctx context.Context, name string, chunks int) (context.Context, trace.Span) {
 	parent := trace.SpanFromContext(ctx)
 	if !parent.IsRecording() {
 		return ctx, noSpan
 	}
-	return parent.TracerProvider().Tracer(tracerName).Start(ctx, name, trace.WithAttributes(attrs...))
+	ctx, span := parent.TracerProvider().Tracer(tracerName).Start(ctx, name)
+	if chunks >= 0 {
+		span.SetAttributes(attribute.Int("zarrgate.chunks", chunks))
+	}
+	return ctx, span
 }
 
 // endSpan ends span, marking it failed if err is set.
@@ -45,7 +51,8 @@ func tracedEmit(ctx context.Context, emit func(Block) error) func(Block) error {
 		return emit
 	}
 	return func(b Block) error {
-		_, span := startSpan(ctx, "gateway.send", attribute.Int("zarrgate.bytes", len(b.Data)))
+		_, span := startSpan(ctx, "gateway.send", -1)
+		span.SetAttributes(attribute.Int("zarrgate.bytes", len(b.Data)))
 		err := emit(b)
 		endSpan(span, err)
 		return err
