@@ -12,6 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
@@ -20,6 +24,7 @@ import (
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/internal/membudget"
+	"github.com/zarrgate/zarrgate/internal/tracing"
 	"github.com/zarrgate/zarrgate/internal/wire"
 	"github.com/zarrgate/zarrgate/zarr"
 )
@@ -418,6 +423,8 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 			resp := &codecv1.ProcessResponse{Id: req.GetId()}
 			var err error
 			release := noRelease
+			bctx, span := batchSpan(bctx, req)
+			defer func() { endSpan(span, err) }()
 			switch w := req.GetWork().(type) {
 			case *codecv1.ProcessRequest_Decode:
 				var r *codecv1.DecodeResponse
@@ -507,4 +514,36 @@ func BatchErrorToProto(err error) *codecv1.BatchError {
 		be.ItemIndex = &i
 	}
 	return be
+}
+
+// batchSpan continues the trace of a batch's caller (the trace context and
+// request id the batch carries: the stream's own context belongs to no
+// call) with a span for the batch's work, when this process traces.
+func batchSpan(ctx context.Context, req *codecv1.ProcessRequest) (context.Context, trace.Span) {
+	if id := req.GetRequestId(); tracing.ValidRequestID(id) {
+		ctx = tracing.WithRequestID(ctx, id)
+	}
+	if !tracing.Enabled() {
+		return ctx, nil
+	}
+	ctx = tracing.Extract(ctx, req.GetTraceContext())
+	name, n := "codec.Decode", 0
+	switch w := req.GetWork().(type) {
+	case *codecv1.ProcessRequest_Decode:
+		n = len(w.Decode.GetEncoded())
+	case *codecv1.ProcessRequest_Encode:
+		name, n = "codec.Encode", len(w.Encode.GetChunks())
+	}
+	return otel.Tracer("github.com/zarrgate/zarrgate/codecsvc").Start(ctx, name,
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attribute.Int("zarrgate.chunks", n)))
+}
+
+func endSpan(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.SetStatus(otelcodes.Error, err.Error())
+	}
+	span.End()
 }

@@ -46,7 +46,9 @@ type server struct {
 	done chan error
 }
 
-var addrRE = regexp.MustCompile(`addr=(\S+)`)
+// addrRE finds the address in a text (addr=...) or JSON ("addr":"...")
+// log line.
+var addrRE = regexp.MustCompile(`addr=(\S+)|"addr":"([^"]+)"`)
 
 // syncLog collects a server's log lines from its reader goroutine while
 // tests read them.
@@ -99,7 +101,7 @@ func startCmd(t testing.TB, cmd *exec.Cmd) *server {
 			line := sc.Text()
 			s.logs.WriteString(line + "\n")
 			if m := addrRE.FindStringSubmatch(line); m != nil && strings.Contains(line, "serving") {
-				found <- m[1]
+				found <- m[1] + m[2]
 			}
 		}
 		s.done <- cmd.Wait()

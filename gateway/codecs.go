@@ -36,8 +36,10 @@ func (e engineCodec) decode(ctx context.Context, encoded [][]byte) ([]chunk, err
 	if len(encoded) == 0 {
 		return nil, nil
 	}
+	ctx, span := startSpan(ctx, "gateway.decode", len(encoded))
 	// Codecs are pure: a batch lost with its worker is safe to run again.
 	out, err := retry(ctx, func() ([]Chunk, error) { return e.c.Decode(ctx, e.spec, encoded) })
+	endSpan(span, err)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +58,10 @@ func (e engineCodec) encode(ctx context.Context, chunks []chunk) ([][]byte, erro
 	for i, c := range chunks {
 		in[i] = Chunk{Data: c.data, Offsets: c.offsets}
 	}
-	return retry(ctx, func() ([][]byte, error) { return e.c.Encode(ctx, e.spec, in) })
+	ctx, span := startSpan(ctx, "gateway.encode", len(in))
+	out, err := retry(ctx, func() ([][]byte, error) { return e.c.Encode(ctx, e.spec, in) })
+	endSpan(span, err)
+	return out, err
 }
 
 // layout returns the layout of an array node, built on first use.

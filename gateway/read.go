@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"golang.org/x/sync/errgroup"
 
 	"github.com/zarrgate/zarrgate/codec"
@@ -210,28 +212,11 @@ type BlockSink interface {
 // garbage collector. If sink is set, the workers put blocks into it
 // before emit sees them.
 func (g *Gateway) ReadSlabTo(ctx context.Context, path string, sel []zarr.Range, start func(SlabInfo) error, sink BlockSink, emit func(Block) error) error {
-	n, err := g.array(ctx, path)
+	l, a, proj, err := g.planRead(ctx, path, sel)
 	if err != nil {
 		return err
 	}
-	l, err := g.layout(n)
-	if err != nil {
-		return err
-	}
-	a := n.array
-	if sel == nil {
-		sel = zarr.FullSelection(a.Shape)
-	}
-	proj, err := zarr.Project(a.Shape, l.objectShape(), sel)
-	if err != nil {
-		return fmt.Errorf("read %q: %w", path, err)
-	}
-	if err := g.checkSlabSize(path, a, proj.Shape); err != nil {
-		return err
-	}
-	if err := g.checkSlabChunks(path, proj); err != nil {
-		return err
-	}
+	emit = tracedEmit(ctx, emit)
 	if err := start(SlabInfo{Shape: proj.Shape, DataType: a.DataType, ByteOrder: LittleEndian}); err != nil {
 		return err
 	}
@@ -328,6 +313,39 @@ func (g *Gateway) ReadSlabTo(ctx context.Context, path string, sel []zarr.Range,
 		return fmt.Errorf("read %q: %w", path, err)
 	}
 	return nil
+}
+
+// planRead finds the array, its layout and the selection's projection on
+// its grid, and checks the slab against the limits.
+func (g *Gateway) planRead(ctx context.Context, path string, sel []zarr.Range) (_ *layout, _ *zarr.Array, _ *zarr.Projection, err error) {
+	ctx, span := startSpan(ctx, "gateway.plan", -1)
+	defer func() { endSpan(span, err) }()
+	n, err := g.array(ctx, path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	l, err := g.layout(n)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	a := n.array
+	if sel == nil {
+		sel = zarr.FullSelection(a.Shape)
+	}
+	proj, err := zarr.Project(a.Shape, l.objectShape(), sel)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read %q: %w", path, err)
+	}
+	if err := g.checkSlabSize(path, a, proj.Shape); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := g.checkSlabChunks(path, proj); err != nil {
+		return nil, nil, nil, err
+	}
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int64("zarrgate.chunks", proj.NumChunks()))
+	}
+	return l, a, proj, nil
 }
 
 func (g *Gateway) checkSlabSize(path string, a *zarr.Array, shape []int64) error {
@@ -439,7 +457,9 @@ func (g *Gateway) readDirect(ctx context.Context, l *layout, batch []readTask, s
 }
 
 // readWhole reads the value at key into buf, which it must fill exactly.
-func (g *Gateway) readWhole(ctx context.Context, key string, buf []byte) error {
+func (g *Gateway) readWhole(ctx context.Context, key string, buf []byte) (err error) {
+	ctx, span := startSpan(ctx, "gateway.fetch", 1)
+	defer func() { endSpan(span, err) }()
 	obj, err := g.store.Get(ctx, key, storesvc.ByteRange{})
 	if err != nil {
 		return err
@@ -471,9 +491,11 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 	for i, t := range batch {
 		reqs[i] = storesvc.KeyRange{Key: l.key(t.coords)}
 	}
-	vals, err := retry(ctx, func() ([]storesvc.PartialValue, error) {
-		return g.store.GetPartialValuesMax(ctx, reqs, g.maxEncodedUnit(l))
+	fctx, span := startSpan(ctx, "gateway.fetch", len(reqs))
+	vals, err := retry(fctx, func() ([]storesvc.PartialValue, error) {
+		return g.store.GetPartialValuesMax(fctx, reqs, g.maxEncodedUnit(l))
 	})
+	endSpan(span, err)
 	if err != nil {
 		return err
 	}
@@ -672,7 +694,9 @@ func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, k
 	defer refs.Release()
 	out = hold(refs, out)
 	runs, parts := coalesce(reqs)
-	runVals, err := retry(ctx, func() ([]storesvc.PartialValue, error) { return g.store.GetPartialValues(ctx, runs) })
+	fctx, span := startSpan(ctx, "gateway.fetch", len(reqs))
+	runVals, err := retry(fctx, func() ([]storesvc.PartialValue, error) { return g.store.GetPartialValues(fctx, runs) })
+	endSpan(span, err)
 	if err != nil && !errors.Is(err, errs.OutOfRange) {
 		return err
 	}
@@ -772,7 +796,10 @@ func (g *Gateway) shardIndex(ctx context.Context, l *layout, key string, refresh
 		}
 		g.stats.IndexMisses.Add(1)
 	}
-	return retry(ctx, func() (*shardIdx, error) { return g.readShardIndex(ctx, l, key) })
+	ctx, span := startSpan(ctx, "gateway.fetch_index", -1)
+	idx, err := retry(ctx, func() (*shardIdx, error) { return g.readShardIndex(ctx, l, key) })
+	endSpan(span, err)
+	return idx, err
 }
 
 func (g *Gateway) readShardIndex(ctx context.Context, l *layout, key string) (*shardIdx, error) {

@@ -15,12 +15,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
+	"go.opentelemetry.io/otel"
 	"google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/zarrgate/zarrgate/codec"
@@ -28,6 +30,7 @@ import (
 	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/internal/security"
+	"github.com/zarrgate/zarrgate/internal/tracing"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/file"
 	"github.com/zarrgate/zarrgate/storesvc/storeurl"
@@ -123,7 +126,13 @@ func openServedStore(ctx context.Context, logger *slog.Logger, root string, read
 
 // serverFlags are the flags every serving command takes.
 type serverFlags struct {
-	listen, logLevel            *string
+	listen, logLevel, logFormat *string
+	// otlpEndpoint and sampleRatio turn tracing on; service is the
+	// service.name of the process's spans (zarrgate-<command>).
+	otlpEndpoint                *string
+	sampleRatio                 *float64
+	service                     string
+	stopTracing                 *func(context.Context) error
 	streamTimeout, unaryTimeout *time.Duration
 	drainDelay, shutdownGrace   *time.Duration
 	authz                       authzFlags
@@ -137,6 +146,11 @@ func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
 	f := serverFlags{
 		listen:        fs.String("listen", defListen, "address to listen on: host:port (port 0 picks a free one), or unix:///path/to.sock for clients on this host (access by file permissions, no port)"),
 		logLevel:      fs.String("log-level", "info", "log level: debug, info, warn, error"),
+		logFormat:     fs.String("log-format", "text", "log format: text (key=value) or json (one object per line)"),
+		otlpEndpoint:  fs.String("otlp-endpoint", "", "send traces by OTLP/gRPC to this collector: http://host:port (plaintext), https://host:port or host:port (TLS); empty: no tracing. OTEL_EXPORTER_OTLP_* variables (headers, certificate, timeout) apply"),
+		sampleRatio:   fs.Float64("trace-sample-ratio", 1, "fraction of the traces that start here (calls arriving without a sampled trace context) that are recorded, 0 to 1; calls that arrive with one follow their caller's choice"),
+		service:       strings.ReplaceAll(fs.Name(), " ", "-"),
+		stopTracing:   new(func(context.Context) error),
 		streamTimeout: fs.Duration("default-timeout", rpc.DefaultStreamTimeout, "deadline of streaming calls (reads, writes, lists) whose client set none; 0: none"),
 		unaryTimeout:  fs.Duration("default-unary-timeout", rpc.DefaultUnaryTimeout, "deadline of unary calls (metadata, erase) whose client set none; 0: none"),
 		drainDelay:    fs.Duration("drain-delay", defaultDrainDelay, "on SIGTERM/SIGINT, how long the health service reports NOT_SERVING while calls are still served, so that gateways and load balancers move new work away first; 0: stop taking calls at once"),
@@ -148,6 +162,15 @@ func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
 		admin:         &adminState{listen: fs.String("admin-listen", "", "serve the admin endpoint (/metrics, /debug/pprof/, /healthz, /readyz, /version) over HTTP at host:port; a bare :port is loopback; off by default; another host needs TLS (--tls-cert) or --insecure")},
 	}
 	afterParse(fs, func() error { return f.auth.check(*f.tls.clientCA) })
+	afterParse(fs, func() error {
+		if r := *f.sampleRatio; !(r >= 0 && r <= 1) {
+			return usageError{fmt.Errorf("--trace-sample-ratio %v: want a number from 0 to 1", r)}
+		}
+		if l := *f.logFormat; l != "text" && l != "json" {
+			return usageError{fmt.Errorf("--log-format %q: want text or json", l)}
+		}
+		return nil
+	})
 	// Refuse a plaintext non-loopback --listen before opening stores or
 	// waiting for workers (serveWith checks the listener itself again).
 	afterParse(fs, func() error { return f.tls.checkPlaintext(*f.listen) })
@@ -164,19 +187,35 @@ func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
 	return f
 }
 
-// logger is the command's logger, at --log-level. At debug level it logs
-// the effective configuration first: every flag, its value and whether it
-// came from the command line, the environment, the --config file or its
-// default. It is also slog's default logger, through which the packages
-// without one of their own log (the gateway's retries, for one).
+// logger is the command's logger, at --log-level in --log-format. At
+// debug level it logs the effective configuration first: every flag, its
+// value and whether it came from the command line, the environment, the
+// --config file or its default. It is also slog's default logger, through
+// which the packages without one of their own log (the gateway's retries,
+// for one). It also turns tracing on when --otlp-endpoint is set: every
+// serving command calls it first, before it dials or serves (the gRPC
+// servers and connections it makes then trace).
 func (f serverFlags) logger(ctx context.Context, stderr io.Writer) (*slog.Logger, error) {
 	*f.authz.stderr = stderr
-	logger, err := newLogger(stderr, *f.logLevel)
+	logger, err := newLogger(stderr, *f.logLevel, *f.logFormat)
 	if err != nil {
 		return nil, err
 	}
 	slog.SetDefault(logger)
 	logEffectiveConfig(ctx, logger, f.fs)
+	if *f.otlpEndpoint != "" && *f.stopTracing == nil {
+		stop, err := tracing.Setup(context.Background(), tracing.Options{
+			Endpoint: *f.otlpEndpoint, SampleRatio: *f.sampleRatio, Service: f.service, Version: moduleVersion(),
+		})
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--otlp-endpoint: %w", err)}
+		}
+		*f.stopTracing = stop
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+			logger.Warn("tracing", "error", err)
+		}))
+		logger.Info("tracing", "otlp_endpoint", *f.otlpEndpoint, "sample_ratio", *f.sampleRatio, "service", f.service)
+	}
 	return logger, nil
 }
 
@@ -235,7 +274,14 @@ func (f serverFlags) serveWith(ctx context.Context, logger *slog.Logger, msg str
 		f.admin.phase.Store(phaseDraining)
 	}()
 	logger.Info(msg, append(append([]any{"addr", addr}, tlsAttrs...), attrs...)...)
-	return serveUntilDone(ctx, logger, srv, lis, *f.drainDelay, *f.shutdownGrace)
+	err = serveUntilDone(ctx, logger, srv, lis, *f.drainDelay, *f.shutdownGrace)
+	if stop := *f.stopTracing; stop != nil {
+		// The spans of the last calls are still in the batch.
+		if serr := stop(context.Background()); serr != nil {
+			logger.Warn("flushing traces", "error", serr)
+		}
+	}
+	return err
 }
 
 // listen opens a TCP address, or a Unix socket for unix:///path (or
@@ -355,10 +401,30 @@ func openStore(ctx context.Context, loc string) (storesvc.Store, error) {
 	return storeurl.Open(ctx, loc)
 }
 
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+// newLogger is a logger at level in format (text or json) whose records
+// made with a call's context carry its request id (rpc.LogHandler).
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", level)}
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	opts := &slog.HandlerOptions{Level: l}
+	var h slog.Handler
+	switch format {
+	case "json":
+		h = slog.NewJSONHandler(w, opts)
+	case "text", "":
+		h = slog.NewTextHandler(w, opts)
+	default:
+		return nil, usageError{fmt.Errorf("--log-format %q: want text or json", format)}
+	}
+	return slog.New(rpc.LogHandler(h)), nil
+}
+
+// moduleVersion is the binary's module version, for the spans' resource.
+func moduleVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Version
+	}
+	return ""
 }

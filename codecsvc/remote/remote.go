@@ -29,6 +29,7 @@ import (
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/grpcerr"
+	"github.com/zarrgate/zarrgate/internal/tracing"
 	"github.com/zarrgate/zarrgate/internal/wire"
 )
 
@@ -253,6 +254,10 @@ func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest) (*codecv1.
 	if d, ok := ctx.Deadline(); ok {
 		req.DeadlineUnixNanos = d.UnixNano()
 	}
+	// The stream outlives the call: the call's trace and request id travel
+	// with the batch, for the worker's span and log lines.
+	req.TraceContext = tracing.Inject(ctx)
+	req.RequestId = tracing.RequestID(ctx)
 	ch := make(chan *codecv1.ProcessResponse, 1)
 	var ps *procStream
 	for {

@@ -28,7 +28,7 @@ var floors = [][]string{
 	// remote clients of each service, and the codec service (codecs and
 	// their server in one package).
 	{"gen/zarrgate/codec/v1", "gen/zarrgate/gateway/v1", "gen/zarrgate/store/v1", "internal/wire", "internal/grpcerr",
-		"internal/rpc", "internal/metrics", "storesvc/internal/storeproto", "storesvc/storeserver", "storesvc/remote",
+		"internal/rpc", "internal/metrics", "internal/tracing", "storesvc/internal/storeproto", "storesvc/storeserver", "storesvc/remote",
 		"codecsvc", "codecsvc/remote", "gateway/arrayserver", "internal/authz/authzgrpc", "internal/auth/authgrpc", "internal/security", "internal/tlsbatch"},
 	// 5: the Go client of the wire API.
 	{"client"},

@@ -59,7 +59,8 @@ func (s *Server) SetDefaultTimeouts(stream, unary time.Duration) {
 
 // RegisterService implements grpc.ServiceRegistrar: it registers the
 // service on the gRPC server with its unary handlers' request decoding
-// wrapped (see clientInput), and notes which methods stream, for the
+// wrapped (see clientInput), its handlers wrapped to note the caller for
+// the access log (notePrincipal), and notes which methods stream, for the
 // default deadlines.
 func (s *Server) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	d := *desc
@@ -67,12 +68,21 @@ func (s *Server) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	for i, m := range desc.Methods {
 		h := m.Handler
 		m.Handler = func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
-			return h(srv, ctx, func(v any) error { return recvLenient(dec, v) }, ic)
+			return h(srv, ctx, func(v any) error { return recvLenient(dec, v) }, innermost(ic))
 		}
 		d.Methods[i] = m
 	}
-	for _, st := range desc.Streams {
+	d.Streams = make([]grpc.StreamDesc, len(desc.Streams))
+	for i, st := range desc.Streams {
 		s.streaming["/"+desc.ServiceName+"/"+st.StreamName] = true
+		h := st.Handler
+		// The handler proper runs inside every interceptor: the caller is
+		// known (authenticated) by then.
+		st.Handler = func(srv any, ss grpc.ServerStream) error {
+			notePrincipal(ss.Context())
+			return h(srv, ss)
+		}
+		d.Streams[i] = st
 	}
 	s.Server.RegisterService(&d, impl)
 }
@@ -106,6 +116,20 @@ func (s *Server) tapDeadline(ctx context.Context, info *tap.Info) (context.Conte
 	// it; this only makes the release explicit.
 	context.AfterFunc(ctx, cancel)
 	return ctx, nil
+}
+
+// innermost wraps a unary call's interceptor chain so that the handler
+// proper, inside every interceptor, notes the caller for the access log.
+func innermost(ic grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	if ic == nil {
+		return nil
+	}
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		return ic(ctx, req, info, func(ctx context.Context, req any) (any, error) {
+			notePrincipal(ctx)
+			return handler(ctx, req)
+		})
+	}
 }
 
 // recvLenient receives m through recv, a message that does not parse

@@ -1,5 +1,6 @@
 // Package rpc builds zarrgate's gRPC servers and client connections in one
-// place: interceptors (structured slog logging, panic recovery), health and
+// place: interceptors (an access log line per call, request ids, traces, panic
+// recovery), health and
 // reflection, and the window and message sizes that large streamed values
 // need.
 package rpc
@@ -11,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/zarrgate/zarrgate/internal/tracing"
 	"github.com/zarrgate/zarrgate/internal/wire"
 )
 
@@ -63,19 +64,24 @@ type Server struct {
 func NewServer(logger *slog.Logger, extra ...grpc.ServerOption) *Server {
 	s := &Server{logger: logger, streaming: make(map[string]bool)}
 	s.SetDefaultTimeouts(DefaultStreamTimeout, DefaultUnaryTimeout)
-	log := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
-		logger.Log(ctx, slog.Level(lvl), msg, fields...)
-	})
-	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithLevels(codeToLevel)}
 	recoverOpts := []recovery.Option{recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		return recovered(ctx, logger, p)
 	})}
-	opts := []grpc.ServerOption{
-		// Outermost first: the log sees the final code; the guard sits
-		// next to the handler, so a recovered panic is not taken for a
-		// handler's error.
-		grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(log, logOpts...), recovery.UnaryServerInterceptor(recoverOpts...), s.unaryGuard),
-		grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(log, logOpts...), recovery.StreamServerInterceptor(recoverOpts...), s.streamGuard),
+	var opts []grpc.ServerOption
+	// Traces first: the access log (observer) takes a traced call's trace
+	// id for its request id.
+	if h := tracing.ServerHandler(); h != nil {
+		opts = append(opts, grpc.StatsHandler(h))
+	}
+	opts = append(opts,
+		// The access log: request ids, bytes, the final status (observe.go).
+		grpc.StatsHandler(observer{logger}),
+		grpc.ChainUnaryInterceptor(requestIDUnary),
+		grpc.ChainStreamInterceptor(requestIDStream),
+		// Outermost first: the guard sits next to the handler, so a
+		// recovered panic is not taken for a handler's error.
+		grpc.ChainUnaryInterceptor(recovery.UnaryServerInterceptor(recoverOpts...), s.unaryGuard),
+		grpc.ChainStreamInterceptor(recovery.StreamServerInterceptor(recoverOpts...), s.streamGuard),
 		grpc.InTapHandle(s.tap),
 		grpc.MaxRecvMsgSize(MaxMessageSize),
 		// Large values (chunks, blocks) are sent by reference and received
@@ -93,7 +99,7 @@ func NewServer(logger *slog.Logger, extra ...grpc.ServerOption) *Server {
 		// vanished (no FIN, no RST) end within a minute and a half instead
 		// of the kernel's two hours.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
-	}
+	)
 	s.Server = grpc.NewServer(append(opts, extra...)...)
 	s.Health = health.NewServer()
 	healthpb.RegisterHealthServer(s, s.Health)
@@ -103,20 +109,23 @@ func NewServer(logger *slog.Logger, extra ...grpc.ServerOption) *Server {
 
 // codeToLevel logs client mistakes at debug level and server trouble as
 // warnings or errors.
-func codeToLevel(c codes.Code) logging.Level {
+func codeToLevel(c codes.Code) slog.Level {
 	switch c {
 	case codes.OK, codes.NotFound, codes.Canceled, codes.InvalidArgument, codes.OutOfRange,
 		codes.FailedPrecondition, codes.AlreadyExists, codes.Aborted:
-		return logging.LevelDebug
+		return slog.LevelDebug
 	case codes.Unknown, codes.Internal, codes.DataLoss, codes.Unimplemented:
-		return logging.LevelError
+		return slog.LevelError
 	}
-	return logging.LevelWarn
+	return slog.LevelWarn
 }
 
 // DialOptions are the client options matching the server's sizes.
 func DialOptions() []grpc.DialOption {
-	return []grpc.DialOption{
+	opts := []grpc.DialOption{
+		// The request id of the call a client call is made for goes along.
+		grpc.WithChainUnaryInterceptor(forwardUnary),
+		grpc.WithChainStreamInterceptor(forwardStream),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize), grpc.ForceCodecV2(wire.Codec)),
 		grpc.WithInitialWindowSize(streamWindow),
@@ -124,6 +133,10 @@ func DialOptions() []grpc.DialOption {
 		grpc.WithReadBufferSize(readWriteBufBytes),
 		grpc.WithWriteBufferSize(readWriteBufBytes),
 	}
+	if h := tracing.ClientHandler(); h != nil {
+		opts = append(opts, grpc.WithStatsHandler(h))
+	}
+	return opts
 }
 
 // Dial connects to addr (host:port or any gRPC target) with DialOptions

@@ -436,8 +436,16 @@ type ProcessRequest struct {
 	// deadline_unix_nanos, when not zero, is when the caller stops waiting
 	// for this batch (its call's deadline): the worker abandons it then.
 	DeadlineUnixNanos int64 `protobuf:"varint,4,opt,name=deadline_unix_nanos,json=deadlineUnixNanos,proto3" json:"deadline_unix_nanos,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// trace_context carries the batch's caller's trace context as W3C Trace
+	// Context fields ("traceparent", "tracestate"): the stream outlives any
+	// one call, so the call's context travels with each batch instead of in
+	// the stream's metadata. Empty when the caller does not trace.
+	TraceContext map[string]string `protobuf:"bytes,6,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// request_id is the id of the caller's call (its x-request-id), for the
+	// worker's log lines about this batch. Empty when unknown.
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProcessRequest) Reset() {
@@ -516,6 +524,20 @@ func (x *ProcessRequest) GetDeadlineUnixNanos() int64 {
 		return x.DeadlineUnixNanos
 	}
 	return 0
+}
+
+func (x *ProcessRequest) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
+	}
+	return nil
+}
+
+func (x *ProcessRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type isProcessRequest_Work interface {
@@ -783,13 +805,19 @@ const file_zarrgate_codec_v1_codec_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\"\n" +
 	"\n" +
 	"item_index\x18\x03 \x01(\x05H\x00R\titemIndex\x88\x01\x01B\r\n" +
-	"\v_item_index\"\x8c\x02\n" +
+	"\v_item_index\"\xc6\x03\n" +
 	"\x0eProcessRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12:\n" +
 	"\x06encode\x18\x02 \x01(\v2 .zarrgate.codec.v1.EncodeRequestH\x00R\x06encode\x12:\n" +
 	"\x06decode\x18\x03 \x01(\v2 .zarrgate.codec.v1.DecodeRequestH\x00R\x06decode\x12:\n" +
 	"\x06cancel\x18\x05 \x01(\v2 .zarrgate.codec.v1.CancelRequestH\x00R\x06cancel\x12.\n" +
-	"\x13deadline_unix_nanos\x18\x04 \x01(\x03R\x11deadlineUnixNanosB\x06\n" +
+	"\x13deadline_unix_nanos\x18\x04 \x01(\x03R\x11deadlineUnixNanos\x12X\n" +
+	"\rtrace_context\x18\x06 \x03(\v23.zarrgate.codec.v1.ProcessRequest.TraceContextEntryR\ftraceContext\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x06\n" +
 	"\x04work\"\x0f\n" +
 	"\rCancelRequest\"\x97\x02\n" +
 	"\x0fProcessResponse\x12\x0e\n" +
@@ -818,7 +846,7 @@ func file_zarrgate_codec_v1_codec_proto_rawDescGZIP() []byte {
 	return file_zarrgate_codec_v1_codec_proto_rawDescData
 }
 
-var file_zarrgate_codec_v1_codec_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_zarrgate_codec_v1_codec_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_zarrgate_codec_v1_codec_proto_goTypes = []any{
 	(*ChunkSpec)(nil),       // 0: zarrgate.codec.v1.ChunkSpec
 	(*Chunk)(nil),           // 1: zarrgate.codec.v1.Chunk
@@ -831,6 +859,7 @@ var file_zarrgate_codec_v1_codec_proto_goTypes = []any{
 	(*CancelRequest)(nil),   // 8: zarrgate.codec.v1.CancelRequest
 	(*ProcessResponse)(nil), // 9: zarrgate.codec.v1.ProcessResponse
 	(*Draining)(nil),        // 10: zarrgate.codec.v1.Draining
+	nil,                     // 11: zarrgate.codec.v1.ProcessRequest.TraceContextEntry
 }
 var file_zarrgate_codec_v1_codec_proto_depIdxs = []int32{
 	0,  // 0: zarrgate.codec.v1.EncodeRequest.spec:type_name -> zarrgate.codec.v1.ChunkSpec
@@ -840,21 +869,22 @@ var file_zarrgate_codec_v1_codec_proto_depIdxs = []int32{
 	2,  // 4: zarrgate.codec.v1.ProcessRequest.encode:type_name -> zarrgate.codec.v1.EncodeRequest
 	4,  // 5: zarrgate.codec.v1.ProcessRequest.decode:type_name -> zarrgate.codec.v1.DecodeRequest
 	8,  // 6: zarrgate.codec.v1.ProcessRequest.cancel:type_name -> zarrgate.codec.v1.CancelRequest
-	3,  // 7: zarrgate.codec.v1.ProcessResponse.encode:type_name -> zarrgate.codec.v1.EncodeResponse
-	5,  // 8: zarrgate.codec.v1.ProcessResponse.decode:type_name -> zarrgate.codec.v1.DecodeResponse
-	6,  // 9: zarrgate.codec.v1.ProcessResponse.error:type_name -> zarrgate.codec.v1.BatchError
-	10, // 10: zarrgate.codec.v1.ProcessResponse.draining:type_name -> zarrgate.codec.v1.Draining
-	2,  // 11: zarrgate.codec.v1.CodecService.Encode:input_type -> zarrgate.codec.v1.EncodeRequest
-	4,  // 12: zarrgate.codec.v1.CodecService.Decode:input_type -> zarrgate.codec.v1.DecodeRequest
-	7,  // 13: zarrgate.codec.v1.CodecService.Process:input_type -> zarrgate.codec.v1.ProcessRequest
-	3,  // 14: zarrgate.codec.v1.CodecService.Encode:output_type -> zarrgate.codec.v1.EncodeResponse
-	5,  // 15: zarrgate.codec.v1.CodecService.Decode:output_type -> zarrgate.codec.v1.DecodeResponse
-	9,  // 16: zarrgate.codec.v1.CodecService.Process:output_type -> zarrgate.codec.v1.ProcessResponse
-	14, // [14:17] is the sub-list for method output_type
-	11, // [11:14] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	11, // 7: zarrgate.codec.v1.ProcessRequest.trace_context:type_name -> zarrgate.codec.v1.ProcessRequest.TraceContextEntry
+	3,  // 8: zarrgate.codec.v1.ProcessResponse.encode:type_name -> zarrgate.codec.v1.EncodeResponse
+	5,  // 9: zarrgate.codec.v1.ProcessResponse.decode:type_name -> zarrgate.codec.v1.DecodeResponse
+	6,  // 10: zarrgate.codec.v1.ProcessResponse.error:type_name -> zarrgate.codec.v1.BatchError
+	10, // 11: zarrgate.codec.v1.ProcessResponse.draining:type_name -> zarrgate.codec.v1.Draining
+	2,  // 12: zarrgate.codec.v1.CodecService.Encode:input_type -> zarrgate.codec.v1.EncodeRequest
+	4,  // 13: zarrgate.codec.v1.CodecService.Decode:input_type -> zarrgate.codec.v1.DecodeRequest
+	7,  // 14: zarrgate.codec.v1.CodecService.Process:input_type -> zarrgate.codec.v1.ProcessRequest
+	3,  // 15: zarrgate.codec.v1.CodecService.Encode:output_type -> zarrgate.codec.v1.EncodeResponse
+	5,  // 16: zarrgate.codec.v1.CodecService.Decode:output_type -> zarrgate.codec.v1.DecodeResponse
+	9,  // 17: zarrgate.codec.v1.CodecService.Process:output_type -> zarrgate.codec.v1.ProcessResponse
+	15, // [15:18] is the sub-list for method output_type
+	12, // [12:15] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_zarrgate_codec_v1_codec_proto_init() }
@@ -880,7 +910,7 @@ func file_zarrgate_codec_v1_codec_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_zarrgate_codec_v1_codec_proto_rawDesc), len(file_zarrgate_codec_v1_codec_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
