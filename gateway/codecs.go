@@ -7,6 +7,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/retrybudget"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -28,8 +29,9 @@ func NewItemError(i int, err error) error { return &codec.ItemError{Index: i, Er
 
 // engineCodec binds a Codecs engine to one array's chunk spec.
 type engineCodec struct {
-	c    Codecs
-	spec *ChunkSpec
+	c       Codecs
+	spec    *ChunkSpec
+	retries *retrybudget.Budget // the codec tier's
 }
 
 func (e engineCodec) decode(ctx context.Context, encoded [][]byte) ([]chunk, error) {
@@ -37,7 +39,7 @@ func (e engineCodec) decode(ctx context.Context, encoded [][]byte) ([]chunk, err
 		return nil, nil
 	}
 	// Codecs are pure: a batch lost with its worker is safe to run again.
-	out, err := retry(ctx, func() ([]Chunk, error) { return e.c.Decode(ctx, e.spec, encoded) })
+	out, err := retry(ctx, e.retries, func() ([]Chunk, error) { return e.c.Decode(ctx, e.spec, encoded) })
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +58,7 @@ func (e engineCodec) encode(ctx context.Context, chunks []chunk) ([][]byte, erro
 	for i, c := range chunks {
 		in[i] = Chunk{Data: c.data, Offsets: c.offsets}
 	}
-	return retry(ctx, func() ([][]byte, error) { return e.c.Encode(ctx, e.spec, in) })
+	return retry(ctx, e.retries, func() ([][]byte, error) { return e.c.Encode(ctx, e.spec, in) })
 }
 
 // layout returns the layout of an array node, built on first use.
@@ -130,7 +132,7 @@ func (g *Gateway) newLayout(n *node) (*layout, error) {
 		}
 		l.raw = raw
 	}
-	l.codec = engineCodec{g.codecs, spec}
+	l.codec = engineCodec{g.codecs, spec, g.cfg.CodecRetries}
 	l.fill = newFill(a, l.unit)
 	return l, nil
 }

@@ -419,7 +419,7 @@ func (g *Gateway) readDirect(ctx context.Context, l *layout, batch []readTask, s
 			return append(rest, batch[i:]...), nil
 		}
 		key := l.key(t.coords)
-		_, err = retry(ctx, func() (struct{}, error) { return struct{}{}, g.readWhole(ctx, key, buf) })
+		_, err = retry(ctx, g.cfg.StoreRetries, func() (struct{}, error) { return struct{}{}, g.readWhole(ctx, key, buf) })
 		switch {
 		case errors.Is(err, storesvc.ErrNotFound):
 			l.fill.fillBuf(buf)
@@ -471,7 +471,7 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 	for i, t := range batch {
 		reqs[i] = storesvc.KeyRange{Key: l.key(t.coords)}
 	}
-	vals, err := retry(ctx, func() ([]storesvc.PartialValue, error) {
+	vals, err := retry(ctx, g.cfg.StoreRetries, func() ([]storesvc.PartialValue, error) {
 		return g.store.GetPartialValuesMax(ctx, reqs, g.maxEncodedUnit(l))
 	})
 	if err != nil {
@@ -672,7 +672,7 @@ func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, k
 	defer refs.Release()
 	out = hold(refs, out)
 	runs, parts := coalesce(reqs)
-	runVals, err := retry(ctx, func() ([]storesvc.PartialValue, error) { return g.store.GetPartialValues(ctx, runs) })
+	runVals, err := retry(ctx, g.cfg.StoreRetries, func() ([]storesvc.PartialValue, error) { return g.store.GetPartialValues(ctx, runs) })
 	if err != nil && !errors.Is(err, errs.OutOfRange) {
 		return err
 	}
@@ -770,7 +770,7 @@ func (g *Gateway) shardIndex(ctx context.Context, l *layout, key string, refresh
 			return idx, nil
 		}
 	}
-	return retry(ctx, func() (*shardIdx, error) { return g.readShardIndex(ctx, l, key) })
+	return retry(ctx, g.cfg.StoreRetries, func() (*shardIdx, error) { return g.readShardIndex(ctx, l, key) })
 }
 
 func (g *Gateway) readShardIndex(ctx context.Context, l *layout, key string) (*shardIdx, error) {
