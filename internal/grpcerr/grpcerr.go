@@ -52,6 +52,13 @@ func ToStatus(err error) error {
 // not retry it again, or retries multiply hop by hop.
 var retriedInfo = &errdetails.ErrorInfo{Reason: "RETRIED", Domain: "zarrgate"}
 
+// Retried reports whether err, a status error from a call, says the server
+// already retried it: a client should not retry it again.
+func Retried(err error) bool {
+	s, ok := status.FromError(err)
+	return ok && retried(s)
+}
+
 // retried reports whether a status carries retriedInfo.
 func retried(s *status.Status) bool {
 	for _, d := range s.Details() {

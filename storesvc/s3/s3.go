@@ -329,6 +329,15 @@ func (r *budgetRetryer) GetRetryToken(ctx context.Context, opErr error) (func(er
 	return r.Standard.GetRetryToken(ctx, opErr)
 }
 
+// sdkError is an SDK error with a short message.
+type sdkError struct {
+	msg string
+	err error
+}
+
+func (e *sdkError) Error() string { return e.msg }
+func (e *sdkError) Unwrap() error { return e.err }
+
 // RetryStats are the store's retry counters, for metrics.
 func (s *Store) RetryStats() retrybudget.Stats { return s.cfg.Retries.Stats() }
 
@@ -374,18 +383,28 @@ func (s *Store) mapErr(op, key string, err error) error {
 	case code == "SlowDown" || status == http.StatusServiceUnavailable || status >= 500 || status == 0:
 		// The SDK retried it already, as far as attempts and budget
 		// allowed: say so, so that no layer above retries it again.
-		why := "retry budget exhausted"
+		st := s.cfg.Retries.Stats()
+		why := fmt.Sprintf("retry budget exhausted (%d requests, %d retries so far)", st.Requests, st.Retries)
 		var attempts *retry.MaxAttemptsError
 		if errors.As(err, &attempts) {
 			why = fmt.Sprintf("gave up after %d attempts", attempts.Attempt)
 		} else if !errors.Is(err, errBudget) {
 			why = "not retried"
 		}
-		if code == "" {
-			code = "HTTP " + strconv.Itoa(status)
+		// The SDK's message spans lines and repeats itself: say what S3
+		// answered, keeping the SDK's error as the cause.
+		msg := code
+		if ae != nil && ae.ErrorMessage() != "" {
+			msg += ": " + ae.ErrorMessage()
+		}
+		if status != 0 {
+			msg += fmt.Sprintf(" (HTTP %d)", status)
+		}
+		if code == "" && status == 0 {
+			msg = err.Error()
 		}
 		return errs.Wrap(errs.Unavailable, &retrybudget.ExhaustedError{Target: s.cfg.Retries.Name, Why: why,
-			Err: fmt.Errorf("%s (%w)", code, err)}, "%s", what)
+			Err: &sdkError{msg: strings.TrimPrefix(msg, ": "), err: err}}, "%s", what)
 	}
 	return errs.Wrap(errs.Internal, err, "%s", what)
 }
