@@ -89,8 +89,8 @@ func (p *slowDownProxy) counts() (total, repeats int) {
 // client → gateway → store worker → (proxy) → versitygw, all real. The
 // retries the store sees stay within the budget (10 % of its requests
 // plus the burst and floor), a short throttle is absorbed, and a long
-// one fails the slab fast with UNAVAILABLE naming the store tier instead of
-// hammering S3 until the deadline.
+// one fails the slab with UNAVAILABLE naming the store tier, long before
+// its deadline, instead of hammering S3 until then.
 func TestS3SlowDownWithinRetryBudget(t *testing.T) {
 	srv, err := s3test.Start()
 	if err != nil {
@@ -176,8 +176,11 @@ func TestS3SlowDownWithinRetryBudget(t *testing.T) {
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "store tier") || !strings.Contains(err.Error(), "SlowDown") {
 		t.Errorf("read under a long throttle: %v, want Unavailable naming the store tier and SlowDown", err)
 	}
-	if took > 10*time.Second {
-		t.Errorf("read under a long throttle took %v: it should fail fast", took)
+	// The SDK backs off for at most 1+2+4+8 s (jittered) over its 5
+	// attempts, and fails at once when the budget is empty: the read
+	// ends well before its deadline either way.
+	if took > 20*time.Second {
+		t.Errorf("read under a long throttle took %v: it should end long before its deadline", took)
 	}
 	if budget := 10 + 0.12*float64(total) + took.Seconds() + 1; float64(rep) > budget {
 		t.Errorf("S3 saw %d repeated requests of %d under a long throttle, over the retry budget (%.0f)", rep, total, budget)
