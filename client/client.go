@@ -23,10 +23,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
+	"github.com/zarrgate/zarrgate/internal/retrybudget"
 	"github.com/zarrgate/zarrgate/internal/tlsconf"
 	"github.com/zarrgate/zarrgate/internal/wire"
 	"github.com/zarrgate/zarrgate/storesvc"
@@ -114,10 +117,21 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		// refused client certificate.
 		creds = hint.credentials(o.tls)
 	}
+	// The client is the one layer that retries its calls to the gateway,
+	// within a retry budget of its own (10 % of its calls, plus a floor),
+	// and never a call the gateway says it already retried.
+	budget := retrybudget.New("gateway "+addr, 0, 0, 0)
 	retryOpts := []retry.CallOption{
 		retry.WithMax(o.retries),
 		retry.WithBackoff(retry.BackoffExponentialWithJitter(o.backoff, 0.2)),
-		retry.WithCodes(codes.Unavailable),
+		retry.WithRetriable(func(err error) bool {
+			return status.Code(err) == codes.Unavailable && !grpcerr.Retried(err) && budget.Retry()
+		}),
+	}
+	// Inside the retry interceptor: every attempt is a request of the budget.
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		budget.Request()
+		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
@@ -129,7 +143,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		// Streams are not retried blindly: a partly consumed stream cannot be
 		// replayed; unary calls are, when the server was unavailable.
-		grpc.WithChainUnaryInterceptor(retry.UnaryClientInterceptor(retryOpts...)),
+		grpc.WithChainUnaryInterceptor(retry.UnaryClientInterceptor(retryOpts...), count),
 	}, o.dialOpts...)
 	if o.tls != nil {
 		// Inside the retries: a call refused for want of a client

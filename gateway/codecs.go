@@ -7,6 +7,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/retrybudget"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -28,8 +29,9 @@ func NewItemError(i int, err error) error { return &codec.ItemError{Index: i, Er
 
 // engineCodec binds a Codecs engine to one array's chunk spec.
 type engineCodec struct {
-	c    Codecs
-	spec *ChunkSpec
+	c       Codecs
+	spec    *ChunkSpec
+	retries *retrybudget.Budget // the codec tier's
 }
 
 func (e engineCodec) decode(ctx context.Context, encoded [][]byte) ([]chunk, error) {
@@ -38,7 +40,7 @@ func (e engineCodec) decode(ctx context.Context, encoded [][]byte) ([]chunk, err
 	}
 	ctx, span := startSpan(ctx, "gateway.decode", len(encoded))
 	// Codecs are pure: a batch lost with its worker is safe to run again.
-	out, err := retry(ctx, func() ([]Chunk, error) { return e.c.Decode(ctx, e.spec, encoded) })
+	out, err := retry(ctx, e.retries, func() ([]Chunk, error) { return e.c.Decode(ctx, e.spec, encoded) })
 	endSpan(span, err)
 	if err != nil {
 		return nil, err
@@ -59,7 +61,7 @@ func (e engineCodec) encode(ctx context.Context, chunks []chunk) ([][]byte, erro
 		in[i] = Chunk{Data: c.data, Offsets: c.offsets}
 	}
 	ctx, span := startSpan(ctx, "gateway.encode", len(in))
-	out, err := retry(ctx, func() ([][]byte, error) { return e.c.Encode(ctx, e.spec, in) })
+	out, err := retry(ctx, e.retries, func() ([][]byte, error) { return e.c.Encode(ctx, e.spec, in) })
 	endSpan(span, err)
 	return out, err
 }
@@ -135,7 +137,7 @@ func (g *Gateway) newLayout(n *node) (*layout, error) {
 		}
 		l.raw = raw
 	}
-	l.codec = engineCodec{g.codecs, spec}
+	l.codec = engineCodec{g.codecs, spec, g.cfg.CodecRetries}
 	l.fill = newFill(a, l.unit)
 	return l, nil
 }

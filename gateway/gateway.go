@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/zarrgate/zarrgate/internal/membudget"
+	"github.com/zarrgate/zarrgate/internal/retrybudget"
 	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/storesvc"
 )
@@ -69,9 +70,20 @@ type Config struct {
 	// blocks inline. Up to two idle segments are kept for later calls.
 	// Default 4.
 	MaxSharedReads int
+	// StoreRetries and CodecRetries are the retry budgets of the store
+	// and codec tiers: every retry of a call to the tier takes a token,
+	// and with none left the call fails at once (see retry.go). Default:
+	// retrybudget.New("store tier" / "codec tier", 0, 0, 0).
+	StoreRetries, CodecRetries *retrybudget.Budget
 }
 
 func (c Config) withDefaults() Config {
+	if c.StoreRetries == nil {
+		c.StoreRetries = retrybudget.New("store tier", 0, 0, 0)
+	}
+	if c.CodecRetries == nil {
+		c.CodecRetries = retrybudget.New("codec tier", 0, 0, 0)
+	}
 	if c.MetadataTTL == 0 {
 		c.MetadataTTL = 2 * time.Second
 	}

@@ -92,7 +92,7 @@ func (g *Gateway) node(ctx context.Context, path string) (*node, error) {
 		return n, nil
 	}
 	g.stats.NodeMisses.Add(1)
-	n, err := loadNode(ctx, g.store, path)
+	n, err := g.loadNode(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -413,7 +413,7 @@ func checkAttrs(raw json.RawMessage) (json.RawMessage, error) {
 
 // checkFree fails with AlreadyExists if a node is at path.
 func (g *Gateway) checkFree(ctx context.Context, path string) error {
-	_, err := loadNode(ctx, g.store, path)
+	_, err := g.loadNode(ctx, path)
 	switch {
 	case err == nil:
 		return errs.New(errs.AlreadyExists, "a node already exists at %q", path)
@@ -464,7 +464,7 @@ func (g *Gateway) writeNew(ctx context.Context, n *node) error {
 			continue
 		}
 		// The node is new and ours: repeating this write is harmless.
-		if _, err := retry(ctx, func() (string, error) {
+		if _, err := retry(ctx, g.cfg.StoreRetries, func() (string, error) {
 			return g.store.Set(ctx, d.key, bytes.NewReader(d.data), storesvc.Condition{})
 		}); err != nil {
 			return err
@@ -479,17 +479,18 @@ func (g *Gateway) writeNew(ctx context.Context, n *node) error {
 // own document there means the write landed.
 func (g *Gateway) createDoc(ctx context.Context, path string, d doc) error {
 	for attempt := 1; ; attempt++ {
+		g.cfg.StoreRetries.Request()
 		_, err := g.store.Set(ctx, d.key, bytes.NewReader(d.data), storesvc.Condition{IfAbsent: true})
 		switch {
 		case err == nil:
 			return nil
 		case errors.Is(err, errs.FailedPrecondition):
 			return errs.New(errs.AlreadyExists, "a node already exists at %q", path)
-		case !transient(err) || attempt == retryAttempts:
+		}
+		if err := again(ctx, g.cfg.StoreRetries, attempt, err); err != nil {
 			return err
 		}
-		noteRetry(ctx, err, "attempt", attempt)
-		stored, rerr := retry(ctx, func() (read, error) {
+		stored, rerr := retry(ctx, g.cfg.StoreRetries, func() (read, error) {
 			data, gen, err := storesvc.ReadAll(ctx, g.store, d.key)
 			return read{data, gen}, err
 		})
@@ -514,6 +515,7 @@ type read struct {
 // changed, each conditioned on the generation it was read at; on a
 // conflict it reads again and retries.
 func (g *Gateway) update(ctx context.Context, path string, change func(*node) error) (*node, error) {
+	lost := 0 // writes lost with their worker: retries of the store tier
 	for range g.cfg.MaxWriteAttempts {
 		n, before, gens, err := g.readDocs(ctx, path)
 		if err != nil {
@@ -535,17 +537,22 @@ func (g *Gateway) update(ctx context.Context, path string, change func(*node) er
 			if gen, ok := gens[d.key]; ok {
 				cond = storesvc.Condition{IfGenerationMatch: gen}
 			}
+			g.cfg.StoreRetries.Request()
 			if _, err := g.store.Set(ctx, d.key, bytes.NewReader(d.data), cond); err != nil {
 				// A conflict, or an answer lost with the worker: read again;
-				// the generation check makes the repeat safe.
-				if errors.Is(err, errs.FailedPrecondition) || transient(err) {
-					if transient(err) {
-						noteRetry(ctx, err)
-					}
+				// the generation check makes the repeat safe. A conflict
+				// is contention, not a failure; a lost answer is a retry
+				// of the store tier (budget, backoff).
+				if errors.Is(err, errs.FailedPrecondition) {
 					conflict = true
 					break
 				}
-				return nil, err
+				lost++
+				if err := again(ctx, g.cfg.StoreRetries, lost, err); err != nil {
+					return nil, err
+				}
+				conflict = true
+				break
 			}
 		}
 		g.cache.dropNode(path)
@@ -559,7 +566,7 @@ func (g *Gateway) update(ctx context.Context, path string, change func(*node) er
 // readDocs reads the node's metadata documents with their generations and
 // parses the node from exactly those bytes.
 func (g *Gateway) readDocs(ctx context.Context, path string) (*node, []doc, map[string]string, error) {
-	probe, err := loadNode(ctx, g.store, path)
+	probe, err := g.loadNode(ctx, path)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -570,7 +577,7 @@ func (g *Gateway) readDocs(ctx context.Context, path string) (*node, []doc, map[
 	docs := make([]doc, len(keys))
 	gens := make(map[string]string)
 	for i, d := range keys {
-		r, err := retry(ctx, func() (read, error) {
+		r, err := retry(ctx, g.cfg.StoreRetries, func() (read, error) {
 			data, gen, err := storesvc.ReadAll(ctx, g.store, d.key)
 			return read{data, gen}, err
 		})

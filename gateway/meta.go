@@ -63,13 +63,15 @@ const maxMetadataBytes = 64 << 20
 
 // loadNode reads a node's metadata with one GetPartialValues: zarr.json, or
 // .zarray / .zgroup with .zattrs (v2 and NCZarr).
-func loadNode(ctx context.Context, s *storesvc.Portable, path string) (*node, error) {
+func (g *Gateway) loadNode(ctx context.Context, path string) (*node, error) {
 	if err := checkPath(path); err != nil {
 		return nil, err
 	}
 	p := nodePrefix(path)
 	reqs := []storesvc.KeyRange{{Key: p + keyV3}, {Key: p + keyZarray}, {Key: p + keyZgroup}, {Key: p + keyZattrs}}
-	vals, err := retry(ctx, func() ([]storesvc.PartialValue, error) { return s.GetPartialValuesMax(ctx, reqs, maxMetadataBytes) })
+	vals, err := retry(ctx, g.cfg.StoreRetries, func() ([]storesvc.PartialValue, error) {
+		return g.store.GetPartialValuesMax(ctx, reqs, maxMetadataBytes)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ func enclosingGroups(path string) []string {
 // cache: a dimension another gateway declared a moment ago must count),
 // nil when nothing or an array is there.
 func (g *Gateway) loadGroup(ctx context.Context, path string) (*zarr.Group, error) {
-	n, err := loadNode(ctx, g.store, path)
+	n, err := g.loadNode(ctx, path)
 	if errors.Is(err, errs.NotFound) {
 		return nil, nil
 	}

@@ -50,7 +50,7 @@ func (g *Gateway) ensureParents(ctx context.Context, path string, format Format,
 		p := strings.Join(parts[:i], "/")
 		// Straight from the store, not the cache: a group another gateway
 		// deleted a moment ago must be made again.
-		n, err := loadNode(ctx, g.store, p)
+		n, err := g.loadNode(ctx, p)
 		switch {
 		case err == nil:
 			if err := inTheWay(n, path); err != nil {
@@ -121,7 +121,7 @@ func (g *Gateway) createParent(ctx context.Context, p, child string, format Form
 	switch {
 	case errors.Is(err, errs.AlreadyExists):
 		// Another creator got there first: fine if it made a group.
-		n, err := loadNode(ctx, g.store, p)
+		n, err := g.loadNode(ctx, p)
 		if err != nil {
 			return err
 		}
@@ -156,7 +156,7 @@ func inTheWay(n *node, child string) error {
 // as it is.
 func (g *Gateway) setIfAbsent(ctx context.Context, d doc) error {
 	// A repeat after a lost answer finds our own value: also fine.
-	_, err := retry(ctx, func() (string, error) {
+	_, err := retry(ctx, g.cfg.StoreRetries, func() (string, error) {
 		return g.store.Set(ctx, d.key, bytes.NewReader(d.data), storesvc.Condition{IfAbsent: true})
 	})
 	if errors.Is(err, errs.FailedPrecondition) {

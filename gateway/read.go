@@ -437,7 +437,7 @@ func (g *Gateway) readDirect(ctx context.Context, l *layout, batch []readTask, s
 			return append(rest, batch[i:]...), nil
 		}
 		key := l.key(t.coords)
-		_, err = retry(ctx, func() (struct{}, error) { return struct{}{}, g.readWhole(ctx, key, buf) })
+		_, err = retry(ctx, g.cfg.StoreRetries, func() (struct{}, error) { return struct{}{}, g.readWhole(ctx, key, buf) })
 		switch {
 		case errors.Is(err, storesvc.ErrNotFound):
 			l.fill.fillBuf(buf)
@@ -492,7 +492,7 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 		reqs[i] = storesvc.KeyRange{Key: l.key(t.coords)}
 	}
 	fctx, span := startSpan(ctx, "gateway.fetch", len(reqs))
-	vals, err := retry(fctx, func() ([]storesvc.PartialValue, error) {
+	vals, err := retry(fctx, g.cfg.StoreRetries, func() ([]storesvc.PartialValue, error) {
 		return g.store.GetPartialValuesMax(fctx, reqs, g.maxEncodedUnit(l))
 	})
 	endSpan(span, err)
@@ -695,7 +695,7 @@ func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, k
 	out = hold(refs, out)
 	runs, parts := coalesce(reqs)
 	fctx, span := startSpan(ctx, "gateway.fetch", len(reqs))
-	runVals, err := retry(fctx, func() ([]storesvc.PartialValue, error) { return g.store.GetPartialValues(fctx, runs) })
+	runVals, err := retry(fctx, g.cfg.StoreRetries, func() ([]storesvc.PartialValue, error) { return g.store.GetPartialValues(fctx, runs) })
 	endSpan(span, err)
 	if err != nil && !errors.Is(err, errs.OutOfRange) {
 		return err
@@ -797,7 +797,7 @@ func (g *Gateway) shardIndex(ctx context.Context, l *layout, key string, refresh
 		g.stats.IndexMisses.Add(1)
 	}
 	ctx, span := startSpan(ctx, "gateway.fetch_index", -1)
-	idx, err := retry(ctx, func() (*shardIdx, error) { return g.readShardIndex(ctx, l, key) })
+	idx, err := retry(ctx, g.cfg.StoreRetries, func() (*shardIdx, error) { return g.readShardIndex(ctx, l, key) })
 	endSpan(span, err)
 	return idx, err
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/retrybudget"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
 	"github.com/zarrgate/zarrgate/zarr"
@@ -75,7 +76,10 @@ func TestSlabsSurviveUnavailableStore(t *testing.T) {
 	for it := range 30 {
 		c := randCase(r)
 		f := &flaky{Store: memory.New(), r: rand.New(rand.NewPCG(uint64(it), 1)), share: 0}
-		g := New(f, testCodecs{}, Config{Parallelism: 3})
+		// 15 % of calls failing needs more retries than the default
+		// budget (10 %) allows: this test is about correctness under
+		// failures, so it gives the store tier an ample budget.
+		g := New(f, testCodecs{}, Config{Parallelism: 3, StoreRetries: retrybudget.New("store tier", 0.9, 1000, 1000)})
 		f.share = 0.15
 		ref := c.create(t, g, "a")
 		for step := range 3 {

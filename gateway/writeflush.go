@@ -60,9 +60,12 @@ func (w *slabWriter) flush(o *pendingObject) error {
 			if !transient(err) {
 				return err
 			}
-			noteRetry(w.ctx, err)
 			// The write may or may not have landed: only a write
-			// conditioned on what is stored now is safe to repeat.
+			// conditioned on what is stored now is safe to repeat, and
+			// that repeat is a retry like any other (budget, backoff).
+			if err := again(w.ctx, w.g.cfg.StoreRetries, 1, err); err != nil {
+				return err
+			}
 		}
 		return w.mergeInto(o)
 	})
@@ -411,6 +414,7 @@ func (w *slabWriter) writeWhole(o *pendingObject) error {
 			return err
 		}
 		defer erelease()
+		w.g.cfg.StoreRetries.Request()
 		if _, err := w.g.store.Set(ctx, o.key, bytes.NewReader(enc[0]), storesvc.Condition{}); err != nil {
 			return err
 		}
@@ -558,13 +562,18 @@ func (w *slabWriter) readStored(key string) (data []byte, gen string, release fu
 // attempt writes the same final content over what it read).
 func (w *slabWriter) mergeInto(o *pendingObject) error {
 	ctx := w.ctx
+	// Conflicts with other writers are not failures: they are retried up
+	// to MaxWriteAttempts without a budget. A write lost with its worker
+	// is a failure: its repeat is a retry of the store tier (budget,
+	// backoff, attempts), so the two kinds never multiply.
+	lost := 0
 	for range w.g.cfg.MaxWriteAttempts {
 		type read struct {
 			data    []byte
 			gen     string
 			release func()
 		}
-		r, err := retry(ctx, func() (read, error) {
+		r, err := retry(ctx, w.g.cfg.StoreRetries, func() (read, error) {
 			data, gen, release, err := w.readStored(o.key)
 			return read{data, gen, release}, err
 		})
@@ -575,6 +584,7 @@ func (w *slabWriter) mergeInto(o *pendingObject) error {
 		} else if err != nil {
 			return err
 		}
+		w.g.cfg.StoreRetries.Request() // the conditional write
 		if w.l.shard == nil {
 			err = w.mergeChunk(o, data, cond)
 		} else {
@@ -585,13 +595,16 @@ func (w *slabWriter) mergeInto(o *pendingObject) error {
 		}
 		// A conflict, or a write lost with its worker: read again and
 		// merge again; the generation check makes the repeat safe.
-		if !errors.Is(err, errs.FailedPrecondition) && !transient(err) {
+		if errors.Is(err, errs.FailedPrecondition) {
+			w.g.stats.WriteConflicts.Add(1)
+			continue
+		}
+		if !transient(err) {
 			return err
 		}
-		if transient(err) {
-			noteRetry(ctx, err)
-		} else {
-			w.g.stats.WriteConflicts.Add(1)
+		lost++
+		if err := again(ctx, w.g.cfg.StoreRetries, lost, err); err != nil {
+			return err
 		}
 	}
 	return errs.New(errs.Aborted, "write %q: %q kept changing under concurrent writers; gave up after %d attempts", w.path, o.key, w.g.cfg.MaxWriteAttempts)

@@ -21,8 +21,8 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
 	"go.opentelemetry.io/otel"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/zarrgate/zarrgate/codec"

@@ -17,6 +17,7 @@ import (
 	"github.com/zarrgate/zarrgate/gateway"
 	"github.com/zarrgate/zarrgate/gateway/arrayserver"
 	"github.com/zarrgate/zarrgate/internal/membudget"
+	"github.com/zarrgate/zarrgate/internal/retrybudget"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/remote"
@@ -149,8 +150,12 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	cfg, lim := gcfg(logger)
+	// Each tier's retry budget names the tier and its target in the
+	// errors of calls it refuses to retry.
+	cfg.StoreRetries = retrybudget.New("store tier "+*storeTarget, 0, 0, 0)
 	var codecs codec.Engine = codecsvc.NewLocalLimits(lim)
 	if *codecTarget != "" {
+		cfg.CodecRetries = retrybudget.New("codec tier "+*codecTarget, 0, 0, 0)
 		codecTier := &rpc.Tier{Name: "codec", Target: *codecTarget, Wait: *tierWait, Logger: logger, TLS: peer}
 		ccc, err := dialTier(codecTier)
 		if err != nil {

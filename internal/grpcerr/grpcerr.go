@@ -9,8 +9,11 @@ package grpcerr
 import (
 	"context"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/zarrgate/zarrgate/internal/retrybudget"
 
 	"github.com/zarrgate/zarrgate/errs"
 )
@@ -33,7 +36,37 @@ func ToStatus(err error) error {
 	if err == nil {
 		return nil
 	}
-	return status.Error(Code(err), err.Error())
+	st := status.New(Code(err), err.Error())
+	if retrybudget.Retried(err) {
+		// The hop below already retried this error (within its budget):
+		// say so, so that the hop above does not retry it again.
+		if d, derr := st.WithDetails(retriedInfo); derr == nil {
+			st = d
+		}
+	}
+	return st.Err()
+}
+
+// retriedInfo is the status detail of an error that its server already
+// retried: clients (ours, and any that read google.rpc.ErrorInfo) should
+// not retry it again, or retries multiply hop by hop.
+var retriedInfo = &errdetails.ErrorInfo{Reason: "RETRIED", Domain: "zarrgate"}
+
+// Retried reports whether err, a status error from a call, says the server
+// already retried it: a client should not retry it again.
+func Retried(err error) bool {
+	s, ok := status.FromError(err)
+	return ok && retried(s)
+}
+
+// retried reports whether a status carries retriedInfo.
+func retried(s *status.Status) bool {
+	for _, d := range s.Details() {
+		if e, ok := d.(*errdetails.ErrorInfo); ok && e.GetDomain() == retriedInfo.Domain && e.GetReason() == retriedInfo.Reason {
+			return true
+		}
+	}
+	return false
 }
 
 // FromStatus converts an error from a gRPC call back into a coded error, so
@@ -57,7 +90,7 @@ func FromStatus(err error) error {
 	case codes.DeadlineExceeded:
 		cause = context.DeadlineExceeded
 	}
-	return &remoteError{err: errs.WithCode(errs.Code(s.Code()), s.Message(), cause), st: s}
+	return &remoteError{err: errs.WithCode(errs.Code(s.Code()), s.Message(), cause), st: s, retried: retried(s)}
 }
 
 // remoteError is an error rebuilt from a status: an errs error (errors.Is,
@@ -65,9 +98,14 @@ func FromStatus(err error) error {
 // GRPCStatus method until errs stopped knowing gRPC; remote errors keep it
 // here, at the edge.
 type remoteError struct {
-	err error
-	st  *status.Status
+	err     error
+	st      *status.Status
+	retried bool
 }
+
+// RetriedBelow reports that the server already retried the error
+// (retrybudget.Retried reads it).
+func (e *remoteError) RetriedBelow() bool { return e.retried }
 
 func (e *remoteError) Error() string { return e.err.Error() }
 

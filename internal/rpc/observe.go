@@ -143,9 +143,10 @@ func notePrincipal(ctx context.Context) {
 // when the call sends a response, and in the trailer when it fails before
 // sending any (refused by authentication or authorization, or failed in
 // the handler): never as a header of a failed call, because a response
-// with headers commits a gRPC call, and a call to a worker that failed
-// UNAVAILABLE with a header could no longer be retried by the client's
-// retry policy (gRPC retries only calls that got a trailers-only answer).
+// with headers commits a gRPC call: a call that failed UNAVAILABLE with a
+// header could no longer be retried by a client's gRPC retry policy
+// (clients in other languages configure one; gRPC retries only calls that
+// got a trailers-only answer).
 // The interceptors are first in the chain, so refused calls carry the id
 // too.
 

@@ -70,8 +70,8 @@ func TestAccessLogPrincipalAndRequestID(t *testing.T) {
 	s.RecvMsg(new(emptypb.Empty))
 	shdr, _ := s.Header()
 	// A failed call returns its id in the trailer, not a header: a header
-	// would commit the call, so a client's retry policy could not repeat
-	// it (TestTierCountsGRPCRetries fails when it does).
+	// would commit the call, so a client's gRPC retry policy could not
+	// repeat it.
 	var hdr2, trl2 metadata.MD
 	err = cc.Invoke(context.Background(), "/test.Svc/Unary", new(emptypb.Empty), new(emptypb.Empty), grpc.Header(&hdr2), grpc.Trailer(&trl2))
 	if status.Code(err) != codes.Unauthenticated {

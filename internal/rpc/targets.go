@@ -14,30 +14,15 @@ import (
 )
 
 // workerServiceConfig spreads calls over every worker behind a target with
-// round_robin, takes a worker out while its health service says it is not
-// serving (and back in when it is), and lets gRPC retry the idempotent
-// read methods on another worker when one is unavailable before answering.
-// Writes are not retried here: only a write conditioned on a generation is
-// safe to repeat, and the gateway does that itself.
+// round_robin, and takes a worker out while its health service says it is
+// not serving (and back in when it is). It has no retryPolicy: the gateway
+// is the one layer that retries calls to its workers, within each tier's
+// retry budget (gateway/retry.go); a gRPC retry under it would multiply
+// its attempts (5 × 6 per call, before the store's own retries). gRPC's
+// transparent retries (a call that never reached a worker) remain.
 const workerServiceConfig = `{
   "loadBalancingConfig": [{"round_robin": {}}],
-  "healthCheckConfig": {"serviceName": ""},
-  "methodConfig": [{
-    "name": [
-      {"service": "zarrgate.store.v1.StoreService", "method": "Get"},
-      {"service": "zarrgate.store.v1.StoreService", "method": "GetPartialValues"},
-      {"service": "zarrgate.store.v1.StoreService", "method": "GetCapabilities"},
-      {"service": "zarrgate.store.v1.StoreService", "method": "List"},
-      {"service": "zarrgate.store.v1.StoreService", "method": "ListPrefix"},
-      {"service": "zarrgate.store.v1.StoreService", "method": "ListDir"},
-      {"service": "zarrgate.codec.v1.CodecService", "method": "Encode"},
-      {"service": "zarrgate.codec.v1.CodecService", "method": "Decode"}
-    ],
-    "retryPolicy": {
-      "maxAttempts": 5, "initialBackoff": "0.02s", "maxBackoff": "1s",
-      "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]
-    }
-  }]
+  "healthCheckConfig": {"serviceName": ""}
 }`
 
 var manualSeq atomic.Uint64

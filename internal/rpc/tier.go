@@ -63,9 +63,9 @@ type Tier struct {
 
 // Retries is how many calls to the tier's workers gRPC itself made again:
 // transparent retries (the call never reached a worker: it was placed on
-// a connection the worker had just closed with GOAWAY) and retries of
-// the service config's retry policy (a read that failed UNAVAILABLE).
-// Each is logged as a warning. The gateway's own retries of failed calls
+// a connection the worker had just closed with GOAWAY); the service
+// config has no retry policy (the gateway is the one layer that retries,
+// within its budget). Each is logged as a warning. The gateway's own retries of failed calls
 // are not counted here (they are new calls, logged by the gateway).
 func (t *Tier) Retries() uint64 { return t.retries.Load() }
 

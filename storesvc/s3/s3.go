@@ -76,6 +76,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/retrybudget"
 	"github.com/zarrgate/zarrgate/storesvc"
 )
 
@@ -127,6 +128,10 @@ type Config struct {
 	// MaxAttempts bounds the attempts per request, retries included
 	// (default DefaultMaxAttempts).
 	MaxAttempts int
+	// Retries is the retry budget of this store's requests (the SDK's
+	// retry quota, see budgetRetryer). Default: a retrybudget.New budget
+	// of its own, named after the endpoint.
+	Retries *retrybudget.Budget
 	// HTTPClient replaces the SDK's HTTP client (tests, fault injection).
 	HTTPClient *http.Client
 	// SkipBucketCheck skips the HeadBucket call of New.
@@ -171,15 +176,22 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
+	if cfg.Retries == nil {
+		name := "S3"
+		if cfg.Endpoint != "" {
+			name += " " + cfg.Endpoint
+		}
+		cfg.Retries = retrybudget.New(name, 0, 0, 0)
+	}
 	opts := []func(*config.LoadOptions) error{
 		config.WithRetryer(func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) {
+			return &budgetRetryer{Standard: retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxAttempts = cfg.MaxAttempts
 				o.MaxBackoff = 10 * time.Second
-				// The client-side retry quota fails requests outright under
-				// a burst of errors; backoff alone paces the retries.
+				// The retry quota is the store's budget (budgetRetryer),
+				// which counts every request, not the SDK's bucket.
 				o.RateLimiter = ratelimit.None
-			})
+			}), budget: cfg.Retries}
 		}),
 	}
 	if cfg.Region != "" {
@@ -289,6 +301,46 @@ func etagOf(gen string) string {
 
 // --- errors ---
 
+// budgetRetryer is the SDK's standard retryer (which retries throttling,
+// 5xx and network errors with jittered exponential backoff, within the
+// caller's context) with the store's retry budget as its retry quota:
+// every attempt is a request of the budget, every retry takes a token,
+// and without one the SDK returns the last error at once. So a throttled
+// S3 sees at most ~1.1× the store's request rate, where the SDK's own
+// quota would allow 100 retries in a burst and then none at all until
+// requests succeed.
+type budgetRetryer struct {
+	*retry.Standard
+	budget *retrybudget.Budget
+}
+
+// errBudget is the SDK's error when the budget refuses a retry.
+var errBudget = errors.New("retry budget exhausted")
+
+func (r *budgetRetryer) GetAttemptToken(ctx context.Context) (func(error) error, error) {
+	r.budget.Request()
+	return r.Standard.GetAttemptToken(ctx)
+}
+
+func (r *budgetRetryer) GetRetryToken(ctx context.Context, opErr error) (func(error) error, error) {
+	if !r.budget.Retry() {
+		return nil, errBudget
+	}
+	return r.Standard.GetRetryToken(ctx, opErr)
+}
+
+// sdkError is an SDK error with a short message.
+type sdkError struct {
+	msg string
+	err error
+}
+
+func (e *sdkError) Error() string { return e.msg }
+func (e *sdkError) Unwrap() error { return e.err }
+
+// RetryStats are the store's retry counters, for metrics.
+func (s *Store) RetryStats() retrybudget.Stats { return s.cfg.Retries.Stats() }
+
 func httpStatus(err error) int {
 	var re *awshttp.ResponseError
 	if errors.As(err, &re) {
@@ -329,7 +381,30 @@ func (s *Store) mapErr(op, key string, err error) error {
 	case code == "InvalidRange" || status == http.StatusRequestedRangeNotSatisfiable:
 		return errs.Wrap(errs.OutOfRange, err, "%s", what)
 	case code == "SlowDown" || status == http.StatusServiceUnavailable || status >= 500 || status == 0:
-		return errs.Wrap(errs.Unavailable, err, "%s", what)
+		// The SDK retried it already, as far as attempts and budget
+		// allowed: say so, so that no layer above retries it again.
+		st := s.cfg.Retries.Stats()
+		why := fmt.Sprintf("retry budget exhausted (%d requests, %d retries so far)", st.Requests, st.Retries)
+		var attempts *retry.MaxAttemptsError
+		if errors.As(err, &attempts) {
+			why = fmt.Sprintf("gave up after %d attempts", attempts.Attempt)
+		} else if !errors.Is(err, errBudget) {
+			why = "not retried"
+		}
+		// The SDK's message spans lines and repeats itself: say what S3
+		// answered, keeping the SDK's error as the cause.
+		msg := code
+		if ae != nil && ae.ErrorMessage() != "" {
+			msg += ": " + ae.ErrorMessage()
+		}
+		if status != 0 {
+			msg += fmt.Sprintf(" (HTTP %d)", status)
+		}
+		if code == "" && status == 0 {
+			msg = err.Error()
+		}
+		return errs.Wrap(errs.Unavailable, &retrybudget.ExhaustedError{Target: s.cfg.Retries.Name, Why: why,
+			Err: &sdkError{msg: strings.TrimPrefix(msg, ": "), err: err}}, "%s", what)
 	}
 	return errs.Wrap(errs.Internal, err, "%s", what)
 }
