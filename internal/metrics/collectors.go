@@ -42,9 +42,11 @@ var (
 	cacheMissesDesc = prometheus.NewDesc("zarrgate_metadata_cache_misses_total",
 		"Lookups the gateway's metadata cache could not answer (read from the store), by kind.", []string{"kind"}, nil)
 	conflictsDesc = prometheus.NewDesc("zarrgate_write_conflicts_total",
-		"Read-modify-writes of a chunk or shard whose conditional write found the value changed (a concurrent writer) or lost its worker, and that were read and merged again.", nil, nil)
+		"Read-modify-writes of a chunk or shard whose conditional write found the value changed (a concurrent writer), and that were read and merged again.", nil, nil)
 	retriesDesc = prometheus.NewDesc("zarrgate_retries_total",
-		"Idempotent store and codec calls repeated after a transient failure (a worker went away).", nil, nil)
+		"Store and codec calls the gateway repeated after a transient failure (a worker went away or lost an answer), within the tier's retry budget.", nil, nil)
+	retriesRefusedDesc = prometheus.NewDesc("zarrgate_retries_refused_total",
+		"Store and codec calls the gateway failed instead of repeating because the tier's retry budget was empty, by tier (store, codec).", []string{"tier"}, nil)
 	segmentsDesc = prometheus.NewDesc("zarrgate_shared_memory_segments",
 		"Shared-memory segments of the gateway, by state (in_use: lent to reads in flight; idle: kept for later reads).", []string{"state"}, nil)
 	inflightDesc = prometheus.NewDesc("zarrgate_codec_worker_batches_in_flight",
@@ -57,7 +59,7 @@ type gatewayCollector struct {
 }
 
 func (c *gatewayCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{cacheHitsDesc, cacheMissesDesc, conflictsDesc, retriesDesc, segmentsDesc} {
+	for _, d := range []*prometheus.Desc{cacheHitsDesc, cacheMissesDesc, conflictsDesc, retriesDesc, retriesRefusedDesc, segmentsDesc} {
 		ch <- d
 	}
 }
@@ -72,6 +74,9 @@ func (c *gatewayCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(cacheMissesDesc, c.st.IndexMisses.Load(), "shard_index")
 	counter(conflictsDesc, c.st.WriteConflicts.Load())
 	counter(retriesDesc, gateway.Retries())
+	store, codec := c.g.RetryStats()
+	counter(retriesRefusedDesc, store.Exhausted, "store")
+	counter(retriesRefusedDesc, codec.Exhausted, "codec")
 	inUse, idle := c.g.SharedSegments()
 	ch <- prometheus.MustNewConstMetric(segmentsDesc, prometheus.GaugeValue, float64(inUse), "in_use")
 	ch <- prometheus.MustNewConstMetric(segmentsDesc, prometheus.GaugeValue, float64(idle), "idle")
