@@ -350,7 +350,9 @@ export class Client {
     }
     if (!shape || !out) throw dataLoss(`read ${path}: the stream ended before the header`);
     if (got !== want) throw dataLoss(`read ${path}: the server sent ${got} of ${want} elements`);
-    if (!hostLittleEndian) swapBytes(out, elem);
+    // Complex numbers are pairs of floats, each swapped; raw r<bits>
+    // elements are bytes with no order.
+    if (!hostLittleEndian) swapBytes(out, dtype.startsWith("complex") ? elem / 2 : dtype.startsWith("r") ? 1 : elem);
     return { bytes: out, shape, dtype, elementSize: elem };
   }
 }
