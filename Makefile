@@ -1,8 +1,10 @@
 # zarrgate — see README.md. Every dev tool (buf, protoc plugins, grpcurl) is
 # pinned in its own module, tools/go.mod, and run with `go tool
 # -modfile=tools/go.mod ...` (GOTOOL below), so a fresh clone needs nothing
-# installed beyond Go, Python 3 and make, and the tools' dependencies stay out
-# of the product's go.mod.
+# installed beyond Go, Python 3, Node.js 20+ with npm, and make, and the
+# tools' dependencies stay out of the product's go.mod. (The TypeScript
+# client's protoc-gen-es and tsc are pinned in clients/typescript's
+# package-lock.json and installed by `npm ci`.)
 
 GO       ?= go
 GOTOOL   := $(GO) tool -modfile=tools/go.mod
@@ -13,7 +15,7 @@ CACHE    ?= $(HOME)/.cache/zarrgate
 export ZARRGATE_CACHE := $(CACHE)/bin
 export ZARRGATE_VENV  := $(CACHE)/venv
 
-.PHONY: build all tools api-landed deps fuzz test-python generate check-generated lint breaking tidy-check deploy-check test test-go serve bench clean
+.PHONY: build all tools api-landed deps fuzz test-python test-typescript generate check-generated lint breaking tidy-check deploy-check test test-go serve bench clean
 
 all: lint test-go
 
@@ -25,16 +27,20 @@ build:
 tools:
 	$(GO) build -modfile=tools/go.mod -o /dev/null tool
 
-## generate: regenerate gen/ (Go) and the Python stubs from proto/ (offline
-## once the Python venv exists)
+## generate: regenerate gen/ (Go), the Python stubs and the TypeScript stubs
+## from proto/ (offline once the Python venv and clients/typescript's
+## node_modules exist)
 generate:
 	$(BUF) generate
 	scripts/gen-python.sh
+	scripts/gen-typescript.sh
 
-## check-generated: fail if gen/ is not what buf generates from proto/
+## check-generated: fail if gen/ or the Python or TypeScript stubs are not
+## what buf generates from proto/
+GENERATED := gen/ clients/python/src/zarrgate/_gen/ clients/typescript/src/gen/
 check-generated: generate
-	@git diff --exit-code --stat -- gen/ clients/python/src/zarrgate/_gen/ || (echo "generated code is stale: run 'make generate' and commit" >&2; exit 1)
-	@test -z "$$(git ls-files --others --exclude-standard gen/ clients/python/src/zarrgate/_gen/)" || (echo "untracked generated files: run 'make generate' and commit" >&2; exit 1)
+	@git diff --exit-code --stat -- $(GENERATED) || (echo "generated code is stale: run 'make generate' and commit" >&2; exit 1)
+	@test -z "$$(git ls-files --others --exclude-standard $(GENERATED))" || (echo "untracked generated files: run 'make generate' and commit" >&2; exit 1)
 
 ## lint: buf lint, buf breaking, tidy go.mod files, gofmt, go vet, the
 ## deployment's manifests and Dockerfile
@@ -74,7 +80,7 @@ api-landed:
 	$(BUF) build -o api/landed.binpb
 
 ## test: everything CI checks (installs what the tests need first)
-test: tools lint check-generated test-go test-python fuzz
+test: tools lint check-generated test-go test-python test-typescript fuzz
 
 ## fuzz: every fuzz target, briefly (FUZZTIME=3s each)
 fuzz:
@@ -84,6 +90,12 @@ fuzz:
 ## own store test suite
 test-python:
 	scripts/test-python.sh
+
+## test-typescript: the TypeScript client (clients/typescript, node_modules
+## from its package-lock.json by `npm ci`) under Node's test runner, reading
+## what the Go client wrote through real servers
+test-typescript:
+	scripts/test-typescript.sh
 
 PYTHON := $(ZARRGATE_VENV)-client/bin/python
 
