@@ -42,9 +42,11 @@ if [ ! -x "$venv/bin/python" ]; then
   "$py" -m venv "$venv"
 fi
 
-# Reinstall only when the pins or the package metadata changed.
+# Reinstall only when the pins, the package metadata or the checkout
+# changed: the editable install points at one checkout's sources, and
+# clones sharing the venv must each test their own.
 stamp="$venv/.zarrgate-client-stamp"
-want=$(cat "$req" "$client/pyproject.toml" | sha256sum | cut -d' ' -f1)
+want=$( (cat "$req" "$client/pyproject.toml"; echo "$client") | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   log "installing $req and clients/python (editable)"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req"
