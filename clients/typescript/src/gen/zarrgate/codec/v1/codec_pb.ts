@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file zarrgate/codec/v1/codec.proto.
  */
 export const file_zarrgate_codec_v1_codec: GenFile = /*@__PURE__*/
-  fileDesc("Ch16YXJyZ2F0ZS9jb2RlYy92MS9jb2RlYy5wcm90bxIRemFycmdhdGUuY29kZWMudjEiXAoJQ2h1bmtTcGVjEhEKCWRhdGFfdHlwZRgBIAEoCRITCgtjaHVua19zaGFwZRgCIAMoBBISCgpmaWxsX3ZhbHVlGAMgASgMEhMKC2NvZGVjc19qc29uGAQgASgJIiYKBUNodW5rEgwKBGRhdGEYASABKAwSDwoHb2Zmc2V0cxgCIAMoAyJlCg1FbmNvZGVSZXF1ZXN0EioKBHNwZWMYASABKAsyHC56YXJyZ2F0ZS5jb2RlYy52MS5DaHVua1NwZWMSKAoGY2h1bmtzGAIgAygLMhguemFycmdhdGUuY29kZWMudjEuQ2h1bmsiIQoORW5jb2RlUmVzcG9uc2USDwoHZW5jb2RlZBgBIAMoDCJMCg1EZWNvZGVSZXF1ZXN0EioKBHNwZWMYASABKAsyHC56YXJyZ2F0ZS5jb2RlYy52MS5DaHVua1NwZWMSDwoHZW5jb2RlZBgCIAMoDCI6Cg5EZWNvZGVSZXNwb25zZRIoCgZjaHVua3MYASADKAsyGC56YXJyZ2F0ZS5jb2RlYy52MS5DaHVuayJTCgpCYXRjaEVycm9yEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCRIXCgppdGVtX2luZGV4GAMgASgFSACIAQFCDQoLX2l0ZW1faW5kZXgi3QEKDlByb2Nlc3NSZXF1ZXN0EgoKAmlkGAEgASgEEjIKBmVuY29kZRgCIAEoCzIgLnphcnJnYXRlLmNvZGVjLnYxLkVuY29kZVJlcXVlc3RIABIyCgZkZWNvZGUYAyABKAsyIC56YXJyZ2F0ZS5jb2RlYy52MS5EZWNvZGVSZXF1ZXN0SAASMgoGY2FuY2VsGAUgASgLMiAuemFycmdhdGUuY29kZWMudjEuQ2FuY2VsUmVxdWVzdEgAEhsKE2RlYWRsaW5lX3VuaXhfbmFub3MYBCABKANCBgoEd29yayIPCg1DYW5jZWxSZXF1ZXN0IsEBCg9Qcm9jZXNzUmVzcG9uc2USCgoCaWQYASABKAQSMwoGZW5jb2RlGAIgASgLMiEuemFycmdhdGUuY29kZWMudjEuRW5jb2RlUmVzcG9uc2VIABIzCgZkZWNvZGUYAyABKAsyIS56YXJyZ2F0ZS5jb2RlYy52MS5EZWNvZGVSZXNwb25zZUgAEi4KBWVycm9yGAQgASgLMh0uemFycmdhdGUuY29kZWMudjEuQmF0Y2hFcnJvckgAQggKBnJlc3VsdDKCAgoMQ29kZWNTZXJ2aWNlEk0KBkVuY29kZRIgLnphcnJnYXRlLmNvZGVjLnYxLkVuY29kZVJlcXVlc3QaIS56YXJyZ2F0ZS5jb2RlYy52MS5FbmNvZGVSZXNwb25zZRJNCgZEZWNvZGUSIC56YXJyZ2F0ZS5jb2RlYy52MS5EZWNvZGVSZXF1ZXN0GiEuemFycmdhdGUuY29kZWMudjEuRGVjb2RlUmVzcG9uc2USVAoHUHJvY2VzcxIhLnphcnJnYXRlLmNvZGVjLnYxLlByb2Nlc3NSZXF1ZXN0GiIuemFycmdhdGUuY29kZWMudjEuUHJvY2Vzc1Jlc3BvbnNlKAEwAUI8WjpnaXRodWIuY29tL3phcnJnYXRlL3phcnJnYXRlL2dlbi96YXJyZ2F0ZS9jb2RlYy92MTtjb2RlY3YxYgZwcm90bzM");
+  fileDesc("Ch16YXJyZ2F0ZS9jb2RlYy92MS9jb2RlYy5wcm90bxIRemFycmdhdGUuY29kZWMudjEiXAoJQ2h1bmtTcGVjEhEKCWRhdGFfdHlwZRgBIAEoCRITCgtjaHVua19zaGFwZRgCIAMoBBISCgpmaWxsX3ZhbHVlGAMgASgMEhMKC2NvZGVjc19qc29uGAQgASgJIiYKBUNodW5rEgwKBGRhdGEYASABKAwSDwoHb2Zmc2V0cxgCIAMoAyJlCg1FbmNvZGVSZXF1ZXN0EioKBHNwZWMYASABKAsyHC56YXJyZ2F0ZS5jb2RlYy52MS5DaHVua1NwZWMSKAoGY2h1bmtzGAIgAygLMhguemFycmdhdGUuY29kZWMudjEuQ2h1bmsiIQoORW5jb2RlUmVzcG9uc2USDwoHZW5jb2RlZBgBIAMoDCJMCg1EZWNvZGVSZXF1ZXN0EioKBHNwZWMYASABKAsyHC56YXJyZ2F0ZS5jb2RlYy52MS5DaHVua1NwZWMSDwoHZW5jb2RlZBgCIAMoDCI6Cg5EZWNvZGVSZXNwb25zZRIoCgZjaHVua3MYASADKAsyGC56YXJyZ2F0ZS5jb2RlYy52MS5DaHVuayJTCgpCYXRjaEVycm9yEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCRIXCgppdGVtX2luZGV4GAMgASgFSACIAQFCDQoLX2l0ZW1faW5kZXgi8gIKDlByb2Nlc3NSZXF1ZXN0EgoKAmlkGAEgASgEEjIKBmVuY29kZRgCIAEoCzIgLnphcnJnYXRlLmNvZGVjLnYxLkVuY29kZVJlcXVlc3RIABIyCgZkZWNvZGUYAyABKAsyIC56YXJyZ2F0ZS5jb2RlYy52MS5EZWNvZGVSZXF1ZXN0SAASMgoGY2FuY2VsGAUgASgLMiAuemFycmdhdGUuY29kZWMudjEuQ2FuY2VsUmVxdWVzdEgAEhsKE2RlYWRsaW5lX3VuaXhfbmFub3MYBCABKAMSSgoNdHJhY2VfY29udGV4dBgGIAMoCzIzLnphcnJnYXRlLmNvZGVjLnYxLlByb2Nlc3NSZXF1ZXN0LlRyYWNlQ29udGV4dEVudHJ5EhIKCnJlcXVlc3RfaWQYByABKAkaMwoRVHJhY2VDb250ZXh0RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIGCgR3b3JrIg8KDUNhbmNlbFJlcXVlc3Qi8gEKD1Byb2Nlc3NSZXNwb25zZRIKCgJpZBgBIAEoBBIzCgZlbmNvZGUYAiABKAsyIS56YXJyZ2F0ZS5jb2RlYy52MS5FbmNvZGVSZXNwb25zZUgAEjMKBmRlY29kZRgDIAEoCzIhLnphcnJnYXRlLmNvZGVjLnYxLkRlY29kZVJlc3BvbnNlSAASLgoFZXJyb3IYBCABKAsyHS56YXJyZ2F0ZS5jb2RlYy52MS5CYXRjaEVycm9ySAASLwoIZHJhaW5pbmcYBSABKAsyGy56YXJyZ2F0ZS5jb2RlYy52MS5EcmFpbmluZ0gAQggKBnJlc3VsdCIKCghEcmFpbmluZzKCAgoMQ29kZWNTZXJ2aWNlEk0KBkVuY29kZRIgLnphcnJnYXRlLmNvZGVjLnYxLkVuY29kZVJlcXVlc3QaIS56YXJyZ2F0ZS5jb2RlYy52MS5FbmNvZGVSZXNwb25zZRJNCgZEZWNvZGUSIC56YXJyZ2F0ZS5jb2RlYy52MS5EZWNvZGVSZXF1ZXN0GiEuemFycmdhdGUuY29kZWMudjEuRGVjb2RlUmVzcG9uc2USVAoHUHJvY2VzcxIhLnphcnJnYXRlLmNvZGVjLnYxLlByb2Nlc3NSZXF1ZXN0GiIuemFycmdhdGUuY29kZWMudjEuUHJvY2Vzc1Jlc3BvbnNlKAEwAUI8WjpnaXRodWIuY29tL3phcnJnYXRlL3phcnJnYXRlL2dlbi96YXJyZ2F0ZS9jb2RlYy92MTtjb2RlY3YxYgZwcm90bzM");
 
 /**
  * ChunkSpec describes the chunks of one array and how they are encoded.
@@ -271,6 +271,24 @@ export type ProcessRequest = Message<"zarrgate.codec.v1.ProcessRequest"> & {
    * @generated from field: int64 deadline_unix_nanos = 4;
    */
   deadlineUnixNanos: bigint;
+
+  /**
+   * trace_context carries the batch's caller's trace context as W3C Trace
+   * Context fields ("traceparent", "tracestate"): the stream outlives any
+   * one call, so the call's context travels with each batch instead of in
+   * the stream's metadata. Empty when the caller does not trace.
+   *
+   * @generated from field: map<string, string> trace_context = 6;
+   */
+  traceContext: { [key: string]: string };
+
+  /**
+   * request_id is the id of the caller's call (its x-request-id), for the
+   * worker's log lines about this batch. Empty when unknown.
+   *
+   * @generated from field: string request_id = 7;
+   */
+  requestId: string;
 };
 
 /**
@@ -337,6 +355,18 @@ export type ProcessResponse = Message<"zarrgate.codec.v1.ProcessResponse"> & {
      */
     value: BatchError;
     case: "error";
+  } | {
+    /**
+     * draining, sent once with id 0 and answering no batch, says the
+     * worker is shutting down: the caller should send no more batches on
+     * this stream and close its side once every batch it sent is
+     * answered. The worker answers every batch it receives until then,
+     * and ends the stream after the caller's side is closed.
+     *
+     * @generated from field: zarrgate.codec.v1.Draining draining = 5;
+     */
+    value: Draining;
+    case: "draining";
   } | { case: undefined; value?: undefined };
 };
 
@@ -346,6 +376,21 @@ export type ProcessResponse = Message<"zarrgate.codec.v1.ProcessResponse"> & {
  */
 export const ProcessResponseSchema: GenMessage<ProcessResponse> = /*@__PURE__*/
   messageDesc(file_zarrgate_codec_v1_codec, 9);
+
+/**
+ * Draining is the notice of a worker that is shutting down gracefully.
+ *
+ * @generated from message zarrgate.codec.v1.Draining
+ */
+export type Draining = Message<"zarrgate.codec.v1.Draining"> & {
+};
+
+/**
+ * Describes the message zarrgate.codec.v1.Draining.
+ * Use `create(DrainingSchema)` to create a new message.
+ */
+export const DrainingSchema: GenMessage<Draining> = /*@__PURE__*/
+  messageDesc(file_zarrgate_codec_v1_codec, 10);
 
 /**
  * CodecService encodes and decodes chunks through a Zarr codec chain, so that
