@@ -124,9 +124,18 @@ def _fill(value: Any) -> Any:
     return value
 
 
-def fill_json(value: Any) -> str:
-    """A fill value in v3 JSON form ("" = the data type's zero)."""
-    return "" if value is None else json.dumps(_fill(value))
+def fill_json(value: Any, data_type: str = "") -> str:
+    """A fill value in v3 JSON form ("" = the data type's zero), cast to a
+    numeric or bool data type first (0 for a bool array is false)."""
+    if value is None:
+        return ""
+    if data_type in _NUMERIC and not isinstance(value, str):
+        value = np.asarray(value).astype(data_type).item()
+    return json.dumps(_fill(value))
+
+
+_NUMERIC = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+            "float16", "float32", "float64", "complex64", "complex128"}
 
 
 # -- selections --------------------------------------------------------------
@@ -365,8 +374,12 @@ def source(p: Plan, value: Any, dtype: np.dtype) -> np.ndarray:
 def write_messages(path: str, p: Plan, value: Any, dtype: np.dtype) -> Iterator[bytes]:
     """The WriteSlab stream: the header, then blocks of about 1 MiB, each
     cast (as numpy assignment casts) and encoded as it is sent, so that the
-    whole value is never copied at once."""
-    src = source(p, value, dtype)
+    whole value is never copied at once. The value's shape is checked
+    here, before the stream starts."""
+    return _write_messages(path, p, source(p, value, dtype), dtype)
+
+
+def _write_messages(path: str, p: Plan, src: np.ndarray, dtype: np.dtype) -> Iterator[bytes]:
     yield gpb.WriteSlabRequest(
         header=gpb.WriteSlabHeader(path=path, selection=p.proto())
     ).SerializeToString()
@@ -419,22 +432,20 @@ def pieces(p: Plan, grid: tuple[int, ...], itemsize: int, limit: int) -> Iterato
                     c.append(i)
         c.append(length)
         cuts.append(c)
-    # How many grid cells per piece along each dimension: whole trailing
-    # dimensions while they fit, then as many as fit along one.
+    # How many grid cells per piece along each dimension: one everywhere
+    # to start with (the smallest piece), then as many as fit along the
+    # last dimension, and if that takes it whole, along the one before...
+    segs = [max((b - a for a, b in zip(c, c[1:])), default=0) for c in cuts]
     per = [1] * nd
     budget = max(limit // max(itemsize, 1), 1)
-    d = nd - 1
-    while d >= 0:
-        seg = max(b - a for a, b in zip(cuts[d], cuts[d][1:])) if len(cuts[d]) > 1 else 0
-        cells = len(cuts[d]) - 1
-        whole = p.slab_shape[d]
-        if whole <= budget:
-            per[d] = max(cells, 1)
-            budget = max(budget // max(whole, 1), 1)
-            d -= 1
-            continue
-        per[d] = max(1, budget // max(seg, 1))
-        break
+    size = math.prod(max(s, 1) for s in segs)
+    for d in range(nd - 1, -1, -1):
+        cells = max(len(cuts[d]) - 1, 1)
+        rest = size // max(segs[d], 1)
+        per[d] = max(1, min(cells, budget // max(rest * max(segs[d], 1), 1)))
+        size = rest * max(min(per[d] * segs[d], p.slab_shape[d]), 1)
+        if per[d] < cells:
+            break
     ranges = []
     for d in range(nd):
         c, k = cuts[d], per[d]

@@ -334,9 +334,21 @@ class Client(_Base):
             _slab.source(p, value, a.dtype)  # the broadcast check numpy would make
             return gpb.WriteSlabResponse()
         msgs = _slab.write_messages(a.path, p, value, a.dtype)
+        failed: list[BaseException] = []
+
+        def requests() -> Iterator[bytes]:
+            # gRPC turns an exception here into UNKNOWN: keep it to raise.
+            try:
+                yield from msgs
+            except BaseException as e:
+                failed.append(e)
+                raise
+
         try:
-            return self._write_slab(msgs, timeout=self.timeout)
+            return self._write_slab(requests(), timeout=self.timeout)
         except grpc.RpcError as e:
+            if failed:
+                raise failed[0] from None
             raise self._conn.error(e, f"write {a.path!r}", "array") from e
 
 
@@ -379,7 +391,7 @@ def create_array_request(
         else:
             chain.append({"name": "vlen-utf8" if dt == "string" else "vlen-bytes"})
         if isinstance(compressor, str):
-            chain.append({"name": compressor})
+            chain.append({"name": compressor, "configuration": {}})
         elif isinstance(compressor, dict):
             chain.append(compressor)
         codecs = chain
@@ -391,7 +403,7 @@ def create_array_request(
         chunk_shape=tuple(int(n) for n in (chunks if chunks is not None else shape)),
         shard_shape=tuple(int(n) for n in shards) if shards is not None else (),
         codecs_json=codecs if isinstance(codecs, str) else (json.dumps(codecs) if codecs else ""),
-        fill_value_json=_slab.fill_json(fill_value),
+        fill_value_json=_slab.fill_json(fill_value, dt),
         dimension_names=[n or "" for n in dimension_names] if dimension_names else (),
         attributes_json=json.dumps(attributes) if attributes else "",
     )
