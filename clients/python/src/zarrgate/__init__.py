@@ -1,5 +1,8 @@
 """zarrgate: Python client for the zarrgate gRPC gateway.
 
+- :func:`connect` returns a :class:`Client` of the gateway's ArrayService:
+  groups and arrays read and written as numpy arrays (:mod:`zarrgate.aio`
+  is its asyncio twin).
 - :class:`ZarrgateStore` is a zarr-python 3 store (``zarr.abc.store.Store``)
   over ``zarrgate.store.v1.StoreService``.
 - The generated protobuf / gRPC stubs live in :mod:`zarrgate._gen`; the usual
@@ -9,14 +12,21 @@
 
 from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from zarrgate._gen.zarrgate.store.v1 import store_pb2, store_pb2_grpc
-from zarrgate.store import (
+from zarrgate.client import Array, Client, Group, connect
+from zarrgate.errors import (
     ZarrgateError,
+    ZarrgateNotFound,
     ZarrgatePermissionDenied,
-    ZarrgateStore,
     ZarrgateUnauthenticated,
 )
+from zarrgate.store import ZarrgateStore
 
 __all__ = [
+    "Array",
+    "Client",
+    "Group",
+    "ZarrgateNotFound",
+    "connect",
     "ZarrgateError",
     "ZarrgatePermissionDenied",
     "ZarrgateStore",

@@ -26,7 +26,6 @@ client: anything else is refused before dialling.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import os
 import threading
 import weakref
@@ -46,6 +45,18 @@ from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
 from zarrgate._gen.zarrgate.store.v1 import store_pb2 as pb
 from zarrgate._gen.zarrgate.store.v1 import store_pb2_grpc as pb_grpc
+from zarrgate._conn import TOKEN_ENV, Conn
+from zarrgate.errors import (
+    ZarrgateDeadlineExceeded,
+    ZarrgateError,
+    ZarrgateFailedPrecondition,
+    ZarrgateInvalidArgument,
+    ZarrgateNotFound,
+    ZarrgateOutOfRange,
+    ZarrgatePermissionDenied,
+    ZarrgateUnauthenticated,
+    ZarrgateUnavailable,
+)
 
 __all__ = [
     "ZarrgateError",
@@ -53,9 +64,6 @@ __all__ = [
     "ZarrgateStore",
     "ZarrgateUnauthenticated",
 ]
-
-#: Where the token comes from when ``token`` is not given (the Go CLI's too).
-TOKEN_ENV = "ZARRGATE_TOKEN"
 
 #: Size of the data frames a Set sends (the server's Get frames are <= 1 MiB too).
 FRAME_SIZE = 1 << 20
@@ -65,130 +73,6 @@ DEFAULT_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.max_receive_message_length", 16 << 20),
     ("grpc.max_send_message_length", 16 << 20),
 )
-
-
-class ZarrgateError(Exception):
-    """A gRPC status from the server, with its ``code`` and ``details``.
-
-    Subclasses also derive from the builtin exception zarr-python and callers
-    expect for that status: :class:`FileNotFoundError` for NOT_FOUND,
-    :class:`ValueError` for INVALID_ARGUMENT, OUT_OF_RANGE and
-    FAILED_PRECONDITION, :class:`ConnectionError` for UNAVAILABLE,
-    :class:`TimeoutError` for DEADLINE_EXCEEDED, :class:`PermissionError` for
-    UNAUTHENTICATED and PERMISSION_DENIED.
-    """
-
-    def __init__(self, message: str, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.details = details
-
-
-class ZarrgateNotFound(ZarrgateError, FileNotFoundError):
-    """NOT_FOUND."""
-
-
-class ZarrgateInvalidArgument(ZarrgateError, ValueError):
-    """INVALID_ARGUMENT (a bad key, prefix or range)."""
-
-
-class ZarrgateOutOfRange(ZarrgateError, ValueError):
-    """OUT_OF_RANGE."""
-
-
-class ZarrgateFailedPrecondition(ZarrgateError, ValueError):
-    """FAILED_PRECONDITION (a failed condition, or a read-only server)."""
-
-
-class ZarrgateUnavailable(ZarrgateError, ConnectionError):
-    """UNAVAILABLE."""
-
-
-class ZarrgateDeadlineExceeded(ZarrgateError, TimeoutError):
-    """DEADLINE_EXCEEDED."""
-
-
-class ZarrgateUnauthenticated(ZarrgateError, PermissionError):
-    """UNAUTHENTICATED: no token (or client certificate) where the server needs
-    one, or one it refuses (unknown, expired, malformed)."""
-
-
-class ZarrgatePermissionDenied(ZarrgateError, PermissionError):
-    """PERMISSION_DENIED: the server's policy does not grant the caller this
-    call on this key or prefix (the details name the permission and prefix)."""
-
-
-_ERRORS: dict[grpc.StatusCode, type[ZarrgateError]] = {
-    grpc.StatusCode.NOT_FOUND: ZarrgateNotFound,
-    grpc.StatusCode.INVALID_ARGUMENT: ZarrgateInvalidArgument,
-    grpc.StatusCode.OUT_OF_RANGE: ZarrgateOutOfRange,
-    grpc.StatusCode.FAILED_PRECONDITION: ZarrgateFailedPrecondition,
-    grpc.StatusCode.UNAVAILABLE: ZarrgateUnavailable,
-    grpc.StatusCode.DEADLINE_EXCEEDED: ZarrgateDeadlineExceeded,
-    grpc.StatusCode.UNAUTHENTICATED: ZarrgateUnauthenticated,
-    grpc.StatusCode.PERMISSION_DENIED: ZarrgatePermissionDenied,
-}
-
-
-def _error(err: grpc.RpcError, what: str, hint: str = "") -> ZarrgateError:
-    code: grpc.StatusCode = err.code()  # type: ignore[attr-defined]
-    details: str = err.details() or ""  # type: ignore[attr-defined]
-    cls = _ERRORS.get(code, ZarrgateError)
-    return cls(f"{what}: {code.name}: {details}{hint}", code, details)
-
-
-def _pem(value: str | os.PathLike[str] | bytes | None, what: str) -> bytes | None:
-    """PEM bytes from a file name or the PEM itself. Read once, here: the
-    bytes (not the name) travel with a pickled store, so workers on other
-    hosts need no copy of the files."""
-    if value is None:
-        return None
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        data, name = bytes(value), "the bytes given"
-    elif isinstance(value, (str, os.PathLike)):
-        with open(value, "rb") as f:
-            data, name = f.read(), repr(os.fspath(value))
-    else:
-        raise TypeError(f"{what} must be a file name or PEM bytes, got {type(value).__name__}")
-    # Never quote the content: it may be a private key.
-    if b"-----BEGIN " not in data:
-        raise ValueError(f"{what}: {name} is not PEM (no '-----BEGIN' line)")
-    return data
-
-
-def _check_token(token: str) -> str:
-    """The same rule as the Go client's WithToken. The message never quotes
-    the token."""
-    if not isinstance(token, str):
-        raise TypeError(f"token must be a str, got {type(token).__name__}")
-    if token.lower().startswith("bearer "):
-        raise ValueError("token: give the token alone, without 'Bearer '")
-    if any(c <= " " or c >= "\x7f" for c in token):
-        raise ValueError("token: with spaces or control characters (is it the whole token?)")
-    return token
-
-
-def _is_local(target: str) -> bool:
-    """The target is on this host (a loopback address or a unix socket):
-    the only place a token may go in plaintext (as the Go client's isLocal)."""
-    if target.startswith(("unix:", "unix-abstract:")):
-        return True
-    t = target.removeprefix("passthrough:///")
-    if t.startswith("["):
-        end = t.find("]")
-        if end < 0 or not t[end + 1 :].startswith(":"):
-            return False
-        host = t[1:end]
-    else:
-        host, sep, _ = t.rpartition(":")
-        if not sep or ":" in host:
-            return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _range_to_proto(byte_range: ByteRequest | None) -> pb.ByteRange | None:
@@ -291,9 +175,6 @@ class ZarrgateStore(Store):
     supports_deletes: bool = True
     supports_listing: bool = True
 
-    addr: str
-    tls: bool
-
     def __init__(
         self,
         addr: str,
@@ -308,35 +189,9 @@ class ZarrgateStore(Store):
         token: str | None = None,
     ) -> None:
         super().__init__(read_only=read_only)
-        if not isinstance(addr, str) or not addr:
-            raise TypeError(f"addr must be a non-empty 'host:port' string, got {addr!r}")
-        scheme_tls = None
-        if addr.startswith("grpcs://"):
-            addr, scheme_tls = addr.removeprefix("grpcs://"), True
-        elif addr.startswith("grpc://"):
-            addr = addr.removeprefix("grpc://")
-        if not addr:
-            raise TypeError("addr: no host:port after the scheme")
-        if (tls_cert is None) != (tls_key is None):
-            raise ValueError("tls_cert and tls_key go together: give both or neither")
-        wants_tls = scheme_tls or tls_ca is not None or tls_cert is not None
-        if tls is False and wants_tls:
-            raise ValueError("tls=False contradicts grpcs://, tls_ca or tls_cert")
-        self.addr = addr
-        self.tls = bool(tls or wants_tls)
-        self._tls_ca = _pem(tls_ca, "tls_ca")
-        self._tls_cert = _pem(tls_cert, "tls_cert")
-        self._tls_key = _pem(tls_key, "tls_key")
-        if token is None:
-            token = os.environ.get(TOKEN_ENV) or None
-        elif token == "":
-            token = None
-        self._token = None if token is None else _check_token(token)
-        if self._token is not None and not self.tls and not _is_local(addr):
-            raise ValueError(
-                f"a token is sent only over TLS (tls=True or tls_ca=...), or in plaintext "
-                f"to a loopback address or unix socket; {addr} is neither"
-            )
+        self._conn = Conn.make(
+            addr, tls=tls, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token
+        )
         self.timeout = timeout
         self.channel_options = tuple(channel_options)
         self._init_channels()
@@ -355,36 +210,46 @@ class ZarrgateStore(Store):
     def __getstate__(self) -> dict[str, Any]:
         # The TLS material and the token travel as they are: a worker
         # re-opens the store with exactly these options.
+        c = self._conn
         return {
-            "addr": self.addr,
+            "addr": c.addr,
             "read_only": self._read_only,
             "timeout": self.timeout,
             "channel_options": self.channel_options,
-            "tls": self.tls,
-            "tls_ca": self._tls_ca,
-            "tls_cert": self._tls_cert,
-            "tls_key": self._tls_key,
-            "token": self._token,
+            "tls": c.tls,
+            "tls_ca": c.tls_ca,
+            "tls_cert": c.tls_cert,
+            "tls_key": c.tls_key,
+            "token": c.token,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.addr = state["addr"]
+        self._conn = Conn(
+            addr=state["addr"],
+            tls=state.get("tls", False),
+            tls_ca=state.get("tls_ca"),
+            tls_cert=state.get("tls_cert"),
+            tls_key=state.get("tls_key"),
+            token=state.get("token"),
+        )
         self._read_only = state["read_only"]
         self.timeout = state["timeout"]
         self.channel_options = state["channel_options"]
-        self.tls = state.get("tls", False)
-        self._tls_ca = state.get("tls_ca")
-        self._tls_cert = state.get("tls_cert")
-        self._tls_key = state.get("tls_key")
-        self._token = state.get("token")
         self._is_open = False
         self._init_channels()
 
-    def _identity(self) -> tuple[Any, ...]:
-        return (self.addr, self.tls, self._tls_ca, self._tls_cert, self._tls_key, self._token)
+    @property
+    def addr(self) -> str:
+        """The server's gRPC target (``grpc://`` / ``grpcs://`` removed)."""
+        return self._conn.addr
+
+    @property
+    def tls(self) -> bool:
+        """Whether the store connects with TLS."""
+        return self._conn.tls
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, type(self)) and self._identity() == other._identity()
+        return isinstance(other, type(self)) and self._conn == other._conn
 
     def __hash__(self) -> int:
         return hash((type(self), self.addr))
@@ -394,14 +259,7 @@ class ZarrgateStore(Store):
 
     def __repr__(self) -> str:
         # Never the token, nor the key: only whether there is one.
-        extra = ""
-        if self.tls:
-            extra += ", tls=True"
-        if self._tls_cert is not None:
-            extra += ", tls_cert=<set>"
-        if self._token is not None:
-            extra += ", token=<hidden>"
-        return f"ZarrgateStore('{self}'{extra})"
+        return f"ZarrgateStore('{self}'{self._conn.describe()})"
 
     def with_read_only(self, read_only: bool = False) -> ZarrgateStore:
         # docstring inherited. Through the pickled state, so that the clone
@@ -416,44 +274,13 @@ class ZarrgateStore(Store):
     def _options(self) -> list[tuple[str, Any]]:
         return [*DEFAULT_CHANNEL_OPTIONS, *self.channel_options]
 
-    def _credentials(self) -> grpc.ChannelCredentials | None:
-        """The channel's credentials; None: a plain insecure channel."""
-        if self.tls:
-            creds = grpc.ssl_channel_credentials(
-                root_certificates=self._tls_ca,
-                private_key=self._tls_key,
-                certificate_chain=self._tls_cert,
-            )
-        elif self._token is not None:
-            # gRPC refuses call credentials on an insecure channel. Local
-            # credentials are plaintext too, but only to a loopback address
-            # or a unix socket (gRPC checks the connection), so the token can
-            # ride on them; the constructor refused any other address.
-            kind = (
-                grpc.LocalConnectionType.UDS
-                if self.addr.startswith(("unix:", "unix-abstract:"))
-                else grpc.LocalConnectionType.LOCAL_TCP
-            )
-            creds = grpc.local_channel_credentials(kind)
-        else:
-            return None
-        if self._token is not None:
-            creds = grpc.composite_channel_credentials(
-                creds, grpc.access_token_call_credentials(self._token)
-            )
-        return creds
-
     def _stub(self) -> pb_grpc.StoreServiceStub:
         """The async stub for the running event loop."""
         loop = asyncio.get_running_loop()
         with self._lock:
             entry = self._aio.get(loop)
             if entry is None:
-                creds = self._credentials()
-                if creds is None:
-                    channel = grpc.aio.insecure_channel(self.addr, options=self._options())
-                else:
-                    channel = grpc.aio.secure_channel(self.addr, creds, options=self._options())
+                channel = self._conn.aio_channel(self._options())
                 entry = (channel, pb_grpc.StoreServiceStub(channel))
                 self._aio[loop] = entry
         return entry[1]
@@ -461,40 +288,14 @@ class ZarrgateStore(Store):
     def _sync_stub(self) -> pb_grpc.StoreServiceStub:
         with self._lock:
             if self._sync is None:
-                creds = self._credentials()
-                if creds is None:
-                    channel = grpc.insecure_channel(self.addr, options=self._options())
-                else:
-                    channel = grpc.secure_channel(self.addr, creds, options=self._options())
+                channel = self._conn.channel(self._options())
                 self._sync = (channel, pb_grpc.StoreServiceStub(channel))
             return self._sync[1]
 
     def _rpc_error(self, err: grpc.RpcError, what: str) -> ZarrgateError:
-        """_error with a hint at the likely cause of a refused connection or
-        call, from this store's settings (never quoting the token)."""
-        code = err.code()  # type: ignore[attr-defined]
-        details = (err.details() or "").lower()  # type: ignore[attr-defined]
-        hint = ""
-        if code == grpc.StatusCode.UNAUTHENTICATED and self._token is None:
-            hint = f" (this store sends no token: pass token=... or set ${TOKEN_ENV})"
-        elif (
-            code == grpc.StatusCode.UNAVAILABLE
-            and self.tls
-            and self._tls_cert is None
-            and ("certificate_required" in details or "tsi_data_corrupted" in details)
-        ):
-            # TLS 1.3: a server's refusal of a client without certificate
-            # arrives after the handshake, as an alert gRPC reports as
-            # "Unwrap failed (TSI_DATA_CORRUPTED)".
-            hint = " (does the server want a client certificate? pass tls_cert and tls_key)"
-        elif code == grpc.StatusCode.UNAVAILABLE and "handshake" in details:
-            hint = (
-                " (the TLS handshake failed: is tls_ca the CA that signed the server's "
-                "certificate, and does that certificate name the host dialled?)"
-            )
-        elif code == grpc.StatusCode.UNAVAILABLE and not self.tls and "socket closed" in details:
-            hint = " (does the server want TLS? pass tls=True or tls_ca=...)"
-        return _error(err, what, hint)
+        """The exception for a failed call, with a hint at the likely cause
+        of a refused connection or call (never quoting the token)."""
+        return self._conn.error(err, what)
 
     async def _open(self) -> None:
         # docstring inherited

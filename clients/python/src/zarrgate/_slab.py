@@ -1,0 +1,603 @@
+"""What the sync and the asyncio slab clients share, without I/O: data
+types, numpy indexing turned into a slab selection, placing received
+blocks into the result, cutting a value to write into blocks, splitting a
+selection into chunk-aligned pieces, and the client's side of the
+gateway's shared-memory segments (as client/shared.go and internal/shm)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import mmap
+import operator
+import os
+import stat
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import grpc
+import numpy as np
+
+from zarrgate import _wire
+from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2 as gpb
+from zarrgate.errors import (
+    ZarrgateBoundsError,
+    ZarrgateError,
+    ZarrgateNegativeStep,
+)
+
+#: The largest message either side sends or receives (the gateway's too).
+MAX_MESSAGE = 64 << 20
+
+#: Reads of fewer elements go through the socket: setting up the shared
+#: segment costs more than it saves (the Go client's threshold).
+SHARED_MIN_ELEMENTS = 1 << 18
+
+#: Size of the blocks a write sends.
+WRITE_BLOCK_BYTES = 1 << 20
+
+#: Where block data may start in a segment, and its token's length
+#: (internal/shm).
+SHM_DATA_OFFSET = 64
+SHM_TOKEN_BYTES = 16
+
+READ_SLAB = "/zarrgate.gateway.v1.ArrayService/ReadSlab"
+READ_SLAB_SHARED = "/zarrgate.gateway.v1.ArrayService/ReadSlabShared"
+WRITE_SLAB = "/zarrgate.gateway.v1.ArrayService/WriteSlab"
+
+
+def data_loss(what: str) -> ZarrgateError:
+    return ZarrgateError(f"{what}: DATA_LOSS", grpc.StatusCode.DATA_LOSS, what)
+
+
+# -- data types --------------------------------------------------------------
+
+_VARIABLE = ("string", "bytes")
+_HAS_STRINGDTYPE = hasattr(np.dtypes, "StringDType")
+
+
+def string_dtype() -> np.dtype:
+    """numpy's StringDType when there is one (numpy >= 2), else object."""
+    return np.dtypes.StringDType() if _HAS_STRINGDTYPE else np.dtype(object)
+
+
+def numpy_dtype(data_type: str) -> np.dtype:
+    """The numpy dtype of a gateway data type name (native byte order)."""
+    if data_type == "string":
+        return string_dtype()
+    if data_type == "bytes":
+        return np.dtype(object)
+    if data_type[:1] == "r" and data_type[1:].isdigit():
+        return np.dtype(f"V{int(data_type[1:]) // 8}")
+    if data_type[:1] in ("S", "U") and data_type[1:].isdigit():
+        return np.dtype(data_type)
+    try:
+        return np.dtype(data_type)
+    except TypeError as e:
+        raise ZarrgateError(
+            f"data type {data_type!r} has no numpy dtype", grpc.StatusCode.UNIMPLEMENTED, ""
+        ) from e
+
+
+def wire_dtype(dt: np.dtype) -> np.dtype:
+    """Block data is little-endian: the dtype that reads it on any host."""
+    if dt.kind in "iufcU":
+        return dt.newbyteorder("<")
+    return dt
+
+
+def zarr_data_type(dtype: Any) -> str:
+    """The v3 data type name create_array sends for a numpy dtype (or a
+    gateway name such as "string" or "r16" given as is)."""
+    if isinstance(dtype, str) and (dtype in _VARIABLE or (dtype[:1] == "r" and dtype[1:].isdigit())):
+        return dtype
+    if dtype is str or (_HAS_STRINGDTYPE and isinstance(dtype, np.dtypes.StringDType)):
+        return "string"
+    if dtype is bytes:
+        return "bytes"
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return "bool"
+    if dt.kind in "iufc":
+        return dt.name
+    if dt.kind == "V" and dt.fields is None:
+        return f"r{dt.itemsize * 8}"
+    if dt.kind in "OTU":
+        return "string"
+    raise TypeError(f"dtype {dt} has no zarrgate data type (numbers, bool, strings, raw 'V')")
+
+
+def _fill(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, complex):
+        return [_fill(value.real), _fill(value.imag)]
+    if isinstance(value, bytes):
+        return list(value)
+    return value
+
+
+def fill_json(value: Any, data_type: str = "") -> str:
+    """A fill value in v3 JSON form ("" = the data type's zero), cast to a
+    numeric or bool data type first (0 for a bool array is false)."""
+    if value is None:
+        return ""
+    if data_type in _NUMERIC and not isinstance(value, str):
+        value = np.asarray(value).astype(data_type).item()
+    return json.dumps(_fill(value))
+
+
+_NUMERIC = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+            "float16", "float32", "float64", "complex64", "complex128"}
+
+
+# -- selections --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A numpy index on an array: per array dimension (start, stop, step),
+    with stop tight (the last element + 1) and step >= 1; the slab's shape
+    (one entry per array dimension, 1 for integer indices); the numpy
+    result's shape; and whether the result is a scalar."""
+
+    slices: tuple[tuple[int, int, int], ...]
+    slab_shape: tuple[int, ...]
+    out_shape: tuple[int, ...]
+    scalar: bool
+    ints: tuple[bool, ...]  # which array dimensions an integer selects
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.slab_shape)
+
+    def proto(self) -> list[gpb.Slice]:
+        return [gpb.Slice(start=a, stop=b, step=s) for a, b, s in self.slices]
+
+
+def plan(key: Any, shape: tuple[int, ...]) -> Plan:
+    """numpy's basic indexing: ints (negative from the end), slices with
+    positive steps, ``...`` and ``None``. Slice bounds clip as numpy's do;
+    integers out of range, negative steps and anything else numpy would
+    call advanced indexing are refused with IndexError subclasses."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    nd = len(shape)
+    n_ellipsis = sum(1 for k in key if k is Ellipsis)
+    if n_ellipsis > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    named = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if named > nd:
+        raise ZarrgateBoundsError(
+            f"too many indices for array: array is {nd}-dimensional, but {named} were indexed"
+        )
+    items: list[Any] = []
+    for k in key:
+        if k is Ellipsis:
+            items.extend([slice(None)] * (nd - named))
+        else:
+            items.append(k)
+    if n_ellipsis == 0:
+        items.extend([slice(None)] * (nd - named))
+    slices: list[tuple[int, int, int]] = []
+    slab: list[int] = []
+    out: list[int] = []
+    ints: list[bool] = []
+    d = 0
+    for k in items:
+        if k is None:
+            out.append(1)
+            continue
+        n = shape[d]
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n) if k.step is None or _index(k.step, d) > 0 else (0, 0, 0)
+            if k.step is not None and _index(k.step, d) == 0:
+                raise ValueError("slice step cannot be zero")
+            if k.step is not None and _index(k.step, d) < 0:
+                raise ZarrgateNegativeStep(
+                    f"dimension {d}: slice step {k.step} is negative; the gateway reads "
+                    f"forward only: select with a positive step and reverse the result "
+                    f"(result[::-1])"
+                )
+            length = len(range(start, stop, step))
+            if length == 0:
+                start = stop = min(start, n)
+            else:
+                stop = start + (length - 1) * step + 1
+            slices.append((start, stop, step))
+            slab.append(length)
+            out.append(length)
+            ints.append(False)
+        else:
+            i = _index(k, d)
+            if i < -n or i >= n:
+                raise ZarrgateBoundsError(
+                    f"index {i} is out of bounds for axis {d} with size {n}"
+                )
+            if i < 0:
+                i += n
+            slices.append((i, i + 1, 1))
+            slab.append(1)
+            ints.append(True)
+        d += 1
+    scalar = n_ellipsis == 0 and not out and all(ints)
+    return Plan(tuple(slices), tuple(slab), tuple(out), scalar, tuple(ints))
+
+
+def _index(k: Any, d: int) -> int:
+    if isinstance(k, (bool, np.bool_)):
+        raise IndexError(f"dimension {d}: boolean indices are not supported (basic indexing only)")
+    try:
+        return operator.index(k)
+    except TypeError:
+        raise IndexError(
+            f"dimension {d}: only integers, slices (':'), ellipsis ('...') and None are "
+            f"valid indices, not {type(k).__name__} (arrays of indices and masks are not "
+            f"supported: read a slab and index it with numpy)"
+        ) from None
+
+
+def finish(p: Plan, slab: np.ndarray) -> Any:
+    """The numpy result from the slab: a view of the result's shape, or a
+    scalar."""
+    if p.scalar:
+        return slab.reshape(())[()]
+    return slab.reshape(p.out_shape)
+
+
+# -- receiving blocks --------------------------------------------------------
+
+
+class Sink:
+    """Places the blocks of one read into a preallocated slab array."""
+
+    def __init__(
+        self, path: str, p: Plan, dtype: np.dtype, data_type: str, out: np.ndarray | None = None
+    ) -> None:
+        self.path = path
+        self.strings = data_type == "string"
+        self.plan = p
+        self.variable = dtype.kind in "OT"
+        self.wire = wire_dtype(dtype)
+        if out is None:
+            out = np.empty(p.slab_shape, dtype=self.wire)
+        elif out.shape != p.slab_shape or out.dtype != self.wire:
+            raise ValueError(f"out: want shape {p.slab_shape} and dtype {self.wire}")
+        self.out = out
+        self.got = 0
+        self.item = self.wire.itemsize
+
+    def header(self, h: gpb.SlabHeader) -> None:
+        if tuple(h.shape) != self.plan.slab_shape:
+            raise data_loss(f"read {self.path!r}: the server sends a slab of shape "
+                            f"{tuple(h.shape)}, not {self.plan.slab_shape}")
+        if not self.variable and h.element_size != self.item:
+            raise data_loss(f"read {self.path!r}: the server sends {h.element_size}-byte "
+                            f"elements, not {self.item}")
+        if self.variable and h.element_size != 0:
+            raise data_loss(f"read {self.path!r}: fixed-size elements for a string array")
+
+    def box(self, b: _wire.Block) -> tuple[slice, ...]:
+        shape = self.plan.slab_shape
+        if len(b.origin) != len(shape) or len(b.shape) != len(shape):
+            raise data_loss(f"read {self.path!r}: block rank {len(b.origin)}, slab rank {len(shape)}")
+        for o, s, n in zip(b.origin, b.shape, shape):
+            if o + s > n:
+                raise data_loss(f"read {self.path!r}: block at {b.origin} shape {b.shape} "
+                                f"outside the slab {shape}")
+        return tuple(slice(o, o + s) for o, s in zip(b.origin, b.shape))
+
+    def place(self, b: _wire.Block, data: Any) -> None:
+        """Copy a fixed-size block's data (a buffer) into place: one copy."""
+        box = self.box(b)
+        n = math.prod(b.shape)
+        if len(data) != n * self.item:
+            raise data_loss(f"read {self.path!r}: block at {b.origin} has {len(data)} bytes, "
+                            f"want {n * self.item}")
+        self.out[box] = np.frombuffer(data, dtype=self.wire, count=n).reshape(b.shape)
+        self.got += n
+
+    def place_strings(self, b: _wire.Block) -> None:
+        """Decode a variable-length block (str for "string", bytes for
+        "bytes") into place."""
+        box = self.box(b)
+        n = math.prod(b.shape)
+        offs = b.offsets or [0]
+        if len(offs) != n + 1 or offs[-1] > len(b.data) or any(
+            offs[k] > offs[k + 1] for k in range(n)
+        ):
+            raise data_loss(f"read {self.path!r}: block at {b.origin} has bad offsets")
+        data = bytes(b.data)
+        arr = np.empty(n, dtype=object)
+        if self.strings:
+            arr[:] = [data[offs[k] : offs[k + 1]].decode("utf-8", "surrogateescape") for k in range(n)]
+        else:
+            arr[:] = [data[offs[k] : offs[k + 1]] for k in range(n)]
+        self.out[box] = arr.reshape(b.shape)
+        self.got += n
+
+    def done(self) -> np.ndarray:
+        if self.got != self.plan.size:
+            raise data_loss(f"read {self.path!r}: the server sent {self.got} of "
+                            f"{self.plan.size} elements")
+        return self.out
+
+
+# -- writing -----------------------------------------------------------------
+
+
+def boxes(shape: tuple[int, ...], elem: int, limit: int) -> Iterator[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Cut a slab into C-order boxes of about limit bytes: whole trailing
+    dimensions, a run along one dimension, single indices before it."""
+    nd = len(shape)
+    if nd == 0:
+        yield (), ()
+        return
+    if math.prod(shape) == 0:
+        return
+    inner, d = elem, nd - 1
+    while d > 0 and inner * shape[d] <= limit:
+        inner *= shape[d]
+        d -= 1
+    k = max(1, limit // inner)
+    for idx in itertools.product(*(range(n) for n in shape[:d])):
+        for s in range(0, shape[d], k):
+            yield (
+                idx + (s,) + (0,) * (nd - d - 1),
+                (1,) * d + (min(k, shape[d] - s),) + tuple(shape[d + 1 :]),
+            )
+
+
+def source(p: Plan, value: Any, dtype: np.dtype) -> np.ndarray:
+    """The value to write as a view of the slab's shape (broadcast as numpy
+    assignment does; no copy of the whole)."""
+    if dtype.kind in "OT":
+        v = np.asarray(value, dtype=object if not isinstance(value, np.ndarray) else None)
+    else:
+        v = np.asarray(value)
+    try:
+        v = np.broadcast_to(v, p.out_shape)
+    except ValueError:
+        raise ValueError(
+            f"could not broadcast input array from shape {np.shape(value)} into shape {p.out_shape}"
+        ) from None
+    return v.reshape(p.slab_shape) if v.size else np.empty(p.slab_shape, v.dtype)
+
+
+def write_messages(path: str, p: Plan, value: Any, dtype: np.dtype) -> Iterator[bytes]:
+    """The WriteSlab stream: the header, then blocks of about 1 MiB, each
+    cast (as numpy assignment casts) and encoded as it is sent, so that the
+    whole value is never copied at once. The value's shape is checked
+    here, before the stream starts."""
+    return _write_messages(path, p, source(p, value, dtype), dtype)
+
+
+def _write_messages(path: str, p: Plan, src: np.ndarray, dtype: np.dtype) -> Iterator[bytes]:
+    yield gpb.WriteSlabRequest(
+        header=gpb.WriteSlabHeader(path=path, selection=p.proto())
+    ).SerializeToString()
+    if dtype.kind in "OT":
+        for origin, shape in boxes(p.slab_shape, 32, WRITE_BLOCK_BYTES):
+            box = tuple(slice(o, o + s) for o, s in zip(origin, shape))
+            parts, offsets, at = [], [0], 0
+            for v in src[box].ravel().tolist():
+                if isinstance(v, str):
+                    v = v.encode("utf-8", "surrogateescape")
+                elif not isinstance(v, (bytes, bytearray)):
+                    raise TypeError(f"write {path!r}: a {type(v).__name__} in a string array")
+                parts.append(v)
+                at += len(v)
+                offsets.append(at)
+            yield _wire.write_string_block(origin, shape, b"".join(parts), offsets)
+        return
+    wire = wire_dtype(dtype)
+    for origin, shape in boxes(p.slab_shape, wire.itemsize, WRITE_BLOCK_BYTES):
+        box = tuple(slice(o, o + s) for o, s in zip(origin, shape))
+        block = np.ascontiguousarray(src[box], dtype=wire) if src.dtype != wire else np.ascontiguousarray(src[box])
+        yield _wire.write_block(origin, shape, memoryview(block).cast("B"))
+
+
+def check_value_dtype(path: str, value: Any, dtype: np.dtype) -> None:
+    """Refuse what numpy assignment would refuse: strings into numbers."""
+    if dtype.kind in "OT":
+        return
+    v = np.asarray(value) if not isinstance(value, np.ndarray) else value
+    if v.dtype.kind in "OTUS" and dtype.kind not in "SUV":
+        raise TypeError(f"write {path!r}: {v.dtype} values into a {dtype} array")
+
+
+# -- chunk-aligned pieces ----------------------------------------------------
+
+
+def pieces(p: Plan, grid: tuple[int, ...], itemsize: int, limit: int) -> Iterator[tuple[Any, ...]]:
+    """Split a plan into keys of chunk-aligned pieces (of grid) of at most
+    about limit bytes (one chunk at least), in C order; each key indexes
+    the array as numpy would, integer dimensions kept as integers."""
+    nd = len(p.slices)
+    cuts: list[list[int]] = []  # per dimension: output indices where a grid cell starts, and the end
+    for (start, stop, step), length, g in zip(p.slices, p.slab_shape, grid):
+        c = [0]
+        if length:
+            last = start + (length - 1) * step
+            for cell in range(start // g + 1, last // g + 1):
+                i = -(-(cell * g - start) // step)
+                if i > c[-1] and i < length:
+                    c.append(i)
+        c.append(length)
+        cuts.append(c)
+    # How many grid cells per piece along each dimension: one everywhere
+    # to start with (the smallest piece), then as many as fit along the
+    # last dimension, and if that takes it whole, along the one before...
+    segs = [max((b - a for a, b in zip(c, c[1:])), default=0) for c in cuts]
+    per = [1] * nd
+    budget = max(limit // max(itemsize, 1), 1)
+    size = math.prod(max(s, 1) for s in segs)
+    for d in range(nd - 1, -1, -1):
+        cells = max(len(cuts[d]) - 1, 1)
+        rest = size // max(segs[d], 1)
+        per[d] = max(1, min(cells, budget // max(rest * max(segs[d], 1), 1)))
+        size = rest * max(min(per[d] * segs[d], p.slab_shape[d]), 1)
+        if per[d] < cells:
+            break
+    ranges = []
+    for d in range(nd):
+        c, k = cuts[d], per[d]
+        ranges.append([(c[i], c[min(i + k, len(c) - 1)]) for i in range(0, max(len(c) - 1, 1), k)])
+    for combo in itertools.product(*ranges):
+        key = []
+        for d, (a, b) in enumerate(combo):
+            start, _, step = p.slices[d]
+            if p.ints[d]:
+                key.append(start)
+            else:
+                key.append(slice(start + a * step, start + (b - 1) * step + 1 if b > a else start + a * step, step))
+        yield tuple(key)
+
+
+# -- shared memory -----------------------------------------------------------
+
+
+class SharedAttachError(Exception):
+    """The offered segment cannot be used here (another host, user or
+    namespace; or a bad offer): blocks come inline instead."""
+
+
+class Mapping:
+    """A read-only mapping of a gateway segment, checked by its token."""
+
+    def __init__(self, path: str, size: int, token: bytes) -> None:
+        if len(token) != SHM_TOKEN_BYTES or size < SHM_DATA_OFFSET:
+            raise SharedAttachError(f"segment {path}: bad offer ({size} bytes, {len(token)}-byte token)")
+        # Without blocking on a FIFO or taking a terminal: the path comes
+        # from the other side of the call.
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError as e:
+            raise SharedAttachError(f"segment {path}: {e}") from e
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+                raise SharedAttachError(f"segment {path}: not a regular file of {size} bytes")
+            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+            self.mm = mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ)
+        except OSError as e:
+            raise SharedAttachError(f"segment {path}: {e}") from e
+        finally:
+            os.close(fd)
+        if self.mm[:SHM_TOKEN_BYTES] != token:
+            self.mm.close()
+            raise SharedAttachError(f"segment {path}: token differs (another host's file?)")
+        self.key = (path, size, bytes(token))
+        self.size = size
+        self.view = memoryview(self.mm)
+
+    def data(self, off: int, n: int) -> memoryview:
+        if off < SHM_DATA_OFFSET or off > self.size or n > self.size - off:
+            raise data_loss(f"shared block range [{off}, +{n}) outside the {self.size}-byte segment")
+        return self.view[off : off + n]
+
+    def close(self) -> None:
+        self.view.release()
+        self.mm.close()
+
+
+class Mappings:
+    """Up to two mappings of segments whose reads have ended: a gateway
+    lends its idle segments to later reads, and a client that still has one
+    mapped skips opening and mapping it again."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[Mapping] = []
+
+    def attach(self, seg: gpb.SharedSegment) -> Mapping | None:
+        key = (seg.path, seg.size, bytes(seg.token))
+        with self._lock:
+            for i, m in enumerate(self._idle):
+                if m.key == key:
+                    return self._idle.pop(i)
+        try:
+            return Mapping(seg.path, seg.size, seg.token)
+        except SharedAttachError:
+            return None
+
+    def detach(self, m: Mapping | None, keep: bool) -> None:
+        if m is None:
+            return
+        if not keep:
+            m.close()
+            return
+        with self._lock:
+            if len(self._idle) == 2:
+                self._idle.pop(0).close()
+            self._idle.append(m)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for m in idle:
+            m.close()
+
+
+class SharedIn:
+    """The releases of one read's shared blocks: blocks are done with in
+    arrival order (they are copied out as they arrive), and released once
+    they add up to an eighth of the segment, as the gateway's ring expects
+    (internal/shm.Ring); ``send`` sends a request."""
+
+    def __init__(self, m: Mapping) -> None:
+        self.m = m
+        self.batch = (m.size - SHM_DATA_OFFSET) // 8
+        self.blocks = 0
+        self.bytes = 0
+        self.ended = False
+
+    def done(self, n: int) -> bytes | None:
+        """Record a block of n bytes as copied out; the release to send, if
+        one is due."""
+        self.blocks += 1
+        self.bytes += n
+        if self.bytes >= self.batch:
+            return self.release()
+        return None
+
+    def release(self) -> bytes | None:
+        if self.blocks == 0:
+            return None
+        msg = release_msg(self.blocks)
+        self.blocks = self.bytes = 0
+        return msg
+
+
+def read_msg(path: str, p: Plan) -> gpb.ReadSlabRequest:
+    return gpb.ReadSlabRequest(path=path, selection=p.proto())
+
+
+def shared_read_msg(path: str, p: Plan) -> bytes:
+    return gpb.ReadSlabSharedRequest(read=read_msg(path, p)).SerializeToString()
+
+
+def attach_msg(attached: bool) -> bytes:
+    return gpb.ReadSlabSharedRequest(attach=gpb.SharedAttach(attached=attached)).SerializeToString()
+
+
+def release_msg(blocks: int) -> bytes:
+    return gpb.ReadSlabSharedRequest(release=gpb.SharedRelease(blocks=blocks)).SerializeToString()
+
+
+@dataclass
+class Stats:
+    """What a client's reads did: calls by path taken, and bytes of block
+    data received through the socket and through shared memory."""
+
+    socket_reads: int = 0
+    shared_reads: int = 0
+    socket_bytes: int = 0
+    shared_bytes: int = 0

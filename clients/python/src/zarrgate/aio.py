@@ -1,0 +1,313 @@
+"""The slab client over grpc.aio: :func:`connect` as :func:`zarrgate.connect`,
+with coroutines where the sync client blocks.
+
+    import zarrgate.aio
+    async with zarrgate.aio.connect("127.0.0.1:50051") as c:
+        a = await c.open_array("climate/t2m")
+        x = await a[0, 100:200]          # or await a.read(key)
+        await a.write((0, slice(0, 10)), 1.5)
+        async for key, piece in a.blocks():
+            ...
+
+Indexing, data types, block placement and the shared-memory protocol are
+the sync client's (zarrgate._slab); the channel belongs to the event loop
+the client was first used on. Blocks are copied out on the event loop (one
+memcpy each, about 1 MiB).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import grpc.aio
+import numpy as np
+
+from zarrgate import _slab, _wire
+from zarrgate._conn import Conn
+from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2 as gpb
+from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2_grpc as gpb_grpc
+from zarrgate.client import (
+    BLOCKS_BYTES,
+    FORMATS,
+    Group as _SyncGroup,
+    _ArrayBase,
+    _Base,
+    _options,
+    create_array_request,
+)
+from zarrgate.errors import ZarrgateNodeTypeError
+
+__all__ = ["Array", "Client", "Group", "connect"]
+
+
+def connect(addr: str, **kwargs: Any) -> Client:
+    """As :func:`zarrgate.connect`, for asyncio."""
+    # No channel is made until the first call: grpc.aio channels belong to
+    # the event loop they are made on.
+    opts = {k: kwargs.pop(k) for k in ("timeout", "shared_memory", "channel_options") if k in kwargs}
+    return Client(Conn.make(addr, **kwargs), **opts)
+
+
+class Client(_Base):
+    """An asyncio connection to a gateway. Use :func:`connect`."""
+
+    def _setup(self) -> None:
+        self._channel: grpc.aio.Channel | None = None
+
+    def _ch(self) -> grpc.aio.Channel:
+        if self._channel is None:
+            self._channel = self._conn.aio_channel(_options(self.channel_options))
+            self._stub = gpb_grpc.ArrayServiceStub(self._channel)
+            self._read_slab = self._channel.unary_stream(
+                _slab.READ_SLAB, request_serializer=gpb.ReadSlabRequest.SerializeToString,
+                response_deserializer=None)
+            self._read_slab_shared = self._channel.stream_stream(
+                _slab.READ_SLAB_SHARED, request_serializer=_wire.identity,
+                response_deserializer=None)
+            self._write_slab = self._channel.stream_unary(
+                _slab.WRITE_SLAB, request_serializer=_wire.identity,
+                response_deserializer=gpb.WriteSlabResponse.FromString)
+        return self._channel
+
+    async def close(self) -> None:
+        self._maps.close()
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _call(self, name: str, req: Any, what: str, node: str = "") -> Any:
+        self._ch()
+        try:
+            return await getattr(self._stub, name)(req, timeout=self.timeout)
+        except grpc.RpcError as e:
+            raise self._conn.error(e, what, node) from e
+
+    async def get_node(self, path: str, node: str = "") -> gpb.Node:
+        return (await self._call("GetNode", gpb.GetNodeRequest(path=path), f"open {path!r}", node)).node
+
+    async def open_array(self, path: str) -> Array:
+        n = await self.get_node(path, "array")
+        if n.kind != gpb.NODE_KIND_ARRAY:
+            raise ZarrgateNodeTypeError(f"open {path!r}: a group, not an array",
+                                        grpc.StatusCode.FAILED_PRECONDITION, "")
+        return Array(self, n)
+
+    async def open_group(self, path: str = "") -> Group:
+        n = await self.get_node(path, "group")
+        if n.kind != gpb.NODE_KIND_GROUP:
+            raise ZarrgateNodeTypeError(f"open {path!r}: an array, not a group",
+                                        grpc.StatusCode.FAILED_PRECONDITION, "")
+        return Group(self, n)
+
+    async def open(self, path: str = "") -> Array | Group:
+        n = await self.get_node(path)
+        return Array(self, n) if n.kind == gpb.NODE_KIND_ARRAY else Group(self, n)
+
+    async def create_array(self, path: str, *args: Any, **kwargs: Any) -> Array:
+        req = create_array_request(path, *args, **kwargs)
+        return Array(self, (await self._call("CreateArray", req, f"create array {path!r}", "array")).node)
+
+    async def create_group(self, path: str, attributes: dict[str, Any] | None = None,
+                           *, zarr_format: int | str | None = None) -> Group:
+        req = gpb.CreateGroupRequest(path=path, format=FORMATS[zarr_format],
+                                     attributes_json=json.dumps(attributes) if attributes else "")
+        return Group(self, (await self._call("CreateGroup", req, f"create group {path!r}", "group")).node)
+
+    async def delete(self, path: str) -> None:
+        await self._call("DeleteNode", gpb.DeleteNodeRequest(path=path), f"delete {path!r}")
+
+    async def list(self, path: str = "", recursive: bool = False) -> list[Array | Group]:
+        self._ch()
+        out: list[Array | Group] = []
+        try:
+            async for resp in self._stub.ListChildren(
+                gpb.ListChildrenRequest(path=path, recursive=recursive), timeout=self.timeout
+            ):
+                out += [Array(self, n) if n.kind == gpb.NODE_KIND_ARRAY else Group(self, n)
+                        for n in resp.nodes]
+        except grpc.RpcError as e:
+            raise self._conn.error(e, f"list {path!r}", "group") from e
+        return out
+
+    # -- slabs ---------------------------------------------------------------
+
+    async def _read(self, a: Array, p: _slab.Plan, out: np.ndarray | None) -> np.ndarray:
+        self._ch()
+        sink = _slab.Sink(a.path, p, a.dtype, a.data_type, out)
+        if p.size == 0:
+            return sink.out
+        if self.shared_memory and not sink.variable and p.size >= _slab.SHARED_MIN_ELEMENTS:
+            try:
+                return await self._read_shared(a, p, sink)
+            except _Unimplemented:
+                self.shared_memory = False
+                sink = _slab.Sink(a.path, p, a.dtype, a.data_type, out)
+        return await self._read_socket(a, p, sink)
+
+    async def _read_socket(self, a: Array, p: _slab.Plan, sink: _slab.Sink) -> np.ndarray:
+        call = self._read_slab(_slab.read_msg(a.path, p), timeout=self.timeout)
+        self.stats.socket_reads += 1
+        try:
+            first = True
+            async for raw in call:
+                kind, v = _wire.parse(raw)
+                if first:
+                    if kind != _wire.HEADER:
+                        raise _slab.data_loss(f"read {a.path!r}: first message is not a header")
+                    sink.header(v)  # type: ignore[arg-type]
+                    first = False
+                elif kind != _wire.BLOCK:
+                    raise _slab.data_loss(f"read {a.path!r}: a message after the header is not a block")
+                elif sink.variable:
+                    sink.place_strings(v)  # type: ignore[arg-type]
+                else:
+                    sink.place(v, v.data)  # type: ignore[union-attr]
+                    self.stats.socket_bytes += len(v.data)  # type: ignore[union-attr]
+        except grpc.RpcError as e:
+            raise self._conn.error(e, f"read {a.path!r}", "array") from e
+        except _wire.WireError as e:
+            call.cancel()
+            raise _slab.data_loss(f"read {a.path!r}: {e}") from e
+        except BaseException:
+            call.cancel()
+            raise
+        return sink.done()
+
+    async def _read_shared(self, a: Array, p: _slab.Plan, sink: _slab.Sink) -> np.ndarray:
+        call = self._read_slab_shared(timeout=self.timeout)
+        m: _slab.Mapping | None = None
+        sh: _slab.SharedIn | None = None
+        try:
+            await call.write(_slab.shared_read_msg(a.path, p))
+            raw = await call.read()
+            if raw is grpc.aio.EOF:
+                await _check(call)
+                raise _slab.data_loss(f"read {a.path!r}: stream ended before the header")
+            kind, h = _wire.parse(raw)
+            if kind != _wire.HEADER:
+                raise _slab.data_loss(f"read {a.path!r}: first message is not a header")
+            sink.header(h)  # type: ignore[arg-type]
+            if h.HasField("shared_segment"):  # type: ignore[union-attr]
+                m = self._maps.attach(h.shared_segment)  # type: ignore[union-attr]
+                await call.write(_slab.attach_msg(m is not None))
+                if m is not None:
+                    sh = _slab.SharedIn(m)
+            if sh is not None:
+                self.stats.shared_reads += 1
+            else:
+                self.stats.socket_reads += 1
+            while (raw := await call.read()) is not grpc.aio.EOF:
+                kind, v = _wire.parse(raw)
+                if kind == _wire.END and sh is not None:
+                    if (rel := sh.release()) is not None:
+                        await call.write(rel)
+                    sh.ended = True
+                    continue
+                if kind != _wire.BLOCK:
+                    raise _slab.data_loss(f"read {a.path!r}: a message after the header is not a block")
+                if v.shared is not None:  # type: ignore[union-attr]
+                    if sh is None:
+                        raise _slab.data_loss(f"read {a.path!r}: a shared block, but no segment is attached")
+                    off, n = v.shared  # type: ignore[union-attr]
+                    sink.place(v, sh.m.data(off, n))  # type: ignore[arg-type]
+                    self.stats.shared_bytes += n
+                    if (rel := sh.done(n)) is not None:
+                        await call.write(rel)
+                else:
+                    sink.place(v, v.data)  # type: ignore[union-attr]
+                    self.stats.socket_bytes += len(v.data)  # type: ignore[union-attr]
+            await call.done_writing()
+            await _check(call)
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.UNIMPLEMENTED and "ReadSlabShared" in (e.details() or ""):  # type: ignore[attr-defined]
+                raise _Unimplemented from e
+            raise self._conn.error(e, f"read {a.path!r}", "array") from e
+        except _wire.WireError as e:
+            call.cancel()
+            raise _slab.data_loss(f"read {a.path!r}: {e}") from e
+        except BaseException:
+            call.cancel()
+            raise
+        finally:
+            self._maps.detach(m, sh is not None and sh.ended)
+        return sink.done()
+
+    async def _write(self, a: Array, p: _slab.Plan, value: Any) -> gpb.WriteSlabResponse:
+        self._ch()
+        _slab.check_value_dtype(a.path, value, a.dtype)
+        if p.size == 0:
+            _slab.source(p, value, a.dtype)
+            return gpb.WriteSlabResponse()
+        call = self._write_slab(timeout=self.timeout)
+        try:
+            for msg in _slab.write_messages(a.path, p, value, a.dtype):
+                await call.write(msg)
+            await call.done_writing()
+            return await call
+        except grpc.RpcError as e:
+            raise self._conn.error(e, f"write {a.path!r}", "array") from e
+        except BaseException:
+            call.cancel()
+            raise
+
+
+class _Unimplemented(Exception):
+    pass
+
+
+async def _check(call: Any) -> None:
+    """Raise the status of a finished streaming call if it failed."""
+    code = await call.code()
+    if code != grpc.StatusCode.OK:
+        raise grpc.aio.AioRpcError(code, await call.initial_metadata(),
+                                   await call.trailing_metadata(), await call.details())
+
+
+class Group(_SyncGroup):
+    """A group: ``await group.members()``; ``await group.get(name)``."""
+
+    async def members(self, recursive: bool = False) -> list[Array | Group]:  # type: ignore[override]
+        return await self._client.list(self.path, recursive)
+
+    async def get(self, name: str) -> Array | Group:
+        return await self._client.open(self._child(name))
+
+    def __getitem__(self, name: str) -> Any:
+        return self.get(name)
+
+
+class Array(_ArrayBase):
+    """An array: ``await a[key]`` reads, ``await a.write(key, value)``
+    writes, ``async for key, piece in a.blocks()`` reads in pieces."""
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.read(key)
+
+    async def read(self, key: Any = ..., *, out: np.ndarray | None = None) -> Any:
+        p = self._plan(key)
+        return _slab.finish(p, await self._client._read(self, p, out))
+
+    async def write(self, key: Any, value: Any) -> dict[str, int]:
+        r = await self._client._write(self, self._plan(key), value)
+        return {"chunks_written": r.chunks_written, "bytes_written": r.bytes_written}
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise TypeError("an asyncio array is written with 'await a.write(key, value)'")
+
+    async def blocks(self, key: Any = ..., *, max_bytes: int = BLOCKS_BYTES) -> AsyncIterator[tuple[tuple[Any, ...], Any]]:
+        p = self._plan(key)
+        if p.size == 0:
+            return
+        item = max(self.dtype.itemsize, 16 if self.dtype.kind in "OT" else 1)
+        for k in _slab.pieces(p, self._grid(), item, max_bytes):
+            yield k, await self.read(k)
+

@@ -1,0 +1,538 @@
+"""The slab client: groups and arrays of a zarrgate gateway, read and written
+as numpy arrays through ArrayService (the Go client's peer).
+
+    import zarrgate
+    c = zarrgate.connect("127.0.0.1:50051")          # tls=..., token=...
+    a = c.open_array("climate/t2m")
+    a.shape, a.dtype, a.chunks, a.shards, a.attrs, a.dims
+    x = a[0, 100:200, ::2]                           # one ReadSlab, one numpy array
+    a[0, :10, :10] = 1.5                             # WriteSlab, streamed in blocks
+    for key, piece in a.blocks():                    # larger than memory
+        ...
+
+The gateway decodes the chunks; blocks of the result arrive already in
+place order and are each copied once into one preallocated array. On the
+gateway's host (a loopback or unix:// address) large reads take the
+shared-memory path (ReadSlabShared): block data is copied out of the
+gateway's segment, mapped read-only, instead of coming through the socket;
+anything that stops it (another host, another user, an old gateway) falls
+back to the socket. ``shared_memory=False`` turns it off.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import queue
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import grpc
+import numpy as np
+
+from zarrgate import _slab, _wire
+from zarrgate._conn import Conn
+from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2 as gpb
+from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2_grpc as gpb_grpc
+from zarrgate.errors import ZarrgateError, ZarrgateNodeTypeError
+
+__all__ = ["Array", "Client", "Group", "connect"]
+
+FORMATS = {
+    None: gpb.FORMAT_UNSPECIFIED,
+    3: gpb.FORMAT_ZARR_V3,
+    2: gpb.FORMAT_ZARR_V2,
+    "nczarr": gpb.FORMAT_NCZARR,
+}
+_FORMAT_NAMES = {gpb.FORMAT_ZARR_V3: 3, gpb.FORMAT_ZARR_V2: 2, gpb.FORMAT_NCZARR: "nczarr"}
+
+#: The pieces blocks() reads at a time, by default.
+BLOCKS_BYTES = 64 << 20
+
+
+def connect(
+    addr: str,
+    *,
+    tls: bool | None = None,
+    tls_ca: str | os.PathLike[str] | bytes | None = None,
+    tls_cert: str | os.PathLike[str] | bytes | None = None,
+    tls_key: str | os.PathLike[str] | bytes | None = None,
+    token: str | None = None,
+    timeout: float | None = None,
+    shared_memory: bool | None = None,
+    channel_options: Iterable[tuple[str, Any]] = (),
+) -> Client:
+    """Connect to the gateway at ``addr`` (``host:port``, ``grpc://``,
+    ``grpcs://``, ``unix:///path``); the connection is made on first use.
+
+    ``tls``, ``tls_ca``, ``tls_cert``, ``tls_key`` and ``token`` are those of
+    :class:`zarrgate.ZarrgateStore` (``token=None`` takes ``$ZARRGATE_TOKEN``).
+    ``timeout``: a deadline in seconds for each call. ``shared_memory``:
+    large reads through the gateway's shared memory; default on for
+    loopback and unix:// addresses (where it can work), off otherwise.
+    """
+    conn = Conn.make(addr, tls=tls, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token)
+    return Client(conn, timeout=timeout, shared_memory=shared_memory, channel_options=channel_options)
+
+
+def _options(extra: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    return [
+        ("grpc.max_receive_message_length", _slab.MAX_MESSAGE),
+        ("grpc.max_send_message_length", _slab.MAX_MESSAGE),
+        *extra,
+    ]
+
+
+class _Base:
+    """What the sync and asyncio clients share: settings, pickling, repr."""
+
+    def __init__(
+        self,
+        conn: Conn,
+        *,
+        timeout: float | None = None,
+        shared_memory: bool | None = None,
+        channel_options: Iterable[tuple[str, Any]] = (),
+    ) -> None:
+        self._conn = conn
+        self.timeout = timeout
+        self.shared_memory = conn.local if shared_memory is None else bool(shared_memory)
+        self.channel_options = tuple(channel_options)
+        self.stats = _slab.Stats()
+        self._maps = _slab.Mappings()
+        self._setup()
+
+    def _setup(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def addr(self) -> str:
+        return self._conn.addr
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A client pickles as its settings (TLS material and token
+        # included), so that workers reconnect with the same options.
+        return {"conn": self._conn, "timeout": self.timeout,
+                "shared_memory": self.shared_memory, "channel_options": self.channel_options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        _Base.__init__(self, state["conn"], timeout=state["timeout"],
+                       shared_memory=state["shared_memory"],
+                       channel_options=state["channel_options"])
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}('{self.addr}'{self._conn.describe()})"
+
+
+class Client(_Base):
+    """A connection to a gateway (thread-safe). Use :func:`connect`."""
+
+    def _setup(self) -> None:
+        self._channel = self._conn.channel(_options(self.channel_options))
+        self._stub = gpb_grpc.ArrayServiceStub(self._channel)
+        # Slab streams with raw bytes: see _wire.
+        self._read_slab = self._channel.unary_stream(
+            _slab.READ_SLAB, request_serializer=gpb.ReadSlabRequest.SerializeToString,
+            response_deserializer=None)
+        self._read_slab_shared = self._channel.stream_stream(
+            _slab.READ_SLAB_SHARED, request_serializer=_wire.identity, response_deserializer=None)
+        self._write_slab = self._channel.stream_unary(
+            _slab.WRITE_SLAB, request_serializer=_wire.identity,
+            response_deserializer=gpb.WriteSlabResponse.FromString)
+
+    def close(self) -> None:
+        self._maps.close()
+        self._channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: Any, req: Any, what: str, node: str = "") -> Any:
+        try:
+            return method(req, timeout=self.timeout)
+        except grpc.RpcError as e:
+            raise self._conn.error(e, what, node) from e
+
+    # -- nodes ------------------------------------------------------------------
+
+    def get_node(self, path: str, node: str = "") -> gpb.Node:
+        return self._call(self._stub.GetNode, gpb.GetNodeRequest(path=path), f"open {path!r}", node).node
+
+    def open_array(self, path: str) -> Array:
+        """The array at path: zarr's ArrayNotFoundError if there is none,
+        NodeTypeValidationError if a group is there."""
+        n = self.get_node(path, "array")
+        if n.kind != gpb.NODE_KIND_ARRAY:
+            raise ZarrgateNodeTypeError(f"open {path!r}: a group, not an array",
+                                        grpc.StatusCode.FAILED_PRECONDITION, "")
+        return Array(self, n)
+
+    def open_group(self, path: str = "") -> Group:
+        """The group at path ("" is the root)."""
+        n = self.get_node(path, "group")
+        if n.kind != gpb.NODE_KIND_GROUP:
+            raise ZarrgateNodeTypeError(f"open {path!r}: an array, not a group",
+                                        grpc.StatusCode.FAILED_PRECONDITION, "")
+        return Group(self, n)
+
+    def open(self, path: str = "") -> Array | Group:
+        """The array or group at path."""
+        n = self.get_node(path)
+        return Array(self, n) if n.kind == gpb.NODE_KIND_ARRAY else Group(self, n)
+
+    def create_array(self, path: str, *args: Any, **kwargs: Any) -> Array:
+        """Create an array (and the groups missing above it): see
+        :func:`create_array_request` for the arguments. ContainsArrayError
+        (an ALREADY_EXISTS) if a node is there."""
+        req = create_array_request(path, *args, **kwargs)
+        resp = self._call(self._stub.CreateArray, req, f"create array {path!r}", "array")
+        return Array(self, resp.node)
+
+    def create_group(self, path: str, attributes: dict[str, Any] | None = None,
+                     *, zarr_format: int | str | None = None) -> Group:
+        """Create a group (and the groups missing above it)."""
+        req = gpb.CreateGroupRequest(path=path, format=FORMATS[zarr_format],
+                                     attributes_json=json.dumps(attributes) if attributes else "")
+        resp = self._call(self._stub.CreateGroup, req, f"create group {path!r}", "group")
+        return Group(self, resp.node)
+
+    def delete(self, path: str) -> None:
+        """Delete the node at path and everything below it."""
+        self._call(self._stub.DeleteNode, gpb.DeleteNodeRequest(path=path), f"delete {path!r}")
+
+    def list(self, path: str = "", recursive: bool = False) -> list[Array | Group]:
+        """The children of the group at path (all descendants if recursive)."""
+        try:
+            out: list[Array | Group] = []
+            for resp in self._stub.ListChildren(
+                gpb.ListChildrenRequest(path=path, recursive=recursive), timeout=self.timeout
+            ):
+                out += [Array(self, n) if n.kind == gpb.NODE_KIND_ARRAY else Group(self, n)
+                        for n in resp.nodes]
+            return out
+        except grpc.RpcError as e:
+            raise self._conn.error(e, f"list {path!r}", "group") from e
+
+    # -- slabs ---------------------------------------------------------------
+
+    def _read(self, a: Array, p: _slab.Plan, out: np.ndarray | None) -> np.ndarray:
+        sink = _slab.Sink(a.path, p, a.dtype, a.data_type, out)
+        if p.size == 0:
+            return sink.out
+        if self.shared_memory and not sink.variable and p.size >= _slab.SHARED_MIN_ELEMENTS:
+            try:
+                return self._read_shared(a, p, sink)
+            except _Unimplemented:
+                self.shared_memory = False  # a gateway without ReadSlabShared
+                sink = _slab.Sink(a.path, p, a.dtype, a.data_type, out)
+        return self._read_socket(a, p, sink)
+
+    def _read_socket(self, a: Array, p: _slab.Plan, sink: _slab.Sink) -> np.ndarray:
+        call = self._read_slab(_slab.read_msg(a.path, p), timeout=self.timeout)
+        self.stats.socket_reads += 1
+        try:
+            first = True
+            for raw in call:
+                kind, v = _wire.parse(raw)
+                if first:
+                    if kind != _wire.HEADER:
+                        raise _slab.data_loss(f"read {a.path!r}: first message is not a header")
+                    sink.header(v)  # type: ignore[arg-type]
+                    first = False
+                    continue
+                if kind != _wire.BLOCK:
+                    raise _slab.data_loss(f"read {a.path!r}: a message after the header is not a block")
+                if sink.variable:
+                    sink.place_strings(v)  # type: ignore[arg-type]
+                else:
+                    sink.place(v, v.data)  # type: ignore[union-attr]
+                    self.stats.socket_bytes += len(v.data)  # type: ignore[union-attr]
+        except grpc.RpcError as e:
+            raise self._conn.error(e, f"read {a.path!r}", "array") from e
+        except _wire.WireError as e:
+            call.cancel()
+            raise _slab.data_loss(f"read {a.path!r}: {e}") from e
+        except BaseException:
+            call.cancel()
+            raise
+        return sink.done()
+
+    def _read_shared(self, a: Array, p: _slab.Plan, sink: _slab.Sink) -> np.ndarray:
+        # The request stream stays open until the call ends: the gateway
+        # takes a half-close before then as a client that can no longer
+        # release its blocks.
+        q: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        q.put(_slab.shared_read_msg(a.path, p))
+
+        def requests() -> Iterator[bytes]:
+            while (m := q.get()) is not None:
+                yield m
+
+        call = self._read_slab_shared(requests(), timeout=self.timeout)
+        m: _slab.Mapping | None = None
+        sh: _slab.SharedIn | None = None
+        try:
+            it = iter(call)
+            try:
+                kind, h = _wire.parse(next(it))
+            except StopIteration:
+                raise _slab.data_loss(f"read {a.path!r}: stream ended before the header") from None
+            if kind != _wire.HEADER:
+                raise _slab.data_loss(f"read {a.path!r}: first message is not a header")
+            sink.header(h)  # type: ignore[arg-type]
+            if h.HasField("shared_segment"):  # type: ignore[union-attr]
+                m = self._maps.attach(h.shared_segment)  # type: ignore[union-attr]
+                q.put(_slab.attach_msg(m is not None))
+                if m is not None:
+                    sh = _slab.SharedIn(m)
+            if sh is not None:
+                self.stats.shared_reads += 1
+            else:
+                self.stats.socket_reads += 1
+            for raw in it:
+                kind, v = _wire.parse(raw)
+                if kind == _wire.END and sh is not None:
+                    if (rel := sh.release()) is not None:
+                        q.put(rel)
+                    sh.ended = True
+                    continue
+                if kind != _wire.BLOCK:
+                    raise _slab.data_loss(f"read {a.path!r}: a message after the header is not a block")
+                if v.shared is not None:  # type: ignore[union-attr]
+                    if sh is None:
+                        raise _slab.data_loss(f"read {a.path!r}: a shared block, but no segment is attached")
+                    off, n = v.shared  # type: ignore[union-attr]
+                    sink.place(v, sh.m.data(off, n))  # type: ignore[arg-type]
+                    self.stats.shared_bytes += n
+                    if (rel := sh.done(n)) is not None:
+                        q.put(rel)
+                else:
+                    sink.place(v, v.data)  # type: ignore[union-attr]
+                    self.stats.socket_bytes += len(v.data)  # type: ignore[union-attr]
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.UNIMPLEMENTED and "ReadSlabShared" in (e.details() or ""):  # type: ignore[attr-defined]
+                raise _Unimplemented from e
+            raise self._conn.error(e, f"read {a.path!r}", "array") from e
+        except _wire.WireError as e:
+            call.cancel()
+            raise _slab.data_loss(f"read {a.path!r}: {e}") from e
+        except BaseException:
+            call.cancel()
+            raise
+        finally:
+            q.put(None)
+            self._maps.detach(m, sh is not None and sh.ended)
+        return sink.done()
+
+    def _write(self, a: Array, p: _slab.Plan, value: Any) -> gpb.WriteSlabResponse:
+        _slab.check_value_dtype(a.path, value, a.dtype)
+        if p.size == 0:
+            _slab.source(p, value, a.dtype)  # the broadcast check numpy would make
+            return gpb.WriteSlabResponse()
+        msgs = _slab.write_messages(a.path, p, value, a.dtype)
+        failed: list[BaseException] = []
+
+        def requests() -> Iterator[bytes]:
+            # gRPC turns an exception here into UNKNOWN: keep it to raise.
+            try:
+                yield from msgs
+            except BaseException as e:
+                failed.append(e)
+                raise
+
+        try:
+            return self._write_slab(requests(), timeout=self.timeout)
+        except grpc.RpcError as e:
+            if failed:
+                raise failed[0] from None
+            raise self._conn.error(e, f"write {a.path!r}", "array") from e
+
+
+class _Unimplemented(Exception):
+    pass
+
+
+def create_array_request(
+    path: str,
+    shape: Iterable[int],
+    dtype: Any,
+    chunks: Iterable[int] | None = None,
+    *,
+    shards: Iterable[int] | None = None,
+    fill_value: Any = None,
+    codecs: list[dict[str, Any]] | str | None = None,
+    compressor: str | dict[str, Any] | None = "default",
+    attributes: dict[str, Any] | None = None,
+    dimension_names: Iterable[str | None] | None = None,
+    zarr_format: int | str | None = None,
+) -> gpb.CreateArrayRequest:
+    """The CreateArray request of ``create_array``.
+
+    ``shape``, ``dtype`` (a numpy dtype, ``str`` / ``"string"`` for UTF-8
+    strings, ``bytes`` / ``"bytes"``), ``chunks`` (default: the shape, one
+    chunk), ``shards`` (v3 sharding: the shard shape; the chunks are its
+    inner chunks), ``fill_value`` (default: the type's zero), ``codecs``
+    (the v3 ``codecs`` chain, of the inner chunks when sharded, as a list
+    or JSON) or ``compressor`` (``"default"``: the gateway's bytes + zstd;
+    ``None``: uncompressed; a name such as ``"zstd"`` / ``"gzip"`` or a v3
+    codec dict: bytes + that), ``attributes``, ``dimension_names``,
+    ``zarr_format`` (3, 2 or ``"nczarr"``; default 3).
+    """
+    shape = tuple(int(n) for n in shape)
+    dt = _slab.zarr_data_type(dtype)
+    if codecs is None and compressor != "default":
+        chain: list[dict[str, Any]] = []
+        if dt not in ("string", "bytes"):
+            chain.append({"name": "bytes", "configuration": {"endian": "little"}})
+        else:
+            chain.append({"name": "vlen-utf8" if dt == "string" else "vlen-bytes"})
+        if isinstance(compressor, str):
+            chain.append({"name": compressor, "configuration": {}})
+        elif isinstance(compressor, dict):
+            chain.append(compressor)
+        codecs = chain
+    return gpb.CreateArrayRequest(
+        path=path,
+        format=FORMATS[zarr_format],
+        shape=shape,
+        data_type=dt,
+        chunk_shape=tuple(int(n) for n in (chunks if chunks is not None else shape)),
+        shard_shape=tuple(int(n) for n in shards) if shards is not None else (),
+        codecs_json=codecs if isinstance(codecs, str) else (json.dumps(codecs) if codecs else ""),
+        fill_value_json=_slab.fill_json(fill_value, dt),
+        dimension_names=[n or "" for n in dimension_names] if dimension_names else (),
+        attributes_json=json.dumps(attributes) if attributes else "",
+    )
+
+
+class _NodeBase:
+    """Metadata of a node, as GetNode describes it."""
+
+    def __init__(self, client: Any, node: gpb.Node) -> None:
+        self._client = client
+        self._node = node
+        self.path: str = node.path
+        self.attrs: dict[str, Any] = json.loads(node.attributes_json or "{}")
+        self.zarr_format = _FORMAT_NAMES.get(node.format, 3)
+
+    @property
+    def client(self) -> Any:
+        return self._client
+
+    @property
+    def name(self) -> str:
+        return "/" + self.path
+
+
+class Group(_NodeBase):
+    """A group: ``path``, ``attrs``, ``zarr_format``; ``members()`` lists
+    its children, ``group[name]`` opens one."""
+
+    def members(self, recursive: bool = False) -> list[Array | Group]:
+        return self._client.list(self.path, recursive)
+
+    def _child(self, name: str) -> str:
+        return f"{self.path}/{name}" if self.path else name
+
+    def __getitem__(self, name: str) -> Array | Group:
+        return self._client.open(self._child(name))
+
+    def __repr__(self) -> str:
+        return f"<zarrgate.Group {self.name!r}>"
+
+
+class _ArrayBase(_NodeBase):
+    """An array's metadata and indexing, shared by the sync and asyncio
+    arrays."""
+
+    def __init__(self, client: Any, node: gpb.Node) -> None:
+        super().__init__(client, node)
+        info = node.array
+        self.shape: tuple[int, ...] = tuple(info.shape)
+        self.data_type: str = info.data_type
+        self.dtype: np.dtype = _slab.numpy_dtype(info.data_type)
+        self.chunks: tuple[int, ...] = tuple(info.chunk_shape)
+        self.shards: tuple[int, ...] | None = tuple(info.shard_shape) or None
+        names = list(info.dimension_names)
+        self.dims: tuple[str, ...] | None = tuple(names) if any(names) else None
+        self.fill_value: Any = json.loads(info.fill_value_json) if info.fill_value_json else None
+        self.codecs: list[Any] = json.loads(info.codecs_json) if info.codecs_json else []
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"<zarrgate.Array {self.name!r} shape={self.shape} dtype={self.dtype}>"
+
+    def _plan(self, key: Any) -> _slab.Plan:
+        return _slab.plan(key, self.shape)
+
+    def _grid(self) -> tuple[int, ...]:
+        return self.shards or self.chunks
+
+
+class Array(_ArrayBase):
+    """An array on the gateway: ``shape``, ``dtype`` (numpy), ``chunks``,
+    ``shards``, ``attrs``, ``dims``, ``fill_value``; numpy basic indexing
+    to read (``a[...]``) and write (``a[...] = value``)."""
+
+    def __getitem__(self, key: Any) -> Any:
+        p = self._plan(key)
+        return _slab.finish(p, self._client._read(self, p, None))
+
+    def read(self, key: Any = ..., *, out: np.ndarray | None = None) -> Any:
+        """``a[key]``; with ``out``, into that C-contiguous array of the
+        slab's shape (integer-indexed dimensions kept, as length 1) and the
+        little-endian dtype, instead of a new one."""
+        p = self._plan(key)
+        return _slab.finish(p, self._client._read(self, p, out))
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        a = np.asarray(self[...])
+        return a if dtype is None else a.astype(dtype)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._client._write(self, self._plan(key), value)
+
+    def write(self, key: Any, value: Any) -> dict[str, int]:
+        """``a[key] = value``, returning what was stored: chunks (or shards)
+        and encoded bytes written."""
+        r = self._client._write(self, self._plan(key), value)
+        return {"chunks_written": r.chunks_written, "bytes_written": r.bytes_written}
+
+    def blocks(self, key: Any = ..., *, max_bytes: int = BLOCKS_BYTES) -> Iterator[tuple[tuple[Any, ...], Any]]:
+        """Read ``a[key]`` in chunk-aligned pieces (shard-aligned if
+        sharded) of at most about max_bytes (one chunk at least), one read
+        each, for slabs larger than memory: yields ``(piece_key, data)``,
+        ``data`` being ``a[piece_key]``; the pieces tile the selection in C
+        order."""
+        p = self._plan(key)
+        if p.size == 0:
+            return
+        for k in _slab.pieces(p, self._grid(), max(self.dtype.itemsize, 16 if self.dtype.kind in "OT" else 1), max_bytes):
+            yield k, self[k]
+
+    def update_attributes(self, attrs: dict[str, Any], merge: bool = True) -> None:
+        c = self._client
+        resp = c._call(c._stub.UpdateAttributes, gpb.UpdateAttributesRequest(
+            path=self.path, attributes_json=json.dumps(attrs), merge=merge), f"update {self.path!r}")
+        self.attrs = json.loads(resp.node.attributes_json or "{}")
+
