@@ -85,6 +85,12 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 		var s grpc.BidiStreamingClient[gatewayv1.ReadSlabSharedRequest, gatewayv1.ReadSlabSharedResponse]
 		if s, err = a.c.arrays.ReadSlabShared(ctx); err == nil {
 			err = s.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Read{Read: &gatewayv1.ReadSlabRequest{Path: a.Path, Selection: sel.proto()}}})
+			if err == io.EOF {
+				// The server ended the stream already (a gateway without
+				// ReadSlabShared answers at once): its status comes with
+				// the receive below, as gRPC's Send documents.
+				err = nil
+			}
 		}
 		stream, newMsg = s, func() slabMsg { return &gatewayv1.ReadSlabSharedResponse{} }
 	} else {
