@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/stats"
 )
 
@@ -50,8 +51,11 @@ type Options struct {
 }
 
 // Setup installs the global tracer provider and propagator. The returned
-// function flushes the spans not yet exported and stops the exporter; call
-// it when the process ends.
+// function flushes the spans not yet exported, stops the exporter and
+// turns tracing off again, as before Setup: Enabled false (servers and
+// connections made afterwards get no handler), and the global provider
+// and propagator ones that record and propagate nothing. Call it when the
+// process ends (benchmarks call it between variants).
 func Setup(ctx context.Context, o Options) (shutdown func(context.Context) error, err error) {
 	if o.Endpoint == "" {
 		return nil, errors.New("no OTLP endpoint")
@@ -89,6 +93,11 @@ func Setup(ctx context.Context, o Options) (shutdown func(context.Context) error
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	enabled.Store(true)
 	return func(ctx context.Context) error {
+		enabled.Store(false)
+		// (Not the providers from before Setup: OpenTelemetry's default
+		// ones delegate to the first ones set, forever.)
+		otel.SetTracerProvider(noop.NewTracerProvider())
+		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator())
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		return tp.Shutdown(ctx)
