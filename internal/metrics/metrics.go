@@ -54,6 +54,9 @@ type Registry struct {
 
 	mu       sync.Mutex
 	backends map[string]*storeObserver
+
+	codecMu    sync.RWMutex
+	codecCache map[codecKey]*codecSeries
 }
 
 // New returns a registry with the Go runtime and process collectors, the
@@ -97,7 +100,8 @@ func New() *Registry {
 			Name: "zarrgate_codec_failed_batches_total",
 			Help: "Batches of chunks whose decoding or encoding failed, by op and status code.",
 		}, []string{"op", "code"}),
-		backends: map[string]*storeObserver{},
+		backends:   map[string]*storeObserver{},
+		codecCache: map[codecKey]*codecSeries{},
 	}
 	r.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -214,9 +218,43 @@ func (o codecObserver) Batch(encode bool, spec *codec.BatchSpec, chunks int, sta
 		o.r.codecFailed.WithLabelValues(op, errs.CodeOf(err).String()).Inc()
 		return
 	}
-	name := CodecLabel(spec)
-	o.r.codecDuration.WithLabelValues(op, name).Observe(time.Since(start).Seconds())
-	o.r.codecChunks.WithLabelValues(op, name).Add(float64(chunks))
+	s := o.r.codecSeriesOf(encode, CodecLabel(spec))
+	s.duration.Observe(time.Since(start).Seconds())
+	s.chunks.Add(float64(chunks))
+}
+
+// codecSeries are the series of successful batches of one op and codec
+// label, looked up once (a label lookup hashes the label values each
+// time): the labels are few, CodecLabel bounds them.
+type codecSeries struct {
+	duration prometheus.Observer
+	chunks   prometheus.Counter
+}
+
+type codecKey struct {
+	encode bool
+	label  string
+}
+
+func (r *Registry) codecSeriesOf(encode bool, label string) *codecSeries {
+	k := codecKey{encode, label}
+	r.codecMu.RLock()
+	s := r.codecCache[k]
+	r.codecMu.RUnlock()
+	if s != nil {
+		return s
+	}
+	op := "decode"
+	if encode {
+		op = "encode"
+	}
+	r.codecMu.Lock()
+	defer r.codecMu.Unlock()
+	if s = r.codecCache[k]; s == nil {
+		s = &codecSeries{r.codecDuration.WithLabelValues(op, label), r.codecChunks.WithLabelValues(op, label)}
+		r.codecCache[k] = s
+	}
+	return s
 }
 
 // checksums are codecs that only append a checksum: a chain's label is

@@ -194,6 +194,29 @@ func TestCollectors(t *testing.T) {
 	if got := testutil.CollectAndCount(r.codecFailed); got != 1 {
 		t.Errorf("%d failed-batch series, want 1", got)
 	}
+	// Another chain counts under its own label, in both ops (the series
+	// are cached by op and label).
+	var plain []zarr.CodecSpec
+	json.Unmarshal([]byte(`[{"name":"bytes","configuration":{"endian":"little"}}]`), &plain)
+	pspec := &codec.BatchSpec{Codecs: plain, Shape: []int64{4}, DataType: zarr.MustDataType("int32")}
+	penc, err := e.Encode(ctx, pspec, []codec.Chunk{{Data: make([]byte, 16)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Decode(ctx, pspec, [][]byte{penc[0], penc[0]}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		op, label string
+		want      float64
+	}{{"encode", "bytes", 1}, {"decode", "bytes", 2}, {"encode", "zstd", 4}, {"decode", "zstd", 3}} {
+		if got := testutil.ToFloat64(r.codecChunks.WithLabelValues(c.op, c.label)); got != c.want {
+			t.Errorf("%s %s chunks %v, want %v", c.op, c.label, got, c.want)
+		}
+	}
+	if got := testutil.CollectAndCount(r.codecDuration); got != 4 {
+		t.Errorf("%d batch-duration series, want 4", got)
+	}
 
 	g.Stats().NodeHits.Add(3)
 	g.Stats().WriteConflicts.Add(2)
