@@ -160,7 +160,7 @@ func serveObserved(b *testing.B, fs storesvc.Store, withMetrics bool, clientOpts
 	budget := membudget.New(1<<30, 0)
 	var (
 		reg    *metrics.Registry
-		store  = fs
+		store               = fs
 		engine codec.Engine = codecsvc.NewLocal()
 		opts   []grpc.ServerOption
 	)
