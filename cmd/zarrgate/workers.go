@@ -97,14 +97,16 @@ func runCodecWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 }
 
 // runGateway serves the gateway over pools of store workers and, with
-// --codec, codec workers: the scaled-out deployment. Each pool is spread
-// with gRPC's round_robin and health-checked; a worker that fails is
-// skipped and used again when it comes back. A call that needs a tier with
+// --codec, codec workers: the scaled-out deployment. Each pool's target is
+// resolved again every --worker-refresh, its workers are health-checked
+// and work is spread over the ready ones (rpc.DialPool; the codec streams
+// follow them, codecremote.NewPool); a worker that fails is skipped and
+// used again when it comes back. A call that needs a tier with
 // no ready worker fails with Unavailable after --tier-wait, logged as a
 // warning, instead of waiting for the tier to come back.
 func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("gateway", stderr)
-	storeTarget := fs.String("store", "", "store workers: host:port,host:port,... or a gRPC target such as dns:///store-workers:50052 (required)")
+	storeTarget := fs.String("store", "", "store workers: host:port,host:port,..., file:///path (a file listing addresses, read again every --worker-refresh), or a gRPC target such as dns:///store-workers:50052 (required)")
 	codecTarget := fs.String("codec", "", "codec workers, in the same forms; empty runs codecs in this process")
 	tierWait := fs.Duration("tier-wait", rpc.DefaultTierWait, "how long a call waits for a ready store or codec worker when a tier has none, before it fails with UNAVAILABLE")
 	refresh := fs.Duration("worker-refresh", rpc.DefaultRefresh, "how often the --store and --codec targets are resolved again (DNS names looked up, file:/// lists read again), so that workers added are used and removed ones left; 0: only when a connection fails")
