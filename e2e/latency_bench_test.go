@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -40,7 +41,8 @@ func procCPU(b *testing.B, pid int) time.Duration {
 // workers, codecs in the gateway. Reported beside MB/s: gateway-cores and
 // workers-cores, the CPU the gateway and all the tier's workers used per
 // second of reading (2 cores on the machine the numbers in
-// docs/benchmarks.md come from).
+// docs/benchmarks.md come from), and spread, the least busy worker's
+// chunks decoded (codec) or calls (store) over the busiest's.
 //
 //	go test -run '^$' -bench LatencyBoundWorkers -benchtime 3x -timeout 30m ./e2e/
 func BenchmarkLatencyBoundWorkers(b *testing.B) {
@@ -72,7 +74,19 @@ func BenchmarkLatencyBoundWorkers(b *testing.B) {
 
 	counts := []int{1, 2, 4, 8, 16}
 	const delay = "20ms"
-	run := func(b *testing.B, gw *server, workers []*server) {
+	// work is what each worker has done: chunks decoded (codec), calls
+	// (store).
+	work := func(b *testing.B, w *adminProc) float64 {
+		n := 0.0
+		for k, v := range w.scrape(b) {
+			if strings.HasPrefix(k, "zarrgate_codec_chunks_total{") && strings.Contains(k, `op="decode"`) ||
+				strings.HasPrefix(k, "zarrgate_store_calls_total{") {
+				n += v
+			}
+		}
+		return n
+	}
+	run := func(b *testing.B, gw *server, workers []*adminProc) {
 		c, err := client.Dial(ctx, gw.addr)
 		if err != nil {
 			b.Fatal(err)
@@ -94,6 +108,10 @@ func BenchmarkLatencyBoundWorkers(b *testing.B) {
 			}
 			return
 		}
+		var before []float64
+		for _, w := range workers {
+			before = append(before, work(b, w))
+		}
 		g0, w0 := cpu()
 		start := time.Now()
 		b.SetBytes(rows * cols * 4)
@@ -107,42 +125,53 @@ func BenchmarkLatencyBoundWorkers(b *testing.B) {
 		b.ReportMetric((g1-g0).Seconds()/wall.Seconds(), "gateway-cores")
 		b.ReportMetric((w1-w0).Seconds()/wall.Seconds(), "workers-cores")
 		b.ReportMetric(float64((g1-g0).Milliseconds())/float64(b.N), "gateway-cpu-ms/op")
+		// spread: the least busy worker's work over the busiest's (1:
+		// even).
+		least, most := math.Inf(1), 0.0
+		for i, w := range workers {
+			d := work(b, w) - before[i]
+			least, most = min(least, d), max(most, d)
+		}
+		b.ReportMetric(least/most, "spread")
 	}
-	stop := func(ss []*server) {
+	stop := func(ss ...*server) {
 		for _, s := range ss {
 			s.cmd.Process.Kill()
 			<-s.done
 		}
 	}
+	// startWorkers starts the most workers of a kind, delayed, with their
+	// admin endpoints.
+	startWorkers := func(b *testing.B, sub string, args ...string) (ws []*adminProc, addrs []string) {
+		for range counts[len(counts)-1] {
+			w := startWithAdmin(b, sub, true, append(args, "--inject-latency", delay)...)
+			ws, addrs = append(ws, w), append(addrs, w.addr)
+		}
+		return ws, addrs
+	}
 
 	b.Run("codec", func(b *testing.B) {
 		store := startCommand(b, "store-worker", "--root", root)
-		var codecs []*server
-		var addrs []string
-		for range counts[len(counts)-1] {
-			w := startCommand(b, "codec-worker", "--inject-latency", delay)
-			codecs, addrs = append(codecs, w), append(addrs, w.addr)
-		}
+		codecs, addrs := startWorkers(b, "codec-worker")
 		for _, n := range counts {
 			gw := startCommand(b, "gateway", "--parallelism", "64", "--store", store.addr, "--codec", strings.Join(addrs[:n], ","))
 			b.Run(fmt.Sprintf("codec-workers=%d", n), func(b *testing.B) { run(b, gw, codecs[:n]) })
-			stop([]*server{gw})
+			stop(gw)
 		}
-		stop(codecs)
-		stop([]*server{store})
+		for _, w := range codecs {
+			stop(w.server)
+		}
+		stop(store)
 	})
 	b.Run("store", func(b *testing.B) {
-		var stores []*server
-		var addrs []string
-		for range counts[len(counts)-1] {
-			w := startCommand(b, "store-worker", "--root", root, "--inject-latency", delay)
-			stores, addrs = append(stores, w), append(addrs, w.addr)
-		}
+		stores, addrs := startWorkers(b, "store-worker", "--root", root)
 		for _, n := range counts {
 			gw := startCommand(b, "gateway", "--parallelism", "64", "--store", strings.Join(addrs[:n], ","))
 			b.Run(fmt.Sprintf("store-workers=%d", n), func(b *testing.B) { run(b, gw, stores[:n]) })
-			stop([]*server{gw})
+			stop(gw)
 		}
-		stop(stores)
+		for _, w := range stores {
+			stop(w.server)
+		}
 	})
 }

@@ -38,8 +38,10 @@ func init() {
 	dns.SetMinResolutionInterval(time.Second)
 }
 
-// pools are the live pools by id, for the balancer of each connection to
-// find its own (named in the connection's service config).
+// pools are the pools by id, for the balancer of each connection to find
+// its own (named in the connection's service config). A pool stays for the
+// life of the process: a connection's balancer is built again when it
+// leaves idleness, and a process dials a pool per tier.
 var (
 	pools  sync.Map // uint64 → *Pool
 	poolID atomic.Uint64
@@ -120,7 +122,7 @@ func (poolBuilder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingC
 
 func (poolBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
 	pb := &pickerBuilder{open: make(map[balancer.SubConn]*atomic.Int64)}
-	b := &poolBalancerImpl{pb: pb, cc: cc, stop: make(chan struct{})}
+	b := &refreshing{pb: pb, cc: cc, stop: make(chan struct{})}
 	b.Balancer = base.NewBalancerBuilder(poolBalancer, pb, base.Config{HealthCheck: true}).Build(failing{cc, pb}, opts)
 	return b
 }
@@ -142,9 +144,9 @@ func (f failing) UpdateState(s balancer.State) {
 	f.ClientConn.UpdateState(s)
 }
 
-// poolBalancerImpl is the base balancer, which also has the target
-// resolved again every refresh interval.
-type poolBalancerImpl struct {
+// refreshing is the base balancer, which also has the target resolved
+// again every refresh interval.
+type refreshing struct {
 	balancer.Balancer
 	pb      *pickerBuilder
 	cc      balancer.ClientConn
@@ -152,7 +154,7 @@ type poolBalancerImpl struct {
 	stop    chan struct{}
 }
 
-func (b *poolBalancerImpl) UpdateClientConnState(s balancer.ClientConnState) error {
+func (b *refreshing) UpdateClientConnState(s balancer.ClientConnState) error {
 	if c, ok := s.BalancerConfig.(*poolConfig); ok && b.pb.pool.Load() == nil {
 		if p, ok := pools.Load(c.Pool); ok {
 			b.pb.pool.Store(p.(*Pool))
@@ -176,7 +178,7 @@ func (b *poolBalancerImpl) UpdateClientConnState(s balancer.ClientConnState) err
 	return b.Balancer.UpdateClientConnState(s)
 }
 
-func (b *poolBalancerImpl) Close() {
+func (b *refreshing) Close() {
 	close(b.stop)
 	if p := b.pb.pool.Load(); p != nil {
 		p.setReady(nil)
