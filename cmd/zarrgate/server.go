@@ -140,6 +140,9 @@ type serverFlags struct {
 	tls                         listenTLSFlags
 	fs                          *flag.FlagSet // all the command's flags, for the effective configuration
 	admin                       *adminState
+	// extra are server options of the command's own (the workers'
+	// --inject-latency).
+	extra []grpc.ServerOption
 }
 
 func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
@@ -261,7 +264,7 @@ func (f serverFlags) serveWith(ctx context.Context, logger *slog.Logger, msg str
 	if reg := f.admin.reg; reg != nil {
 		metricOpts = reg.ServerOptions()
 	}
-	srv := rpc.NewServer(logger, append(security.Chain(tlsOpts, authOpts, extra), metricOpts...)...)
+	srv := rpc.NewServer(logger, append(append(security.Chain(tlsOpts, authOpts, extra), metricOpts...), f.extra...)...)
 	srv.SetDefaultTimeouts(*f.streamTimeout, *f.unaryTimeout)
 	register(srv)
 	if reg := f.admin.reg; reg != nil {
