@@ -34,7 +34,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator, MultipleLocator  # noqa: E402
 
 BG = "#111217"
 PANEL = "#181b1f"
@@ -184,7 +184,7 @@ def main():
         defaults = p.get("fieldConfig", {}).get("defaults", {})
         ax.yaxis.set_major_formatter(FuncFormatter(scale(defaults.get("unit", "short"))))
         ax.yaxis.set_major_locator(MaxNLocator(4))
-        ax.xaxis.set_major_locator(MaxNLocator(6))
+        ax.xaxis.set_major_locator(MultipleLocator(60 * max(1, round(args.minutes / 6))))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: time.strftime("%H:%M", time.gmtime(v))))
         ax.set_xlim(start, end)
         handles = []
