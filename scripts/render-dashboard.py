@@ -210,14 +210,13 @@ def main():
         if handles:
             shown = handles[: leg_rows * leg_cols]
             more = len(handles) - len(shown)
-            leg = fig.legend(handles=shown, loc="lower left", ncol=leg_cols, frameon=False,
+            fig.legend(handles=shown, loc="lower left", ncol=leg_cols, frameon=False,
                              bbox_to_anchor=(x0 + w * 0.01, y0 + h * 0.01), fontsize=7.5,
                              labelcolor=TEXT, handlelength=1.2, columnspacing=1.0,
                              borderaxespad=0, labelspacing=0.25)
             if more:
                 box.text(0.99, 0.02, f"+{more} more", transform=box.transAxes, color=DIM,
                          fontsize=7.5, ha="right", va="bottom")
-            del leg
     fig.savefig(args.output, dpi=args.dpi, facecolor=BG)
     # A palette of 96 colours keeps the PNG small (the docs hold it).
     from PIL import Image
