@@ -53,7 +53,9 @@ lint: breaking tidy-check deploy-check
 ## deploy-check: deploy/kubernetes.yaml decoded strictly into the Kubernetes
 ## API types and cross-checked (Secrets, ConfigMaps, Services, ports, probes,
 ## every flag against the binary the Dockerfile's build line makes, which
-## must be static); deploy/validate is its own module (deploy/README.md)
+## must be static), and deploy/grafana/zarrgate.json (structure, PromQL,
+## metrics and labels against a real gateway's and workers' /metrics);
+## deploy/validate is its own module (deploy/README.md)
 deploy-check:
 	cd deploy/validate && $(GO) test -count=1 ./...
 
