@@ -7,6 +7,9 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 )
 
 // TestSetupAndShutdown: Setup turns tracing on (handlers, a recording
@@ -63,5 +66,59 @@ func TestSetupAndShutdown(t *testing.T) {
 	}
 	if _, span := otel.Tracer("test").Start(context.Background(), "op"); span.IsRecording() || span.SpanContext().IsValid() {
 		t.Error("the global tracer provider still makes spans after shutdown")
+	}
+}
+
+// TestRatioZeroGate: at sample ratio 0 the gRPC handlers leave calls that
+// carry no trace context alone (no span, no trace id: the cost of a small
+// call), and still continue a caller's trace, sampled as the caller
+// sampled it, and pass it on.
+func TestRatioZeroGate(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	stop, err := Setup(context.Background(), Options{Endpoint: "http://" + addr, SampleRatio: 0, Service: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	defer stop(cancelled)
+	srv, cli := ServerHandler(), ClientHandler()
+	info := &stats.RPCTagInfo{FullMethodName: "/zarrgate.array.v1.ArrayService/ReadSlab"}
+
+	// No trace context: untouched, on both sides.
+	plain := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-request-id", "r1"))
+	if ctx := srv.TagRPC(plain, info); ctx != plain || trace.SpanContextFromContext(ctx).IsValid() {
+		t.Error("server: a call without a trace context got one")
+	}
+	if ctx := cli.TagRPC(context.Background(), info); trace.SpanContextFromContext(ctx).IsValid() {
+		t.Error("client: a call outside a trace got one")
+	}
+
+	// A caller's sampled trace: continued (recording) and passed on.
+	for _, sampled := range []bool{true, false} {
+		flags := "00"
+		if sampled {
+			flags = "01"
+		}
+		parent := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-" + flags
+		in := metadata.NewIncomingContext(context.Background(), metadata.Pairs("traceparent", parent))
+		ctx := srv.TagRPC(in, info)
+		sc := trace.SpanContextFromContext(ctx)
+		if sc.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+			t.Errorf("sampled=%v: server span trace id %v, want the caller's", sampled, sc.TraceID())
+		}
+		if got := trace.SpanFromContext(ctx).IsRecording(); got != sampled {
+			t.Errorf("sampled=%v: server span records: %v", sampled, got)
+		}
+		out := cli.TagRPC(ctx, info)
+		md, _ := metadata.FromOutgoingContext(out)
+		if tp := md.Get("traceparent"); len(tp) != 1 || tp[0][3:35] != "4bf92f3577b34da6a3ce929d0e0e4736" {
+			t.Errorf("sampled=%v: client sends traceparent %v, want the caller's trace", sampled, tp)
+		}
 	}
 }
