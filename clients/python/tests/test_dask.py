@@ -152,6 +152,10 @@ def test_reduction_over_1gib_equals_numpy(zarrgate_server, cluster) -> None:
         assert x.numblocks == (8, 2)
         total, mean, top, by_row, by_col = cluster.compute(
             [x.sum(), x.mean(), x.max(), x.sum(axis=1), x.sum(axis=0)], sync=True)
+    # 16 tasks, each with the array pickled in it: one client (channel)
+    # per worker process that ran any.
+    clients = cluster.run(_pool.size)
+    assert set(clients.values()) <= {0, 1} and sum(clients.values()) >= 1, clients
     assert total == rows.sum() == cols.sum()
     assert mean == rows.sum() / a.size
     assert top == 96 + 88
