@@ -47,6 +47,9 @@ def test_pickled_arrays_share_a_process_client(client) -> None:
     np.testing.assert_array_equal(b1[...], np.arange(30).reshape(6, 5))
     b2[1, :] = -1
     assert a[1, :].tolist() == [-1] * 5
+    # Attributes updated since it was opened travel too.
+    a.update_attributes({"units": "K"})
+    assert pickle.loads(pickle.dumps(a)).attrs == {"units": "K"}
     # Other settings, another client.
     with zarrgate.connect(client.addr, timeout=30) as c30:
         b3 = pickle.loads(pickle.dumps(c30.open_array("pk/x")))
@@ -95,6 +98,19 @@ def test_to_dask_chunks_and_names(client) -> None:
         zarrgate.to_dask(data)
 
 
+def test_to_dask_edge_arrays(client) -> None:
+    z = client.create_array("e/z", (), "float64")
+    z[()] = 3.5
+    assert zarrgate.to_dask(z).compute(scheduler="threads") == 3.5
+    e = client.create_array("e/e", (0, 4), "int8", (2, 2))
+    assert zarrgate.to_dask(e).compute(scheduler="threads").shape == (0, 4)
+    s = client.create_array("e/s", (5,), str, (2,))
+    s[...] = np.array(["a", "bb", "", "dd", "é"], dtype=object)
+    assert zarrgate.to_dask(s).compute(scheduler="threads").tolist() == ["a", "bb", "", "dd", "é"]
+    zarrgate.to_zarrgate(da.from_array(np.array(["x", "yy", "z", "", "w"], dtype=object), chunks=2), s)
+    assert s[...].tolist() == ["x", "yy", "z", "", "w"]
+
+
 def test_to_zarrgate_checks(client) -> None:
     a = client.create_array("w/x", (10, 12), "int32", (5, 4))
     with pytest.raises(ValueError, match=r"shape \(10, 11\)"):
@@ -105,6 +121,8 @@ def test_to_zarrgate_checks(client) -> None:
         zarrgate.to_zarrgate(da.zeros((12,), dtype="int32"), a, (0, slice(None)))
     with pytest.raises(ValueError, match="step 1"):
         zarrgate.to_zarrgate(da.zeros((5, 12), dtype="int32"), a, (slice(0, 10, 2), slice(None)))
+    with pytest.raises(TypeError, match="into a int32 array"):
+        zarrgate.to_zarrgate(da.from_array(np.full((10, 12), "x")), a)
     with pytest.raises(TypeError, match="dask array"):
         zarrgate.to_zarrgate(np.zeros((10, 12), "int32"), a)
     # A region, negative bounds counting from the end; compute=False

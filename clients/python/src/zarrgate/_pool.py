@@ -12,6 +12,7 @@ channel does not survive a fork) and opens its own.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import threading
 from typing import Any
@@ -50,8 +51,13 @@ def array_reduce(a: Any) -> tuple[Any, tuple[Any, ...]]:
     """What an Array pickles as (see reopen_array). The settings include
     the token and any client key: a pickled array is a secret."""
     c = a.client
+    node = a._node
+    if json.loads(node.attributes_json or "{}") != a.attrs:  # update_attributes since
+        node = gpb.Node()
+        node.CopyFrom(a._node)
+        node.attributes_json = json.dumps(a.attrs)
     return reopen_array, (c._conn, c.timeout, c.shared_memory, c.channel_options,
-                          a._node.SerializeToString(deterministic=True))
+                          node.SerializeToString(deterministic=True))
 
 
 def size() -> int:

@@ -37,6 +37,7 @@ except ImportError as e:  # pragma: no cover - the tests have dask
 
 import numpy as np
 
+from zarrgate import _slab
 from zarrgate.client import Array
 
 __all__ = ["to_dask", "to_zarrgate"]
@@ -133,8 +134,8 @@ def to_zarrgate(
     a = _check(array, "to_zarrgate")
     if not isinstance(x, da.Array):
         raise TypeError(f"to_zarrgate writes a dask array, not {type(x).__name__}")
-    if x.dtype.kind in "OTSUV" and x.dtype != a.dtype:
-        raise TypeError(f"to_zarrgate: {x.dtype} blocks into a {a.dtype} array")
+    # What each block's write would refuse (strings into numbers), now.
+    _slab.check_value_dtype(a.path, np.empty(0, x.dtype), a.dtype)
     if region is None:
         target_shape = a.shape
         regions = None
