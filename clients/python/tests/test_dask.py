@@ -1,7 +1,8 @@
 """zarrgate.to_dask / zarrgate.to_zarrgate against a real gateway: a
-distributed.LocalCluster of two worker processes reduces a 1 GiB array as
-numpy would, and writes disjoint blocks concurrently into shared shards
-without losing any; pickled arrays share one client per process."""
+distributed.LocalCluster of two worker processes writes a 1 GiB array and
+reduces it as numpy would, and writes disjoint blocks concurrently into
+shared shards without losing any; pickled arrays share one client per
+process."""
 
 from __future__ import annotations
 
@@ -142,40 +143,40 @@ BIG_SHARDS = (1024, 8192)
 BIG_CHUNKS = (512, 4096)
 
 
-def _big_rows(r0: int, r1: int) -> np.ndarray:
-    """Rows r0:r1 of the big array: (i % 97) + (j % 89), integers in
-    float64, so that every partial sum is exact whatever the order of the
-    additions; no two bands or column blocks have the same sums."""
-    i = (np.arange(r0, r1) % 97).astype(np.float64)
-    j = (np.arange(BIG[1]) % 89).astype(np.float64)
-    return np.add.outer(i, j)
+def _big_parts() -> tuple[np.ndarray, np.ndarray]:
+    """The big array is r[i] + c[j]: integers in float64, so that every
+    partial sum is exact whatever the order of the additions; no two bands
+    of rows or blocks of columns have the same sums."""
+    return (np.arange(BIG[0]) % 97).astype(np.float64), (np.arange(BIG[1]) % 89).astype(np.float64)
 
 
 def test_reduction_over_1gib_equals_numpy(zarrgate_server, cluster) -> None:
-    with zarrgate.connect(zarrgate_server.addr) as c:
-        a = c.create_array("big/x", BIG, "float64", BIG_CHUNKS, shards=BIG_SHARDS,
-                           compressor=None)
+    r, c = _big_parts()
+    # numpy's answers, from the two vectors (the test never holds 1 GiB).
+    rows = BIG[1] * r + c.sum()
+    cols = BIG[0] * c + r.sum()
+    total = float(BIG[1] * r.sum() + BIG[0] * c.sum())
+    with zarrgate.connect(zarrgate_server.addr) as zc:
+        a = zc.create_array("big/x", BIG, "float64", BIG_CHUNKS, shards=BIG_SHARDS,
+                            compressor=None)
         assert a.nbytes == 1 << 30
-        # Written and summed a band of shards at a time: the test never
-        # holds the whole array.
-        rows = np.zeros(BIG[0])
-        cols = np.zeros(BIG[1])
-        for r0 in range(0, BIG[0], BIG_SHARDS[0]):
-            band = _big_rows(r0, r0 + BIG_SHARDS[0])
-            a[r0 : r0 + BIG_SHARDS[0], :] = band
-            rows[r0 : r0 + BIG_SHARDS[0]] = band.sum(axis=1)
-            cols += band.sum(axis=0)
-            del band
+        # Written by the workers, a shard per task (no read-modify-write),
+        # each block made where it is written.
+        dr = (da.arange(BIG[0], chunks=BIG_SHARDS[0]) % 97).astype(np.float64)
+        dcol = (da.arange(BIG[1], chunks=BIG_SHARDS[1]) % 89).astype(np.float64)
+        cluster.compute(zarrgate.to_zarrgate(dr[:, None] + dcol[None, :], a, compute=False),
+                        sync=True)
+        np.testing.assert_array_equal(a[4000:4003, 9000:9400], np.add.outer(r[4000:4003], c[9000:9400]))
         x = zarrgate.to_dask(a, "shards")
         assert x.numblocks == (8, 2)
-        total, mean, top, by_row, by_col = cluster.compute(
+        got_total, got_mean, top, by_row, by_col = cluster.compute(
             [x.sum(), x.mean(), x.max(), x.sum(axis=1), x.sum(axis=0)], sync=True)
     # 16 tasks, each with the array pickled in it: one client (channel)
     # per worker process that ran any.
     clients = cluster.run(_pool.size)
     assert set(clients.values()) <= {0, 1} and sum(clients.values()) >= 1, clients
-    assert total == rows.sum() == cols.sum()
-    assert mean == rows.sum() / a.size
+    assert got_total == total == rows.sum() == cols.sum()
+    assert got_mean == total / a.size
     assert top == 96 + 88
     # Per row and per column: a block read from the wrong place would show.
     np.testing.assert_array_equal(by_row, rows)
