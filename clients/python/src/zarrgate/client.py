@@ -31,7 +31,7 @@ from typing import Any
 import grpc
 import numpy as np
 
-from zarrgate import _slab, _wire
+from zarrgate import _pool, _slab, _wire
 from zarrgate._conn import Conn
 from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2 as gpb
 from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2_grpc as gpb_grpc
@@ -511,6 +511,12 @@ class Array(_ArrayBase):
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._client._write(self, self._plan(key), value)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Pickles as its client's settings (token included) and its
+        # metadata; unpickled, it uses its process's one client with those
+        # settings (zarrgate._pool), opened on first use.
+        return _pool.array_reduce(self)
 
     def write(self, key: Any, value: Any) -> dict[str, int]:
         """``a[key] = value``, returning what was stored: chunks (or shards)
