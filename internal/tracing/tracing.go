@@ -11,8 +11,10 @@ package tracing
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"sync/atomic"
 	"time"
@@ -34,9 +36,9 @@ import (
 // enabled is set once Setup has installed a tracer provider.
 var enabled atomic.Bool
 
-// propagateOnly is set while the sample ratio is 0: this process starts no
-// trace of its own, so a call that arrives without a trace context, or is
-// made outside one, is left alone by the gRPC handlers (gated).
+// propagateOnly is set while the sample ratio is 0: this process records
+// no trace of its own, and the gRPC handlers keep calls outside any
+// caller's trace from otelgrpc (gated).
 var propagateOnly atomic.Bool
 
 // Enabled reports whether this process traces (Setup was called).
@@ -147,39 +149,56 @@ func ClientHandler() stats.Handler {
 	return h
 }
 
-// gated is otelgrpc's handler at sample ratio 0, where this process starts
-// no trace: a call that carries none — in its incoming metadata (a server)
-// or in its context (a client) — could only get a span that records
-// nothing and a fresh trace id that nobody samples, so it skips otelgrpc
-// altogether (which would copy the metadata, parse the method and allocate
-// per call: about 6 % of a small read's CPU, docs/benchmarks.md). A call
-// in a caller's trace is handled by otelgrpc as before: sampled if the
-// caller sampled it, and passed on. (One difference: a call outside any
-// trace sends no trace context on to the workers, so a worker with a
-// ratio of its own may sample it, where an unsampled parent would have
-// stopped it.)
+// gated is otelgrpc's handler at sample ratio 0, where this process
+// records no trace of its own. A server call that arrives without a trace
+// context would get from otelgrpc a span that records nothing and a fresh
+// trace id, after a copy of the metadata, the method parsed and several
+// allocations (about 6 % of a small read's CPU, docs/benchmarks.md). gated
+// gives it the same result cheaply: an unsampled span context with a
+// random trace id (the call's request id, and what it propagates), and
+// otelgrpc never sees the call. Calls the gateway makes inside such a call
+// send that unsampled trace context on (so workers, whatever their own
+// ratio, record nothing of it), again without otelgrpc. Calls in a caller's
+// trace go through otelgrpc as before: recorded if the caller sampled
+// them, and passed on.
 type gated struct {
 	h      stats.Handler
 	server bool
 }
 
+// gatedKey marks a context whose call gated kept from otelgrpc.
+type gatedKey struct{}
+
 func (g gated) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
 	if g.server {
-		if len(metadata.ValueFromIncomingContext(ctx, traceparentHeader)) == 0 {
-			return ctx
+		if len(metadata.ValueFromIncomingContext(ctx, traceparentHeader)) != 0 {
+			return g.h.TagRPC(ctx, info)
 		}
-	} else if !trace.SpanContextFromContext(ctx).IsValid() {
-		return ctx
+		var sc trace.SpanContextConfig
+		binary.LittleEndian.PutUint64(sc.TraceID[:8], rand.Uint64())
+		binary.LittleEndian.PutUint64(sc.TraceID[8:], rand.Uint64())
+		binary.LittleEndian.PutUint64(sc.SpanID[:], rand.Uint64()|1)
+		ctx = trace.ContextWithSpanContext(ctx, trace.NewSpanContext(sc))
+		return context.WithValue(ctx, gatedKey{}, true)
 	}
-	return g.h.TagRPC(ctx, info)
+	sc := trace.SpanContextFromContext(ctx)
+	if sc.IsSampled() || ctx.Value(gatedKey{}) == nil {
+		return g.h.TagRPC(ctx, info)
+	}
+	// Inside a gated call: pass its unsampled trace context on, as
+	// otelgrpc would have.
+	tp := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-00"
+	return metadata.AppendToOutgoingContext(ctx, traceparentHeader, tp)
 }
 
-// HandleRPC passes on the events of calls TagRPC passed on: those have a
-// span context (otelgrpc's span, recording or not), the others none.
+// HandleRPC passes on the events of the calls TagRPC passed on.
 func (g gated) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	if trace.SpanContextFromContext(ctx).IsValid() {
-		g.h.HandleRPC(ctx, s)
+	if g.server || !trace.SpanContextFromContext(ctx).IsSampled() {
+		if ctx.Value(gatedKey{}) != nil {
+			return
+		}
 	}
+	g.h.HandleRPC(ctx, s)
 }
 
 func (g gated) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {

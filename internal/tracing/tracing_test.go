@@ -69,10 +69,12 @@ func TestSetupAndShutdown(t *testing.T) {
 	}
 }
 
-// TestRatioZeroGate: at sample ratio 0 the gRPC handlers leave calls that
-// carry no trace context alone (no span, no trace id: the cost of a small
-// call), and still continue a caller's trace, sampled as the caller
-// sampled it, and pass it on.
+// TestRatioZeroGate: at sample ratio 0 a call that arrives without a
+// trace context is kept from otelgrpc (the cost of a small call) but gets
+// what otelgrpc would have given it: an unsampled trace context, which it
+// passes on to the workers (calls and codec batches) so that they record
+// nothing of it either. A caller's trace is still continued, sampled as the
+// caller sampled it, and passed on.
 func TestRatioZeroGate(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -88,15 +90,31 @@ func TestRatioZeroGate(t *testing.T) {
 	cancel()
 	defer stop(cancelled)
 	srv, cli := ServerHandler(), ClientHandler()
+	if _, ok := srv.(gated); !ok {
+		t.Fatalf("server handler at ratio 0 is %T, want gated", srv)
+	}
 	info := &stats.RPCTagInfo{FullMethodName: "/zarrgate.array.v1.ArrayService/ReadSlab"}
 
-	// No trace context: untouched, on both sides.
+	// No trace context: a fresh unsampled one, passed on.
 	plain := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-request-id", "r1"))
-	if ctx := srv.TagRPC(plain, info); ctx != plain || trace.SpanContextFromContext(ctx).IsValid() {
-		t.Error("server: a call without a trace context got one")
+	ctx := srv.TagRPC(plain, info)
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() || sc.IsSampled() || trace.SpanFromContext(ctx).IsRecording() {
+		t.Fatalf("server: a call without a trace context has span context %+v, want a valid unsampled one", sc)
 	}
-	if ctx := cli.TagRPC(context.Background(), info); trace.SpanContextFromContext(ctx).IsValid() {
-		t.Error("client: a call outside a trace got one")
+	if ctx.Value(gatedKey{}) == nil {
+		t.Error("server: the call went to otelgrpc")
+	}
+	if sc2 := trace.SpanContextFromContext(srv.TagRPC(plain, info)); sc2.TraceID() == sc.TraceID() {
+		t.Error("two calls got the same trace id")
+	}
+	want := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-00"
+	md, _ := metadata.FromOutgoingContext(cli.TagRPC(ctx, info))
+	if tp := md.Get("traceparent"); len(tp) != 1 || tp[0] != want {
+		t.Errorf("client inside the call sends traceparent %v, want %s", tp, want)
+	}
+	if c := Inject(ctx); c["traceparent"] != want {
+		t.Errorf("a codec batch of the call carries %v, want traceparent %s", c, want)
 	}
 
 	// A caller's sampled trace: continued (recording) and passed on.
@@ -108,6 +126,9 @@ func TestRatioZeroGate(t *testing.T) {
 		parent := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-" + flags
 		in := metadata.NewIncomingContext(context.Background(), metadata.Pairs("traceparent", parent))
 		ctx := srv.TagRPC(in, info)
+		if ctx.Value(gatedKey{}) != nil {
+			t.Errorf("sampled=%v: a call in a caller's trace was kept from otelgrpc", sampled)
+		}
 		sc := trace.SpanContextFromContext(ctx)
 		if sc.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
 			t.Errorf("sampled=%v: server span trace id %v, want the caller's", sampled, sc.TraceID())
