@@ -28,11 +28,13 @@ import (
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/internal/membudget"
+	"github.com/zarrgate/zarrgate/internal/metrics"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/internal/security"
 	"github.com/zarrgate/zarrgate/internal/tracing"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/file"
+	"github.com/zarrgate/zarrgate/storesvc/s3"
 	"github.com/zarrgate/zarrgate/storesvc/storeurl"
 )
 
@@ -372,6 +374,15 @@ func serveUntilDone(ctx context.Context, logger *slog.Logger, srv *rpc.Server, l
 }
 
 // unwrapStore returns the backend behind portable layers.
+// exportStoreRetries exports the retry counters of a served store that
+// retries its own requests (S3: the AWS SDK within the store's budget) as
+// tier s3, when metrics are on.
+func exportStoreRetries(reg *metrics.Registry, store storesvc.Store) {
+	if s, ok := unwrapStore(store).(*s3.Store); ok && reg != nil {
+		reg.Retries("s3", s.RetryStats)
+	}
+}
+
 func unwrapStore(s storesvc.Store) storesvc.Store {
 	for {
 		p, ok := s.(*storesvc.Portable)

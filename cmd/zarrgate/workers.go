@@ -50,6 +50,7 @@ func runStoreWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 		return err
 	}
 	defer store.Close()
+	exportStoreRetries(sf.admin.reg, store)
 	return sf.serveWith(ctx, logger, "zarrgate store-worker serving", func(srv *rpc.Server) {
 		storeserver.New(store).Register(srv)
 	}, "root", *root, "read_only", *readOnly)

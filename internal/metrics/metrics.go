@@ -57,6 +57,8 @@ type Registry struct {
 
 	codecMu    sync.RWMutex
 	codecCache map[codecKey]*codecSeries
+
+	retries retryCollector
 }
 
 // New returns a registry with the Go runtime and process collectors, the
@@ -109,6 +111,7 @@ func New() *Registry {
 		r.server, r.client,
 		r.storeCalls, r.storeDuration, r.storeRead, r.storeWritten,
 		r.codecChunks, r.codecDuration, r.codecFailed,
+		&r.retries,
 	)
 	return r
 }
