@@ -369,6 +369,22 @@ def test_dask_chunks_and_pickle(counted) -> None:
     assert float(again.t.mean().compute()) == pytest.approx(float(want.t.mean().compute()))
 
 
+def test_load_async(counted) -> None:
+    """ds.load_async() reads every variable (one slab each) and gives what
+    load() gives."""
+    import asyncio
+
+    name, _ = written(counted, "v3")
+    ds = xr.open_dataset(counted.url(name), engine="zarrgate", decode_times=False,
+                         create_default_indexes=False)
+    c0 = counted.counts()
+    got = asyncio.run(ds.load_async())
+    assert counted.counts()["slab_reads"] - c0["slab_reads"] == len(ds.variables)
+    xr.testing.assert_identical(got, xr.open_dataset(counted.url(name), engine="zarrgate",
+                                                     decode_times=False,
+                                                     create_default_indexes=False).load())
+
+
 # -- URLs, options, errors ---------------------------------------------------------
 
 

@@ -29,6 +29,7 @@ shows its storage (a dimension ``_scalar_`` of length 1).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -158,7 +159,8 @@ def fill_scalar(fill_json: str, data_type: str, dtype: np.dtype) -> Any:
 class ZarrgateBackendArray(BackendArray):
     """A gateway array as xarray's lazily indexed backend array: each basic
     indexer is one ReadSlab; outer and vectorized indexers read the slab
-    spanning them and select from it in numpy (xarray's BASIC support)."""
+    spanning them and select from it in numpy (xarray's BASIC support). ``async_getitem`` (``ds.load_async()``)
+    runs the read in a thread."""
 
     __slots__ = ("_array", "dtype", "shape")
 
@@ -181,6 +183,11 @@ class ZarrgateBackendArray(BackendArray):
             _no_empty_reversed(key, self.shape), self.shape, indexing.IndexingSupport.BASIC,
             self._read,
         )
+
+    async def async_getitem(self, key: indexing.ExplicitIndexer) -> np.ndarray:
+        # ds.load_async(): the read in a thread (gRPC releases the GIL while
+        # it waits), so that the variables of a dataset load concurrently.
+        return await asyncio.to_thread(self.__getitem__, key)
 
     def _read(self, key: tuple[Any, ...]) -> np.ndarray:
         out = self._array[key]
