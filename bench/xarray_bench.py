@@ -1,9 +1,9 @@
 """xarray: ``ds.mean()`` through the zarrgate engine vs ``xr.open_zarr`` on
 the directory the gateway serves.
 
-    python bench/xarray_bench.py write ROOT            # the dataset, once
-    zarrgate serve --root ROOT --listen 127.0.0.1:50051 &
-    python bench/xarray_bench.py run ROOT 127.0.0.1:50051 [--server-pid PID]
+    python bench/xarray_bench.py write ROOT                  # the dataset, once
+    python bench/xarray_bench.py run ROOT --zarrgate BINARY  # serves ROOT itself
+    python bench/xarray_bench.py run ROOT --addr HOST:PORT [--server-pid PID]
 
 The dataset (``ROOT/bench.zarr``, written by xarray, zarr v3): one float32
 variable ``v`` (y, x) of 16384 × 8192 (512 MiB) in 256 × 256 zstd chunks,
@@ -19,7 +19,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
+import subprocess
+import tempfile
 import time
 import warnings
 
@@ -99,13 +102,39 @@ def main() -> None:
     w.add_argument("root")
     r = sub.add_parser("run")
     r.add_argument("root")
-    r.add_argument("addr")
-    r.add_argument("--server-pid", type=int)
+    r.add_argument("--zarrgate", help="a zarrgate binary: serve ROOT with it")
+    r.add_argument("--addr", help="a gateway already serving ROOT")
+    r.add_argument("--server-pid", type=int, help="with --addr: its pid, to read its CPU time")
     a = p.parse_args()
     if a.cmd == "write":
         write(a.root)
-    else:
+    elif a.zarrgate:
+        serve(a.root, a.zarrgate)
+    elif a.addr:
         run(a.root, a.addr, a.server_pid)
+    else:
+        p.error("run: give --zarrgate BINARY or --addr HOST:PORT")
+
+
+def serve(root: str, binary: str) -> None:
+    """Run the benchmark against a `zarrgate serve` of ROOT started here
+    (the default options), stopped afterwards."""
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen([binary, "serve", "--root", root, "--listen", "127.0.0.1:0"],
+                                stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                log.seek(0)
+                if m := re.search(rb"addr=(127\.0\.0\.1:\d+)", log.read()):
+                    break
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("zarrgate serve did not start")
+                time.sleep(0.05)
+            run(root, m.group(1).decode(), proc.pid)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=15)
 
 
 if __name__ == "__main__":

@@ -78,26 +78,30 @@ def parse_url(url: str) -> tuple[str, str]:
     ``$ZARRGATE_TOKEN``, never in a URL, which ends up in logs and reprs)."""
     if not isinstance(url, str):
         raise TypeError(f"a zarrgate URL is a str, not {type(url).__name__}")
+    # The messages never quote the URL whole: it may hold a secret.
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in _SCHEMES:
-        raise ValueError(f"{url!r}: a zarrgate URL starts with grpc:// or grpcs://")
+        raise ValueError("a zarrgate URL starts with grpc:// or grpcs://")
     if parts.username is not None or parts.password is not None:
         raise ValueError(
             f"{scheme}:// URL with credentials: pass the token as token=... "
             "(or $ZARRGATE_TOKEN), not in the URL"
         )
     if parts.query or parts.fragment:
-        raise ValueError(f"{url!r}: a zarrgate URL has no query or fragment")
+        raise ValueError(
+            f"{scheme}:// URL with a query or fragment: options (token=, tls_ca=, ...) "
+            "are arguments, not parts of the URL"
+        )
     try:
         port = parts.port
     except ValueError as e:
-        raise ValueError(f"{url!r}: {e}") from None
+        raise ValueError(f"{scheme}://{parts.netloc}: {e}") from None
     if not parts.hostname or port is None:
-        raise ValueError(f"{url!r}: want {scheme}://host:port/path")
+        raise ValueError(f"{scheme}://{parts.netloc}: want {scheme}://host:port/path")
     path = unquote(parts.path).strip("/")
     if any(p in ("", ".", "..") for p in path.split("/")) and path:
-        raise ValueError(f"{url!r}: the path has an empty, '.' or '..' segment")
+        raise ValueError(f"path {path!r}: an empty, '.' or '..' segment")
     return f"{scheme}://{parts.netloc}", path
 
 
