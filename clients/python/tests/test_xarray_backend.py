@@ -205,6 +205,35 @@ def test_identical_to_open_zarr(counted, kind: str, decoding: dict) -> None:
     assert got.name.dtype == want.name.dtype == np.dtypes.StringDType()
 
 
+# zarr-python's, when it writes fixed-size bytes and unicode to v3.
+@pytest.mark.filterwarnings("ignore:The data type .* does not have a Zarr V3 specification")
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("decoding", [{}, {"mask_and_scale": False},
+                                      {"decode_times": False, "decode_timedelta": False}],
+                         ids=["default", "mask_and_scale", "decode_times"])
+def test_data_types_identical_to_open_zarr(counted, zarr_format: int, decoding: dict) -> None:
+    """Every kind of value xarray writes: integers of each width, float16,
+    complex with NaN, fixed-size bytes and unicode, booleans, times with
+    NaT, timedeltas, a 0-d variable with attributes."""
+    ds = xr.Dataset({
+        "i8": ("n", np.array([-1, 2, 3], "int8")),
+        "u64": ("n", np.array([0, 2**63, 5], "uint64")),
+        "f16": ("n", np.array([1.5, np.nan, 3], "float16")),
+        "c": ("n", np.array([1 + 2j, 3, np.nan], "complex128")),
+        "S": ("n", np.array([b"ab", b"", b"xyz"], "S3")),
+        "U": ("n", np.array(["ab", "", "xyz\u00e9"], "U4")),
+        "b": ("n", np.array([True, False, True])),
+        "scalar": ((), np.float64(3.5), {"a": 1}),
+        "ts": ("n", np.array(["2020-01-01", "NaT", "2021-06-01"], "datetime64[ns]")),
+        "td": ("n", np.array([1, 2, 3], "timedelta64[s]")),
+    })
+    name = f"types-{next(_names)}.zarr"
+    ds.to_zarr(counted.root / name, zarr_format=zarr_format, consolidated=False)
+    got, want = open_both(counted, name, counted.root / name, **decoding)
+    xr.testing.assert_identical(got.load(), want.load())
+    assert {k: got[k].dtype for k in got.variables} == {k: want[k].dtype for k in want.variables}
+
+
 @pytest.mark.parametrize("decoding", DECODINGS[:4], ids=lambda d: ",".join(d) or "default")
 def test_nczarr_identical_to_open_zarr(counted, decoding: dict) -> None:
     name, path = written(counted, "nczarr")
@@ -433,6 +462,9 @@ def test_fill_scalar() -> None:
     assert fill_scalar("-3", "int8", np.dtype("int8")) == np.int8(-3)
     assert fill_scalar("true", "bool", np.dtype(bool)) is np.True_
     assert fill_scalar('""', "string", np.dtypes.StringDType()) == ""
+    assert fill_scalar('"YWI="', "S3", np.dtype("S3")) == b"ab"  # base64, as v2 fixed bytes
+    assert fill_scalar('"ab"', "U4", np.dtype("U4")) == "ab"
+    assert fill_scalar("[1, 2]", "r16", np.dtype("V2")) == np.void(b"\x01\x02")
     assert fill_scalar("null", "int8", np.dtype("int8")) is None and fill_scalar("", "int8", np.dtype("int8")) is None
 
 
