@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import pickle
 import re
+import shutil
 import time
 import urllib.request
 import warnings
@@ -26,7 +27,7 @@ import zarrgate
 from zarrgate.errors import ZarrgateNodeTypeError, ZarrgateNotFound, ZarrgateUnauthenticated
 from zarrgate.xarray_backend import ZarrgateBackendEntrypoint, fill_scalar, parse_url
 
-from conftest import start_server, stop_server
+from conftest import REPO_ROOT, start_server, stop_server
 
 # -- a server whose reads can be counted --------------------------------------
 
@@ -248,6 +249,26 @@ def test_nczarr_identical_to_open_zarr(counted, decoding: dict) -> None:
         assert np.isnan(got.v.values[0, 0]) and got.v.values[0, 1] == 1
     if decoding.get("decode_coords", True):
         assert "h" in got.coords
+
+
+@pytest.mark.parametrize("decoding", DECODINGS[:2], ids=["default", "mask_and_scale"])
+def test_nczarr_490_fixture_identical_to_open_zarr(counted, decoding: dict) -> None:
+    """The dataset netCDF 4.9.0's ncgen wrote (upper-case _NCZARR_* keys,
+    partly in .zarray; testdata/nczarr): the same as xr.open_zarr reads.
+    xr.open_zarr fails on its scalar (shape [1], no dimensions), so it reads
+    a copy without it; here the scalar is a 0-d variable."""
+    name = f"nc490-{next(_names)}.ncz"
+    shutil.copytree(REPO_ROOT / "testdata" / "nczarr" / "simple.ncz", counted.root / name)
+    shutil.copytree(counted.root / name, counted.root / f"{name}-noscalar")
+    shutil.rmtree(counted.root / f"{name}-noscalar" / "scalar")
+    got, want = open_both(counted, name, counted.root / f"{name}-noscalar", **decoding)
+    assert got.scalar.dims == () and got.scalar.values == 42
+    assert got.scalar.attrs["note"] == "a netCDF scalar"
+    assert_same(got.drop_vars("scalar"), want)
+    assert got.attrs == {"title": "zarrgate NCZarr fixture", "version": 2}
+    assert got.temp.dims == ("time", "lat", "lon")
+    if decoding.get("mask_and_scale", True):
+        assert got.temp.values[0, 0, 1] == 0.5  # scale_factor applied
 
 
 def test_use_zarr_fill_value_as_mask(counted) -> None:

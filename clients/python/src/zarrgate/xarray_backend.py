@@ -24,7 +24,8 @@ one (v2 and NCZarr; v3 only with ``use_zarr_fill_value_as_mask=True``),
 and CF decoding (masking, scaling, times, ``coordinates``) by xarray's
 own ``decode_cf_variables``. One difference: a netCDF scalar in an NCZarr
 dataset is a 0-d variable, as netCDF reads it, where ``xr.open_zarr``
-shows its storage (a dimension ``_scalar_`` of length 1).
+shows its storage (a dimension ``_scalar_`` of length 1, netCDF-C 4.10's
+form) or fails on it (4.9.0's).
 """
 
 from __future__ import annotations
