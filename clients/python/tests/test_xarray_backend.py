@@ -497,6 +497,8 @@ def test_errors(counted) -> None:
         xr.open_dataset(counted.url(f"{name}/t"), engine="zarrgate")
     with pytest.raises(TypeError, match="unknown"):
         xr.open_dataset(counted.url(name), engine="zarrgate", storage_options={"anon": True})
+    with pytest.raises(ValueError, match="'..'"):
+        xr.open_dataset(counted.url(name), engine="zarrgate", group="a/../../etc")
     with pytest.raises(ValueError, match="given twice"):
         xr.open_dataset(counted.url(name), engine="zarrgate", token="a", storage_options={"token": "b"})
     # An array without dimension names cannot be a variable.
