@@ -8,9 +8,8 @@
 Opening costs two calls (GetNode of the group, ListChildren of its
 members; a tree: one recursive ListChildren) and reads no chunk: variables
 are lazy, and each indexing of one (``ds.t[0, :10].values``, a dask task,
-``ds.mean()``) is one ReadSlab of the smallest slab holding the selection
-(xarray's BASIC indexing support: arrays of indices and masks select from
-that slab in numpy). xarray itself reads the dimension coordinates it
+``ds.mean()``) is one ReadSlab of a slab holding the selection, from which
+numpy selects what a list of indices or a mask picks. xarray itself reads the dimension coordinates it
 makes indexes of, as it does from any backend
 (``create_default_indexes=False`` skips that).
 
@@ -162,9 +161,11 @@ def fill_scalar(fill_json: str, data_type: str, dtype: np.dtype) -> Any:
 
 
 class ZarrgateBackendArray(BackendArray):
-    """A gateway array as xarray's lazily indexed backend array: each basic
-    indexer is one ReadSlab; outer and vectorized indexers read the slab
-    spanning them and select from it in numpy (xarray's BASIC support). ``async_getitem`` (``ds.load_async()``)
+    """A gateway array as xarray's lazily indexed backend array: each
+    indexer is one ReadSlab. Basic ones read what they select; outer ones
+    (arrays of indices, masks) a stepped slab holding what they select,
+    from which numpy selects; vectorized ones the slab spanning them
+    (xarray's BASIC support). ``async_getitem`` (``ds.load_async()``)
     runs the read in a thread."""
 
     __slots__ = ("_array", "dtype", "shape")
@@ -184,10 +185,53 @@ class ZarrgateBackendArray(BackendArray):
         return (_backend_array, (self._array.client, self._array._node.SerializeToString()))
 
     def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
+        if isinstance(key, indexing.OuterIndexer):
+            return self._outer(key)
         return indexing.explicit_indexing_adapter(
             _no_empty_reversed(key, self.shape), self.shape, indexing.IndexingSupport.BASIC,
             self._read,
         )
+
+    def _outer(self, key: indexing.OuterIndexer) -> np.ndarray:
+        """An outer indexer in one read: each array of indices as the
+        stepped slice holding it (the step: the greatest common divisor of
+        its distances from its least index, so that ``[0, 100, 300]`` reads
+        4 elements, not 301), reversed slices forward; then numpy selects
+        and reverses in what was read."""
+        backend: list[Any] = []
+        select: list[Any] = []  # per dimension of the result read
+        for k, n in zip(key.tuple, self.shape):
+            if isinstance(k, np.ndarray) and k.ndim == 0:
+                k = int(k)
+            if isinstance(k, np.ndarray):
+                k = np.where(k < 0, k + n, k).astype(np.int64)
+                if k.size == 0:
+                    backend.append(slice(0, 0))
+                    select.append(slice(None))
+                    continue
+                lo, hi = int(k.min()), int(k.max())
+                if lo < 0 or hi >= n:
+                    raise IndexError(f"index {hi if hi >= n else lo - n} is out of bounds for size {n}")
+                step = int(np.gcd.reduce(k - lo)) or 1
+                backend.append(slice(lo, hi + 1, step))
+                select.append((k - lo) // step)
+            elif isinstance(k, slice) and k.step is not None and k.step < 0:
+                r = range(*k.indices(n))
+                if not r:
+                    backend.append(slice(0, 0))
+                    select.append(slice(None))
+                else:
+                    backend.append(slice(r[-1], r[0] + 1, -r.step))
+                    select.append(slice(None, None, -1))
+            else:
+                backend.append(k)  # an integer (no dimension in the result) or a slice
+                if not isinstance(k, (int, np.integer)):
+                    select.append(slice(None))
+        out = self._read(tuple(backend))
+        for axis, sel in enumerate(select):
+            if not (isinstance(sel, slice) and sel == slice(None)):
+                out = out[(slice(None),) * axis + (sel,)]
+        return out
 
     async def async_getitem(self, key: indexing.ExplicitIndexer) -> np.ndarray:
         # ds.load_async(): the read in a thread (gRPC releases the GIL while
