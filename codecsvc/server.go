@@ -22,6 +22,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/tracing"
@@ -141,11 +142,12 @@ func ChunksFromProto(p []*codecv1.Chunk) []Chunk {
 }
 
 // decode decodes a batch; release gives back the memory its response
-// holds, once it is written.
-func (s *Server) decode(ctx context.Context, req *codecv1.DecodeRequest) (_ *codecv1.DecodeResponse, release func(), err error) {
+// holds, once it is written, and the chunks are the response's, whose
+// lent buffers (codec.Chunk.Release) may be handed back then too.
+func (s *Server) decode(ctx context.Context, req *codecv1.DecodeRequest) (_ *codecv1.DecodeResponse, release func(), _ []Chunk, err error) {
 	spec, err := SpecFromProto(req.GetSpec())
 	if err != nil {
-		return nil, noRelease, err
+		return nil, noRelease, nil, err
 	}
 	var chunks []Chunk
 	release = noRelease
@@ -162,9 +164,29 @@ func (s *Server) decode(ctx context.Context, req *codecv1.DecodeRequest) (_ *cod
 		s.obs.Batch(false, spec, len(req.GetEncoded()), start, err)
 	}
 	if err != nil {
-		return nil, noRelease, err
+		return nil, noRelease, nil, err
 	}
-	return &codecv1.DecodeResponse{Chunks: ChunksToProto(chunks)}, release, nil
+	return &codecv1.DecodeResponse{Chunks: ChunksToProto(chunks)}, release, chunks, nil
+}
+
+// withChunks is release followed by handing back the buffers the engine
+// lent with chunks (codec.Chunk.Release), once the response holding them
+// is written: the next batch's chunks reuse them instead of allocating
+// (and zeroing) their size again.
+func withChunks(release func(), chunks []Chunk) func() {
+	lent := false
+	for _, c := range chunks {
+		lent = lent || c.Lent()
+	}
+	if !lent {
+		return release
+	}
+	return func() {
+		release()
+		for _, c := range chunks {
+			c.Release()
+		}
+	}
 }
 
 func noRelease() {}
@@ -316,7 +338,9 @@ func (s *Server) reserveEncode(ctx context.Context, spec *codec.BatchSpec, chunk
 // released when the response is handed to gRPC: a unary handler cannot
 // see it written (Process can, and is what the gateway uses).
 func (s *Server) Decode(ctx context.Context, req *codecv1.DecodeRequest) (*codecv1.DecodeResponse, error) {
-	resp, release, err := s.decode(ctx, req)
+	// The chunks' lent buffers are left to the garbage collector: gRPC
+	// marshals the response after this returns.
+	resp, release, _, err := s.decode(ctx, req)
 	release()
 	return resp, grpcerr.ToStatus(err)
 }
@@ -360,6 +384,7 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 	sem := make(chan struct{}, s.inflight)
 	var sendErr error
 	var releases releaseSet
+	pooled := wire.HasCodec(ctx)
 	defer releases.releaseAll()
 	defer wg.Wait()
 	// The drain notice is sent from its own goroutine, which ends before
@@ -381,7 +406,17 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 		stream.Send(&codecv1.ProcessResponse{Result: &codecv1.ProcessResponse_Draining{Draining: &codecv1.Draining{}}})
 	}()
 	for {
-		req, err := stream.Recv()
+		// A batch's bytes are received into a pooled buffer, handed back
+		// once its response is written (results may alias them), on a
+		// server with wire's codec; other codecs know only messages.
+		req := new(codecv1.ProcessRequest)
+		in := &wire.Pooled{Msg: req}
+		var err error
+		if pooled {
+			err = stream.RecvMsg(in)
+		} else {
+			err = stream.RecvMsg(req)
+		}
 		if err != nil {
 			wg.Wait()
 			if errors.Is(err, context.Canceled) || isEOF(err) {
@@ -428,8 +463,10 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 			switch w := req.GetWork().(type) {
 			case *codecv1.ProcessRequest_Decode:
 				var r *codecv1.DecodeResponse
-				if r, release, err = s.decode(bctx, w.Decode); err == nil {
+				var chunks []Chunk
+				if r, release, chunks, err = s.decode(bctx, w.Decode); err == nil {
 					resp.Result = &codecv1.ProcessResponse_Decode{Decode: r}
+					release = withChunks(release, chunks)
 				}
 			case *codecv1.ProcessRequest_Encode:
 				var r *codecv1.EncodeResponse
@@ -451,7 +488,7 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 			// the send fails; done is not called for a message never
 			// written, so the stream's end releases what is left. release
 			// runs at most once, whoever calls it.
-			release = releases.add(release)
+			release = releases.add(withBuffer(release, in.Buf))
 			if e := wire.Send(stream, resp, release); e != nil {
 				release()
 				if sendErr == nil {
@@ -459,6 +496,18 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 				}
 			}
 		}()
+	}
+}
+
+// withBuffer is release followed by handing buf (a received request's
+// pooled buffer, or nil) back to the pool.
+func withBuffer(release func(), buf []byte) func() {
+	if buf == nil {
+		return release
+	}
+	return func() {
+		release()
+		bufpool.Put(buf)
 	}
 }
 

@@ -1,0 +1,73 @@
+package remote
+
+import (
+	"bytes"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
+
+	"github.com/zarrgate/zarrgate/codec"
+	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
+	"github.com/zarrgate/zarrgate/internal/wire"
+)
+
+// recvResponse receives one answer of a Process stream without
+// allocating its size: the message stays in gRPC's receive buffers
+// (wire.Frame) and each large decoded chunk (at least wire.Large bytes) is
+// copied from them once, into a buffer of internal/bufpool that the chunk
+// is then lent in (lendChunks), so that the gateway hands it back when it
+// is done with the chunk and the next batch reuses it. Gathering the
+// message into a fresh buffer instead cost an allocation, the zeroing of
+// its size and the garbage collector's work for every batch.
+func recvResponse(s grpc.ClientStream) (*codecv1.ProcessResponse, error) {
+	var f wire.Frame
+	if err := s.RecvMsg(&f); err != nil {
+		return nil, err
+	}
+	defer f.Free()
+	resp := new(codecv1.ProcessResponse)
+	err := f.Decode(resp, func(in protoreflect.Message, fd protoreflect.FieldDescriptor, pieces [][]byte) {
+		n := 0
+		for _, p := range pieces {
+			n += len(p)
+		}
+		buf := bufpool.Get(n)[:0]
+		for _, p := range pieces {
+			buf = append(buf, p...)
+		}
+		in.Set(fd, protoreflect.ValueOfBytes(buf))
+	})
+	if err != nil {
+		return nil, errs.New(errs.DataLoss, "codec worker sent a malformed answer: %v", err)
+	}
+	// Large encoded chunks (repeated bytes) alias the frame: copied out
+	// before it is freed.
+	if enc := resp.GetEncode(); enc != nil {
+		for i, e := range enc.Encoded {
+			if len(e) >= wire.Large {
+				enc.Encoded[i] = bytes.Clone(e)
+			}
+		}
+	}
+	return resp, nil
+}
+
+// lendChunks converts decoded chunks received by recvResponse into dst:
+// those of at least wire.Large bytes lie in whole bufpool buffers of their
+// own, and are lent to the caller (codec.Chunk.Release hands them back).
+func lendChunks(dst []codec.Chunk, p []*codecv1.Chunk) {
+	for i, c := range p {
+		data, offs := c.GetData(), c.GetOffsets()
+		if len(offs) == 0 {
+			offs = nil
+		}
+		if len(data) >= wire.Large {
+			dst[i] = codec.Lend(data, offs, data, bufpool.Put)
+		} else {
+			dst[i] = codec.Chunk{Data: data, Offsets: offs}
+		}
+	}
+}
