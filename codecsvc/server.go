@@ -155,10 +155,21 @@ func (s *Server) decode(ctx context.Context, req *codecv1.DecodeRequest) (_ *cod
 	if s.obs != nil {
 		start = time.Now()
 	}
+	sel, err := SelectionsFromProto(req.GetSelections(), len(req.GetEncoded()), spec)
+	if err != nil {
+		return nil, noRelease, nil, err
+	}
 	if s.budget != nil && s.local != nil {
-		chunks, release, err = s.decodeBudgeted(ctx, spec, req.GetEncoded())
+		chunks, release, err = s.decodeBudgeted(ctx, spec, req.GetEncoded(), sel)
 	} else {
 		chunks, err = s.e.Decode(ctx, spec, req.GetEncoded())
+		for i := range chunks {
+			if err == nil && sel != nil {
+				if chunks[i], err = selectChunk(chunks[i], spec, sel[i]); err != nil {
+					err = &codec.ItemError{Index: i, Err: err}
+				}
+			}
+		}
 	}
 	if s.obs != nil {
 		s.obs.Batch(false, spec, len(req.GetEncoded()), start, err)
@@ -198,7 +209,7 @@ func noRelease() {}
 // the offsets of all its chunks and one chunk's allowance of element
 // bytes, and, as each chunk's element bytes turn out, reserves them too
 // before the next chunk gets its allowance.
-func (s *Server) decodeBudgeted(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte) ([]Chunk, func(), error) {
+func (s *Server) decodeBudgeted(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte, sel []codec.Selection) ([]Chunk, func(), error) {
 	c, err := s.local.Chain(spec)
 	if err != nil {
 		return nil, noRelease, err
@@ -238,7 +249,11 @@ func (s *Server) decodeBudgeted(ctx context.Context, spec *codec.BatchSpec, enco
 			release()
 			return nil, noRelease, err
 		}
-		if out[i], err = c.Decode(e); err != nil {
+		if out[i], err = c.Decode(e); err == nil && sel != nil {
+			// Selected at once: the whole chunk is garbage before the next.
+			out[i], err = selectChunk(out[i], spec, sel[i])
+		}
+		if err != nil {
 			release()
 			return nil, noRelease, &codec.ItemError{Index: i, Err: err}
 		}

@@ -2,13 +2,16 @@ package remote
 
 import (
 	"bytes"
+	"context"
 
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
 
 	"github.com/zarrgate/zarrgate/codec"
+	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/internal/wire"
@@ -70,4 +73,38 @@ func lendChunks(dst []codec.Chunk, p []*codecv1.Chunk) {
 			dst[i] = codec.Chunk{Data: data, Offsets: offs}
 		}
 	}
+}
+
+var _ codec.SelectDecoder = (*Client)(nil)
+
+// DecodeSelected implements codec.SelectDecoder: the worker decodes each
+// chunk whole and answers with the part sel selects, so that a partial
+// read moves only that part back.
+func (c *Client) DecodeSelected(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte, sel []codec.Selection) ([]codec.Chunk, error) {
+	if len(sel) != len(encoded) {
+		return nil, errs.New(errs.InvalidArgument, "decode: %d selections for %d chunks", len(sel), len(encoded))
+	}
+	ps, err := codecsvc.SpecToProto(spec)
+	if err != nil {
+		return nil, err
+	}
+	psel := codecsvc.SelectionsToProto(sel, spec.DataType.Size)
+	out := make([]codec.Chunk, len(encoded))
+	g, gctx := errgroup.WithContext(ctx)
+	for _, r := range split(spec, len(encoded)) {
+		g.Go(func() error {
+			resp, err := c.do(gctx, &codecv1.ProcessRequest{Work: &codecv1.ProcessRequest_Decode{Decode: &codecv1.DecodeRequest{
+				Spec: ps, Encoded: encoded[r[0]:r[1]], Selections: psel[r[0]:r[1]]}}})
+			if err != nil {
+				return shift(err, r[0])
+			}
+			chunks := resp.GetDecode().GetChunks()
+			if len(chunks) != r[1]-r[0] {
+				return errs.New(errs.DataLoss, "codec worker answered %d chunks for %d", len(chunks), r[1]-r[0])
+			}
+			lendChunks(out[r[0]:r[1]], chunks)
+			return nil
+		})
+	}
+	return out, g.Wait()
 }

@@ -259,7 +259,17 @@ type DecodeRequest struct {
 	// spec of the chunks.
 	Spec *ChunkSpec `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
 	// encoded chunks.
-	Encoded       [][]byte `protobuf:"bytes,2,rep,name=encoded,proto3" json:"encoded,omitempty"`
+	Encoded [][]byte `protobuf:"bytes,2,rep,name=encoded,proto3" json:"encoded,omitempty"`
+	// selections, when set, has one entry per encoded chunk: the part of the
+	// chunk to answer with. The chunk is decoded whole and only the selected
+	// elements are returned, packed in C order (the answer's Chunk holds
+	// them alone), so that a caller reading part of a chunk receives only
+	// that part. An entry with no dims selects its chunk whole. Empty: every
+	// chunk whole. Fixed-size data types only (a selection of a
+	// variable-length one is Unimplemented); a selection that does not fit
+	// its chunk, or a count of entries other than the chunks', is
+	// InvalidArgument.
+	Selections    []*Selection `protobuf:"bytes,3,rep,name=selections,proto3" json:"selections,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -308,6 +318,135 @@ func (x *DecodeRequest) GetEncoded() [][]byte {
 	return nil
 }
 
+func (x *DecodeRequest) GetSelections() []*Selection {
+	if x != nil {
+		return x.Selections
+	}
+	return nil
+}
+
+// Selection is a strided box of one chunk, in chunk-local element
+// coordinates.
+type Selection struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dims has one entry per dimension of the chunk, or none (the whole
+	// chunk).
+	Dims []*DimSelection `protobuf:"bytes,1,rep,name=dims,proto3" json:"dims,omitempty"`
+	// element_size is the size in bytes of one element, as the caller
+	// expects it: zero, or the data type's size (anything else is
+	// InvalidArgument).
+	ElementSize   uint32 `protobuf:"varint,2,opt,name=element_size,json=elementSize,proto3" json:"element_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Selection) Reset() {
+	*x = Selection{}
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Selection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Selection) ProtoMessage() {}
+
+func (x *Selection) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Selection.ProtoReflect.Descriptor instead.
+func (*Selection) Descriptor() ([]byte, []int) {
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Selection) GetDims() []*DimSelection {
+	if x != nil {
+		return x.Dims
+	}
+	return nil
+}
+
+func (x *Selection) GetElementSize() uint32 {
+	if x != nil {
+		return x.ElementSize
+	}
+	return 0
+}
+
+// DimSelection selects the indices start, start+step, ... below stop of
+// one dimension: at least one (start < stop <= the chunk's extent, step >=
+// 1).
+type DimSelection struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Start         uint64                 `protobuf:"varint,1,opt,name=start,proto3" json:"start,omitempty"`
+	Stop          uint64                 `protobuf:"varint,2,opt,name=stop,proto3" json:"stop,omitempty"`
+	Step          uint64                 `protobuf:"varint,3,opt,name=step,proto3" json:"step,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DimSelection) Reset() {
+	*x = DimSelection{}
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DimSelection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DimSelection) ProtoMessage() {}
+
+func (x *DimSelection) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DimSelection.ProtoReflect.Descriptor instead.
+func (*DimSelection) Descriptor() ([]byte, []int) {
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DimSelection) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *DimSelection) GetStop() uint64 {
+	if x != nil {
+		return x.Stop
+	}
+	return 0
+}
+
+func (x *DimSelection) GetStep() uint64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
 // DecodeResponse carries the decoded chunks, in request order.
 type DecodeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -319,7 +458,7 @@ type DecodeResponse struct {
 
 func (x *DecodeResponse) Reset() {
 	*x = DecodeResponse{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[5]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -331,7 +470,7 @@ func (x *DecodeResponse) String() string {
 func (*DecodeResponse) ProtoMessage() {}
 
 func (x *DecodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[5]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -344,7 +483,7 @@ func (x *DecodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeResponse.ProtoReflect.Descriptor instead.
 func (*DecodeResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{5}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DecodeResponse) GetChunks() []*Chunk {
@@ -370,7 +509,7 @@ type BatchError struct {
 
 func (x *BatchError) Reset() {
 	*x = BatchError{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[6]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +521,7 @@ func (x *BatchError) String() string {
 func (*BatchError) ProtoMessage() {}
 
 func (x *BatchError) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[6]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +534,7 @@ func (x *BatchError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchError.ProtoReflect.Descriptor instead.
 func (*BatchError) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{6}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BatchError) GetCode() int32 {
@@ -450,7 +589,7 @@ type ProcessRequest struct {
 
 func (x *ProcessRequest) Reset() {
 	*x = ProcessRequest{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[7]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +601,7 @@ func (x *ProcessRequest) String() string {
 func (*ProcessRequest) ProtoMessage() {}
 
 func (x *ProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[7]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +614,7 @@ func (x *ProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessRequest.ProtoReflect.Descriptor instead.
 func (*ProcessRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{7}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ProcessRequest) GetId() uint64 {
@@ -574,7 +713,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[8]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -586,7 +725,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[8]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -599,7 +738,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{8}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{10}
 }
 
 // ProcessResponse answers one batch of a Process stream.
@@ -622,7 +761,7 @@ type ProcessResponse struct {
 
 func (x *ProcessResponse) Reset() {
 	*x = ProcessResponse{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[9]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -634,7 +773,7 @@ func (x *ProcessResponse) String() string {
 func (*ProcessResponse) ProtoMessage() {}
 
 func (x *ProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[9]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -647,7 +786,7 @@ func (x *ProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessResponse.ProtoReflect.Descriptor instead.
 func (*ProcessResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{9}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ProcessResponse) GetId() uint64 {
@@ -745,7 +884,7 @@ type Draining struct {
 
 func (x *Draining) Reset() {
 	*x = Draining{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[10]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +896,7 @@ func (x *Draining) String() string {
 func (*Draining) ProtoMessage() {}
 
 func (x *Draining) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[10]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +909,7 @@ func (x *Draining) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Draining.ProtoReflect.Descriptor instead.
 func (*Draining) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{10}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{12}
 }
 
 var File_zarrgate_codec_v1_codec_proto protoreflect.FileDescriptor
@@ -793,10 +932,20 @@ const file_zarrgate_codec_v1_codec_proto_rawDesc = "" +
 	"\x04spec\x18\x01 \x01(\v2\x1c.zarrgate.codec.v1.ChunkSpecR\x04spec\x120\n" +
 	"\x06chunks\x18\x02 \x03(\v2\x18.zarrgate.codec.v1.ChunkR\x06chunks\"*\n" +
 	"\x0eEncodeResponse\x12\x18\n" +
-	"\aencoded\x18\x01 \x03(\fR\aencoded\"[\n" +
+	"\aencoded\x18\x01 \x03(\fR\aencoded\"\x99\x01\n" +
 	"\rDecodeRequest\x120\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1c.zarrgate.codec.v1.ChunkSpecR\x04spec\x12\x18\n" +
-	"\aencoded\x18\x02 \x03(\fR\aencoded\"B\n" +
+	"\aencoded\x18\x02 \x03(\fR\aencoded\x12<\n" +
+	"\n" +
+	"selections\x18\x03 \x03(\v2\x1c.zarrgate.codec.v1.SelectionR\n" +
+	"selections\"c\n" +
+	"\tSelection\x123\n" +
+	"\x04dims\x18\x01 \x03(\v2\x1f.zarrgate.codec.v1.DimSelectionR\x04dims\x12!\n" +
+	"\felement_size\x18\x02 \x01(\rR\velementSize\"L\n" +
+	"\fDimSelection\x12\x14\n" +
+	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x12\n" +
+	"\x04stop\x18\x02 \x01(\x04R\x04stop\x12\x12\n" +
+	"\x04step\x18\x03 \x01(\x04R\x04step\"B\n" +
 	"\x0eDecodeResponse\x120\n" +
 	"\x06chunks\x18\x01 \x03(\v2\x18.zarrgate.codec.v1.ChunkR\x06chunks\"m\n" +
 	"\n" +
@@ -846,45 +995,49 @@ func file_zarrgate_codec_v1_codec_proto_rawDescGZIP() []byte {
 	return file_zarrgate_codec_v1_codec_proto_rawDescData
 }
 
-var file_zarrgate_codec_v1_codec_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_zarrgate_codec_v1_codec_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_zarrgate_codec_v1_codec_proto_goTypes = []any{
 	(*ChunkSpec)(nil),       // 0: zarrgate.codec.v1.ChunkSpec
 	(*Chunk)(nil),           // 1: zarrgate.codec.v1.Chunk
 	(*EncodeRequest)(nil),   // 2: zarrgate.codec.v1.EncodeRequest
 	(*EncodeResponse)(nil),  // 3: zarrgate.codec.v1.EncodeResponse
 	(*DecodeRequest)(nil),   // 4: zarrgate.codec.v1.DecodeRequest
-	(*DecodeResponse)(nil),  // 5: zarrgate.codec.v1.DecodeResponse
-	(*BatchError)(nil),      // 6: zarrgate.codec.v1.BatchError
-	(*ProcessRequest)(nil),  // 7: zarrgate.codec.v1.ProcessRequest
-	(*CancelRequest)(nil),   // 8: zarrgate.codec.v1.CancelRequest
-	(*ProcessResponse)(nil), // 9: zarrgate.codec.v1.ProcessResponse
-	(*Draining)(nil),        // 10: zarrgate.codec.v1.Draining
-	nil,                     // 11: zarrgate.codec.v1.ProcessRequest.TraceContextEntry
+	(*Selection)(nil),       // 5: zarrgate.codec.v1.Selection
+	(*DimSelection)(nil),    // 6: zarrgate.codec.v1.DimSelection
+	(*DecodeResponse)(nil),  // 7: zarrgate.codec.v1.DecodeResponse
+	(*BatchError)(nil),      // 8: zarrgate.codec.v1.BatchError
+	(*ProcessRequest)(nil),  // 9: zarrgate.codec.v1.ProcessRequest
+	(*CancelRequest)(nil),   // 10: zarrgate.codec.v1.CancelRequest
+	(*ProcessResponse)(nil), // 11: zarrgate.codec.v1.ProcessResponse
+	(*Draining)(nil),        // 12: zarrgate.codec.v1.Draining
+	nil,                     // 13: zarrgate.codec.v1.ProcessRequest.TraceContextEntry
 }
 var file_zarrgate_codec_v1_codec_proto_depIdxs = []int32{
 	0,  // 0: zarrgate.codec.v1.EncodeRequest.spec:type_name -> zarrgate.codec.v1.ChunkSpec
 	1,  // 1: zarrgate.codec.v1.EncodeRequest.chunks:type_name -> zarrgate.codec.v1.Chunk
 	0,  // 2: zarrgate.codec.v1.DecodeRequest.spec:type_name -> zarrgate.codec.v1.ChunkSpec
-	1,  // 3: zarrgate.codec.v1.DecodeResponse.chunks:type_name -> zarrgate.codec.v1.Chunk
-	2,  // 4: zarrgate.codec.v1.ProcessRequest.encode:type_name -> zarrgate.codec.v1.EncodeRequest
-	4,  // 5: zarrgate.codec.v1.ProcessRequest.decode:type_name -> zarrgate.codec.v1.DecodeRequest
-	8,  // 6: zarrgate.codec.v1.ProcessRequest.cancel:type_name -> zarrgate.codec.v1.CancelRequest
-	11, // 7: zarrgate.codec.v1.ProcessRequest.trace_context:type_name -> zarrgate.codec.v1.ProcessRequest.TraceContextEntry
-	3,  // 8: zarrgate.codec.v1.ProcessResponse.encode:type_name -> zarrgate.codec.v1.EncodeResponse
-	5,  // 9: zarrgate.codec.v1.ProcessResponse.decode:type_name -> zarrgate.codec.v1.DecodeResponse
-	6,  // 10: zarrgate.codec.v1.ProcessResponse.error:type_name -> zarrgate.codec.v1.BatchError
-	10, // 11: zarrgate.codec.v1.ProcessResponse.draining:type_name -> zarrgate.codec.v1.Draining
-	2,  // 12: zarrgate.codec.v1.CodecService.Encode:input_type -> zarrgate.codec.v1.EncodeRequest
-	4,  // 13: zarrgate.codec.v1.CodecService.Decode:input_type -> zarrgate.codec.v1.DecodeRequest
-	7,  // 14: zarrgate.codec.v1.CodecService.Process:input_type -> zarrgate.codec.v1.ProcessRequest
-	3,  // 15: zarrgate.codec.v1.CodecService.Encode:output_type -> zarrgate.codec.v1.EncodeResponse
-	5,  // 16: zarrgate.codec.v1.CodecService.Decode:output_type -> zarrgate.codec.v1.DecodeResponse
-	9,  // 17: zarrgate.codec.v1.CodecService.Process:output_type -> zarrgate.codec.v1.ProcessResponse
-	15, // [15:18] is the sub-list for method output_type
-	12, // [12:15] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	5,  // 3: zarrgate.codec.v1.DecodeRequest.selections:type_name -> zarrgate.codec.v1.Selection
+	6,  // 4: zarrgate.codec.v1.Selection.dims:type_name -> zarrgate.codec.v1.DimSelection
+	1,  // 5: zarrgate.codec.v1.DecodeResponse.chunks:type_name -> zarrgate.codec.v1.Chunk
+	2,  // 6: zarrgate.codec.v1.ProcessRequest.encode:type_name -> zarrgate.codec.v1.EncodeRequest
+	4,  // 7: zarrgate.codec.v1.ProcessRequest.decode:type_name -> zarrgate.codec.v1.DecodeRequest
+	10, // 8: zarrgate.codec.v1.ProcessRequest.cancel:type_name -> zarrgate.codec.v1.CancelRequest
+	13, // 9: zarrgate.codec.v1.ProcessRequest.trace_context:type_name -> zarrgate.codec.v1.ProcessRequest.TraceContextEntry
+	3,  // 10: zarrgate.codec.v1.ProcessResponse.encode:type_name -> zarrgate.codec.v1.EncodeResponse
+	7,  // 11: zarrgate.codec.v1.ProcessResponse.decode:type_name -> zarrgate.codec.v1.DecodeResponse
+	8,  // 12: zarrgate.codec.v1.ProcessResponse.error:type_name -> zarrgate.codec.v1.BatchError
+	12, // 13: zarrgate.codec.v1.ProcessResponse.draining:type_name -> zarrgate.codec.v1.Draining
+	2,  // 14: zarrgate.codec.v1.CodecService.Encode:input_type -> zarrgate.codec.v1.EncodeRequest
+	4,  // 15: zarrgate.codec.v1.CodecService.Decode:input_type -> zarrgate.codec.v1.DecodeRequest
+	9,  // 16: zarrgate.codec.v1.CodecService.Process:input_type -> zarrgate.codec.v1.ProcessRequest
+	3,  // 17: zarrgate.codec.v1.CodecService.Encode:output_type -> zarrgate.codec.v1.EncodeResponse
+	7,  // 18: zarrgate.codec.v1.CodecService.Decode:output_type -> zarrgate.codec.v1.DecodeResponse
+	11, // 19: zarrgate.codec.v1.CodecService.Process:output_type -> zarrgate.codec.v1.ProcessResponse
+	17, // [17:20] is the sub-list for method output_type
+	14, // [14:17] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_zarrgate_codec_v1_codec_proto_init() }
@@ -892,13 +1045,13 @@ func file_zarrgate_codec_v1_codec_proto_init() {
 	if File_zarrgate_codec_v1_codec_proto != nil {
 		return
 	}
-	file_zarrgate_codec_v1_codec_proto_msgTypes[6].OneofWrappers = []any{}
-	file_zarrgate_codec_v1_codec_proto_msgTypes[7].OneofWrappers = []any{
+	file_zarrgate_codec_v1_codec_proto_msgTypes[8].OneofWrappers = []any{}
+	file_zarrgate_codec_v1_codec_proto_msgTypes[9].OneofWrappers = []any{
 		(*ProcessRequest_Encode)(nil),
 		(*ProcessRequest_Decode)(nil),
 		(*ProcessRequest_Cancel)(nil),
 	}
-	file_zarrgate_codec_v1_codec_proto_msgTypes[9].OneofWrappers = []any{
+	file_zarrgate_codec_v1_codec_proto_msgTypes[11].OneofWrappers = []any{
 		(*ProcessResponse_Encode)(nil),
 		(*ProcessResponse_Decode)(nil),
 		(*ProcessResponse_Error)(nil),
@@ -910,7 +1063,7 @@ func file_zarrgate_codec_v1_codec_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_zarrgate_codec_v1_codec_proto_rawDesc), len(file_zarrgate_codec_v1_codec_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,12 +41,32 @@ class EncodeResponse(_message.Message):
     def __init__(self, encoded: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class DecodeRequest(_message.Message):
-    __slots__ = ("spec", "encoded")
+    __slots__ = ("spec", "encoded", "selections")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     ENCODED_FIELD_NUMBER: _ClassVar[int]
+    SELECTIONS_FIELD_NUMBER: _ClassVar[int]
     spec: ChunkSpec
     encoded: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, spec: _Optional[_Union[ChunkSpec, _Mapping]] = ..., encoded: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    selections: _containers.RepeatedCompositeFieldContainer[Selection]
+    def __init__(self, spec: _Optional[_Union[ChunkSpec, _Mapping]] = ..., encoded: _Optional[_Iterable[bytes]] = ..., selections: _Optional[_Iterable[_Union[Selection, _Mapping]]] = ...) -> None: ...
+
+class Selection(_message.Message):
+    __slots__ = ("dims", "element_size")
+    DIMS_FIELD_NUMBER: _ClassVar[int]
+    ELEMENT_SIZE_FIELD_NUMBER: _ClassVar[int]
+    dims: _containers.RepeatedCompositeFieldContainer[DimSelection]
+    element_size: int
+    def __init__(self, dims: _Optional[_Iterable[_Union[DimSelection, _Mapping]]] = ..., element_size: _Optional[int] = ...) -> None: ...
+
+class DimSelection(_message.Message):
+    __slots__ = ("start", "stop", "step")
+    START_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    start: int
+    stop: int
+    step: int
+    def __init__(self, start: _Optional[int] = ..., stop: _Optional[int] = ..., step: _Optional[int] = ...) -> None: ...
 
 class DecodeResponse(_message.Message):
     __slots__ = ("chunks",)
