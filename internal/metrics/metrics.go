@@ -261,7 +261,26 @@ func CodecLabel(spec *codec.BatchSpec) string {
 // Engine wraps a codec engine so that its batches are observed: the
 // gateway's, whether it runs codecs in process or on workers.
 func (r *Registry) Engine(e codec.Engine) codec.Engine {
-	return &engine{Engine: e, obs: r.CodecObserver()}
+	w := &engine{Engine: e, obs: r.CodecObserver()}
+	if sd, ok := e.(codec.SelectDecoder); ok {
+		// The engine's selections stay offered (codec workers answer
+		// partial reads with the selected part only).
+		return &selectEngine{w, sd}
+	}
+	return w
+}
+
+// selectEngine is engine for engines that take selections.
+type selectEngine struct {
+	*engine
+	sd codec.SelectDecoder
+}
+
+func (e *selectEngine) DecodeSelected(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte, sel []codec.Selection) ([]codec.Chunk, error) {
+	start := time.Now()
+	out, err := e.sd.DecodeSelected(ctx, spec, encoded, sel)
+	e.obs.Batch(false, spec, len(encoded), start, err)
+	return out, err
 }
 
 type engine struct {
