@@ -99,6 +99,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("gateway", stderr)
 	storeTarget := fs.String("store", "", "store workers: host:port,host:port,... or a gRPC target such as dns:///store-workers:50052 (required)")
 	codecTarget := fs.String("codec", "", "codec workers, in the same forms; empty runs codecs in this process")
+	codecChoice := fs.String("codec-choice", "offload", "with --codec: offload every codec batch to the workers (offload), or decode each batch where the cost model says it costs this process less CPU (auto: docs/architecture.md)")
 	tierWait := fs.Duration("tier-wait", rpc.DefaultTierWait, "how long a call waits for a ready store or codec worker when a tier has none, before it fails with UNAVAILABLE")
 	sf := addServerFlags(fs, DefaultListen)
 	gcfg := gatewayFlags(fs)
@@ -111,6 +112,9 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	if *tierWait <= 0 {
 		return usageError{fmt.Errorf("--tier-wait %v: want a positive duration", *tierWait)}
+	}
+	if *codecChoice != "offload" && *codecChoice != "auto" {
+		return usageError{fmt.Errorf("--codec-choice %q: want offload or auto", *codecChoice)}
 	}
 	logger, err := sf.logger(ctx, stderr)
 	if err != nil {
@@ -165,6 +169,9 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 		rc := codecremote.New(ccc)
 		defer rc.Close()
 		codecs = rc
+		if *codecChoice == "auto" {
+			codecs = codecremote.NewAuto(codecsvc.NewLocalLimits(lim), rc, codecremote.DefaultCosts())
+		}
 		if reg != nil {
 			reg.CodecWorkers(rc)
 		}
