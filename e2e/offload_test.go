@@ -11,20 +11,29 @@ import (
 // Strided, boxed and full reads through `zarrgate gateway --codec` (with
 // its admin endpoint on, whose metrics wrap the codec engine) return what
 // was written: the codec worker answers partial chunks with their
-// selections only, and the gateway places them.
+// selections only, and the gateway places them; with --codec-choice auto
+// (the default bytes + zstd here, whose batches go either way by their selections' size) too.
 func TestOffloadedPartialReads(t *testing.T) {
 	root := t.TempDir()
 	store := startCommand(t, "store-worker", "--root", root)
 	cw := startCommand(t, "codec-worker")
-	gw := startCommand(t, "gateway", "--store", store.addr, "--codec", cw.addr, "--admin-listen", "127.0.0.1:0")
+	for _, choice := range []string{"offload", "auto"} {
+		t.Run(choice, func(t *testing.T) {
+			gw := startCommand(t, "gateway", "--store", store.addr, "--codec", cw.addr, "--admin-listen", "127.0.0.1:0", "--codec-choice", choice)
+			testOffloadedPartialReads(t, gw.addr, choice)
+		})
+	}
+}
+
+func testOffloadedPartialReads(t *testing.T, addr, name string) {
 	ctx := context.Background()
-	c, err := client.Dial(ctx, gw.addr)
+	c, err := client.Dial(ctx, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	const rows, cols = 300, 200
-	a, err := c.CreateArray(ctx, "t", client.ArraySpec{Shape: []int64{rows, cols}, DataType: "float32", ChunkShape: []int64{64, 48}})
+	a, err := c.CreateArray(ctx, name, client.ArraySpec{Shape: []int64{rows, cols}, DataType: "float32", ChunkShape: []int64{64, 48}})
 	if err != nil {
 		t.Fatal(err)
 	}
