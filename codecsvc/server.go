@@ -180,26 +180,6 @@ func (s *Server) decode(ctx context.Context, req *codecv1.DecodeRequest) (_ *cod
 	return &codecv1.DecodeResponse{Chunks: ChunksToProto(chunks)}, release, chunks, nil
 }
 
-// withChunks is release followed by handing back the buffers the engine
-// lent with chunks (codec.Chunk.Release), once the response holding them
-// is written: the next batch's chunks reuse them instead of allocating
-// (and zeroing) their size again.
-func withChunks(release func(), chunks []Chunk) func() {
-	lent := false
-	for _, c := range chunks {
-		lent = lent || c.Lent()
-	}
-	if !lent {
-		return release
-	}
-	return func() {
-		release()
-		for _, c := range chunks {
-			c.Release()
-		}
-	}
-}
-
 func noRelease() {}
 
 // decodeBudgeted decodes a batch with its memory reserved (see
@@ -472,16 +452,15 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 			}()
 			resp := &codecv1.ProcessResponse{Id: req.GetId()}
 			var err error
+			var chunks []Chunk // decoded, whose lent buffers are recycled with the request's
 			release := noRelease
 			bctx, span := batchSpan(bctx, req)
 			defer func() { endSpan(span, err) }()
 			switch w := req.GetWork().(type) {
 			case *codecv1.ProcessRequest_Decode:
 				var r *codecv1.DecodeResponse
-				var chunks []Chunk
 				if r, release, chunks, err = s.decode(bctx, w.Decode); err == nil {
 					resp.Result = &codecv1.ProcessResponse_Decode{Decode: r}
-					release = withChunks(release, chunks)
 				}
 			case *codecv1.ProcessRequest_Encode:
 				var r *codecv1.EncodeResponse
@@ -502,10 +481,13 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 			// released once gRPC has written them (done), or at once if
 			// the send fails; done is not called for a message never
 			// written, so the stream's end releases what is left. release
-			// runs at most once, whoever calls it.
-			release = releases.add(withBuffer(release, in.Buf))
-			if e := wire.Send(stream, resp, release); e != nil {
-				release()
+			// runs at most once, whoever calls it. The buffers themselves
+			// (the request's pooled buffer, the decoders' lent ones) go
+			// back to the pool only from done, when gRPC is known to be
+			// finished with them; otherwise to the garbage collector.
+			done, failed := releases.add(release, recycler(in.Buf, chunks))
+			if e := wire.Send(stream, resp, done); e != nil {
+				failed()
 				if sendErr == nil {
 					sendErr = e
 				}
@@ -514,15 +496,26 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 	}
 }
 
-// withBuffer is release followed by handing buf (a received request's
-// pooled buffer, or nil) back to the pool.
-func withBuffer(release func(), buf []byte) func() {
-	if buf == nil {
-		return release
+// recycler hands back to the pool a received request's pooled buffer
+// (nil: none) and the buffers the engine lent with the chunks decoded from
+// it (codec.Chunk.Release), for the next batches to reuse instead of
+// allocating and zeroing their size again; nil if there is nothing to hand
+// back.
+func recycler(buf []byte, chunks []Chunk) func() {
+	lent := false
+	for _, c := range chunks {
+		lent = lent || c.Lent()
+	}
+	if buf == nil && !lent {
+		return nil
 	}
 	return func() {
-		release()
-		bufpool.Put(buf)
+		for _, c := range chunks {
+			c.Release()
+		}
+		if buf != nil {
+			bufpool.Put(buf)
+		}
 	}
 }
 
@@ -534,9 +527,11 @@ type releaseSet struct {
 	fs   map[uint64]func()
 }
 
-// add registers f and returns a function that calls it once and forgets
-// it.
-func (r *releaseSet) add(f func()) func() {
+// add registers f and returns two functions that call it once and forget
+// it: done, for when gRPC has written the response, also calls recycle
+// (if set); failed does not. releaseAll calls f alone too: the stream's
+// end does not mean gRPC's writer is done with the buffers.
+func (r *releaseSet) add(f, recycle func()) (done, failed func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fs == nil {
@@ -545,7 +540,7 @@ func (r *releaseSet) add(f func()) func() {
 	id := r.next
 	r.next++
 	r.fs[id] = f
-	return func() {
+	failed = func() {
 		r.mu.Lock()
 		g := r.fs[id]
 		delete(r.fs, id)
@@ -554,6 +549,14 @@ func (r *releaseSet) add(f func()) func() {
 			g()
 		}
 	}
+	done = failed
+	if recycle != nil {
+		done = func() {
+			failed()
+			recycle()
+		}
+	}
+	return done, failed
 }
 
 func (r *releaseSet) releaseAll() {
