@@ -1,10 +1,14 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,8 +16,11 @@ import (
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/codecsvc/remote"
+	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/rpc"
+	"github.com/zarrgate/zarrgate/storesvc/memory"
+	"github.com/zarrgate/zarrgate/zarr"
 )
 
 // codecWorker serves a codec worker on loopback (charging a memory budget
@@ -79,5 +86,35 @@ func TestSlabsMatchReferenceOffloaded(t *testing.T) {
 			}
 			t.Logf("%d batches with selections, %d units read in part", e.batches.Load(), e.parts.Load())
 		})
+	}
+}
+
+// wrongSelections answers selections with whole chunks: a lying or broken
+// engine.
+type wrongSelections struct{ *codecsvc.Local }
+
+func (w wrongSelections) DecodeSelected(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte, _ []codec.Selection) ([]codec.Chunk, error) {
+	return w.Decode(ctx, spec, encoded)
+}
+
+// An engine's answer that is not the size of its selection is DataLoss
+// naming the chunk, not a misplaced block.
+func TestWrongSelectionAnswer(t *testing.T) {
+	g := New(memory.New(), wrongSelections{codecsvc.NewLocal()}, Config{})
+	spec := ArraySpec{Shape: []int64{8, 8}, DataType: "int16", ChunkShape: []int64{4, 4},
+		Codecs: json.RawMessage(`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd"}]`)}
+	if _, err := g.CreateArray(ctx, "a", spec); err != nil {
+		t.Fatal(err)
+	}
+	full := zarr.FullSelection([]int64{8, 8})
+	if _, err := g.WriteSlab(ctx, "a", full, nextFrom([]Block{{Origin: []int64{0, 0}, Shape: []int64{8, 8}, Data: bytes.Repeat([]byte{1, 2}, 64)}})); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.ReadSlab(ctx, "a", full, func(SlabInfo) error { return nil }, func(b Block) error { b.Free(); return nil }); err != nil {
+		t.Fatalf("whole chunks: %v", err)
+	}
+	err := g.ReadSlab(ctx, "a", []zarr.Range{{Start: 1, Stop: 7, Step: 2}, {Start: 0, Stop: 8, Step: 1}}, func(SlabInfo) error { return nil }, func(b Block) error { b.Free(); return nil })
+	if !errors.Is(err, errs.DataLoss) || !strings.Contains(err.Error(), `chunk "a/c/`) {
+		t.Fatalf("a whole chunk for a selection: %v", err)
 	}
 }
