@@ -44,6 +44,8 @@ type Server struct {
 	inflight int
 	// obs, when set, is told of every batch (SetObserver).
 	obs codec.Observer
+	// fetch, when set, reads batches given as keys (SetFetcher).
+	fetch Fetcher
 	// drain is closed when the worker starts shutting down (Drain): every
 	// Process stream, open or opened later, is told so.
 	drain     chan struct{}
@@ -155,14 +157,38 @@ func (s *Server) decode(ctx context.Context, req *codecv1.DecodeRequest) (_ *cod
 	if s.obs != nil {
 		start = time.Now()
 	}
-	sel, err := SelectionsFromProto(req.GetSelections(), len(req.GetEncoded()), spec)
+	encoded, n := req.GetEncoded(), len(req.GetEncoded())
+	if len(req.GetRefs()) > 0 && n > 0 {
+		return nil, noRelease, nil, errs.New(errs.InvalidArgument, "decode: both encoded chunks and refs")
+	}
+	if len(req.GetRefs()) > 0 {
+		n = len(req.GetRefs())
+	}
+	sel, err := SelectionsFromProto(req.GetSelections(), n, spec)
 	if err != nil {
 		return nil, noRelease, nil, err
 	}
+	var found []bool // worker-fetch: which refs were found
+	fetched := noRelease
+	if len(req.GetRefs()) > 0 {
+		if encoded, found, fetched, err = s.fetchEncoded(ctx, spec, req.GetRefs()); err != nil {
+			return nil, noRelease, nil, err
+		}
+		if sel != nil {
+			k := 0
+			for i, f := range found {
+				if f {
+					sel[k] = sel[i]
+					k++
+				}
+			}
+			sel = sel[:k]
+		}
+	}
 	if s.budget != nil && s.local != nil {
-		chunks, release, err = s.decodeBudgeted(ctx, spec, req.GetEncoded(), sel)
+		chunks, release, err = s.decodeBudgeted(ctx, spec, encoded, sel)
 	} else {
-		chunks, err = s.e.Decode(ctx, spec, req.GetEncoded())
+		chunks, err = s.e.Decode(ctx, spec, encoded)
 		for i := range chunks {
 			if err == nil && sel != nil {
 				if chunks[i], err = selectChunk(chunks[i], spec, sel[i]); err != nil {
@@ -172,12 +198,51 @@ func (s *Server) decode(ctx context.Context, req *codecv1.DecodeRequest) (_ *cod
 		}
 	}
 	if s.obs != nil {
-		s.obs.Batch(false, spec, len(req.GetEncoded()), start, err)
+		s.obs.Batch(false, spec, len(encoded), start, err)
 	}
 	if err != nil {
+		fetched()
+		if found != nil {
+			err = reindex(err, found)
+		}
 		return nil, noRelease, nil, err
 	}
-	return &codecv1.DecodeResponse{Chunks: ChunksToProto(chunks)}, release, chunks, nil
+	out := ChunksToProto(chunks)
+	if found != nil {
+		all := make([]*codecv1.Chunk, len(found))
+		k := 0
+		for i, f := range found {
+			if f {
+				all[i] = out[k]
+				k++
+			} else {
+				all[i] = &codecv1.Chunk{Missing: true}
+			}
+		}
+		out = all
+		budget := release
+		release = func() { budget(); fetched() }
+	}
+	return &codecv1.DecodeResponse{Chunks: out}, release, chunks, nil
+}
+
+// reindex moves an item error's index from the found chunks of a fetched
+// batch to the batch's refs.
+func reindex(err error, found []bool) error {
+	var ie *codec.ItemError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	k := 0
+	for i, f := range found {
+		if f {
+			if k == ie.Index {
+				return &codec.ItemError{Index: i, Err: ie.Err}
+			}
+			k++
+		}
+	}
+	return err
 }
 
 func noRelease() {}

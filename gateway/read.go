@@ -487,6 +487,9 @@ func wholeUnit(l *layout, dims []zarr.DimProjection) bool {
 // readChunks reads a batch of unsharded chunks with one store request and
 // one codec batch.
 func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, out func(Block) error) error {
+	if fd := g.workerFetch(l); fd != nil {
+		return g.readFetched(ctx, l, fd, batch, out)
+	}
 	reqs := make([]storesvc.KeyRange, len(batch))
 	for i, t := range batch {
 		reqs[i] = storesvc.KeyRange{Key: l.key(t.coords)}

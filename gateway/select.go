@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
@@ -91,4 +93,71 @@ func place(l *layout, u chunk, dims []zarr.DimProjection, selected bool) (Block,
 	}
 	b.Data, b.release = u.data, u.release
 	return b, nil
+}
+
+// workerFetch is the engine's codec.FetchDecoder when the chunks of l are
+// to be read by the codec workers themselves (Config.WorkerFetch; arrays
+// of fixed-size elements), nil otherwise.
+func (g *Gateway) workerFetch(l *layout) codec.FetchDecoder {
+	if !g.cfg.WorkerFetch || l.shard != nil {
+		return nil
+	}
+	if l.selector() == nil {
+		return nil
+	}
+	fd, _ := l.codec.(engineCodec).c.(codec.FetchDecoder)
+	return fd
+}
+
+// readFetched reads a batch of unsharded chunks through codec workers
+// that fetch them from the store tier: the keys go out (the caller's
+// read of this array was authorized; the keys are the array's own), the
+// selected elements come back, and missing chunks become fill.
+func (g *Gateway) readFetched(ctx context.Context, l *layout, fd codec.FetchDecoder, batch []readTask, out func(Block) error) error {
+	refs := make([]codec.Ref, len(batch))
+	sel := make([]codec.Selection, len(batch))
+	for i, t := range batch {
+		refs[i] = codec.Ref{Key: l.key(t.coords)}
+		sel[i] = selection(l, t.dims)
+	}
+	ec := l.codec.(engineCodec)
+	ctx, span := startSpan(ctx, "gateway.decode", len(refs))
+	type answer struct {
+		chunks []Chunk
+		found  []bool
+	}
+	// Codecs are pure and reads idempotent: a batch lost with its worker
+	// is safe to run again.
+	a, err := retry(ctx, ec.retries, func() (answer, error) {
+		c, f, err := fd.DecodeFetched(ctx, ec.spec, refs, sel)
+		return answer{c, f}, err
+	})
+	endSpan(span, err)
+	if err != nil {
+		var ie *codec.ItemError
+		if errors.As(err, &ie) && ie.Index < len(refs) {
+			return fmt.Errorf("chunk %q: %w", refs[ie.Index].Key, ie.Err)
+		}
+		return err
+	}
+	if len(a.chunks) != len(batch) || len(a.found) != len(batch) {
+		return errs.New(errs.DataLoss, "codec engine answered %d chunks for %d", len(a.chunks), len(batch))
+	}
+	decoded := fromEngine(a.chunks)
+	for i, t := range batch {
+		if !a.found[i] {
+			if err := emitFill(l, t.dims, out); err != nil {
+				return err
+			}
+			continue
+		}
+		b, err := place(l, decoded[i], t.dims, true)
+		if err != nil {
+			return fmt.Errorf("chunk %q: %w", refs[i].Key, err)
+		}
+		if err := out(b); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -108,3 +108,49 @@ func (c *Client) DecodeSelected(ctx context.Context, spec *codec.BatchSpec, enco
 	}
 	return out, g.Wait()
 }
+
+var _ codec.FetchDecoder = (*Client)(nil)
+
+// DecodeFetched implements codec.FetchDecoder: the workers, started with
+// a store tier, read the chunks refs names themselves, so that only keys
+// go to them and only the selections come back. A worker without a store
+// tier answers FailedPrecondition.
+func (c *Client) DecodeFetched(ctx context.Context, spec *codec.BatchSpec, refs []codec.Ref, sel []codec.Selection) ([]codec.Chunk, []bool, error) {
+	if sel != nil && len(sel) != len(refs) {
+		return nil, nil, errs.New(errs.InvalidArgument, "decode: %d selections for %d refs", len(sel), len(refs))
+	}
+	ps, err := codecsvc.SpecToProto(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	psel := codecsvc.SelectionsToProto(sel, spec.DataType.Size)
+	prefs := codecsvc.RefsToProto(refs)
+	out := make([]codec.Chunk, len(refs))
+	found := make([]bool, len(refs))
+	g, gctx := errgroup.WithContext(ctx)
+	for _, r := range split(spec, len(refs)) {
+		g.Go(func() error {
+			req := &codecv1.DecodeRequest{Spec: ps, Refs: prefs[r[0]:r[1]]}
+			if psel != nil {
+				req.Selections = psel[r[0]:r[1]]
+			}
+			resp, err := c.do(gctx, &codecv1.ProcessRequest{Work: &codecv1.ProcessRequest_Decode{Decode: req}})
+			if err != nil {
+				return shift(err, r[0])
+			}
+			chunks := resp.GetDecode().GetChunks()
+			if len(chunks) != r[1]-r[0] {
+				return errs.New(errs.DataLoss, "codec worker answered %d chunks for %d", len(chunks), r[1]-r[0])
+			}
+			lendChunks(out[r[0]:r[1]], chunks)
+			for i, ch := range chunks {
+				found[r[0]+i] = !ch.GetMissing()
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
+	}
+	return out, found, nil
+}
