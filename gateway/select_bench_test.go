@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/codecsvc/remote"
 	"github.com/zarrgate/zarrgate/internal/rpc"
@@ -47,6 +49,20 @@ func (c countingConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// countingFetcher counts the bytes a worker reads from the store.
+type countingFetcher struct {
+	storeFetcher
+	n *atomic.Int64
+}
+
+func (f countingFetcher) Fetch(ctx context.Context, refs []codec.Ref, max int64) ([][]byte, []bool, error) {
+	vals, found, err := f.storeFetcher.Fetch(ctx, refs, max)
+	for _, v := range vals {
+		f.n.Add(int64(len(v)))
+	}
+	return vals, found, err
+}
+
 // wholeOnly hides the remote engine's selections: the offloaded path as it
 // was, decoding every unit whole for the gateway to gather from.
 type wholeOnly struct{ Codecs }
@@ -55,8 +71,9 @@ type wholeOnly struct{ Codecs }
 // decoded byte it delivers, for a 1024×1024 float32 array in 16 chunks of
 // 256 KiB (zstd): full, strided (every 4th element of each dimension) and
 // box ([128:896) in each dimension, edge chunks read in part) reads, with
-// codecs embedded, offloaded decoding whole chunks, and offloaded with
-// selections. store-B/B is the encoded bytes read from the store (every
+// codecs embedded, offloaded decoding whole chunks, offloaded with
+// selections, and worker-fetch (the worker reads the store: counted as
+// worker-store-B/B). store-B/B is the encoded bytes read from the store (every
 // read touches every chunk), codec-B/B what crossed the codec hop (TCP
 // payload both ways, counted at the worker's socket).
 func BenchmarkWireBytes(b *testing.B) {
@@ -106,6 +123,26 @@ func BenchmarkWireBytes(b *testing.B) {
 		stored += obj.Length
 		obj.Close()
 	}
+	// A second worker, reading the store itself (worker-fetch), on its own
+	// counted socket; its store reads are counted too.
+	var fhop, fread atomic.Int64
+	flis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	fsrv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	fs := codecsvc.NewServer(codecsvc.NewLocal())
+	fs.SetFetcher(countingFetcher{storeFetcher{store, new(atomic.Int64)}, &fread})
+	fs.Register(fsrv)
+	go fsrv.Serve(countingListener{flis, &fhop})
+	defer fsrv.Stop()
+	fcc, err := rpc.Dial(flis.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fcc.Close()
+	frc := remote.New(fcc)
+	defer frc.Close()
 	reads := []struct {
 		name string
 		sel  []zarr.Range
@@ -115,15 +152,18 @@ func BenchmarkWireBytes(b *testing.B) {
 		{"box", []zarr.Range{{Start: 128, Stop: 896, Step: 1}, {Start: 128, Stop: 896, Step: 1}}},
 	}
 	engines := []struct {
-		name string
-		e    Codecs
-	}{{"embedded", codecsvc.NewLocal()}, {"offloaded-whole", wholeOnly{rc}}, {"offloaded-selection", rc}}
+		name  string
+		e     Codecs
+		fetch bool
+	}{{"embedded", codecsvc.NewLocal(), false}, {"offloaded-whole", wholeOnly{rc}, false}, {"offloaded-selection", rc, false}, {"worker-fetch", frc, true}}
 	for _, r := range reads {
 		for _, e := range engines {
 			b.Run(r.name+"/"+e.name, func(b *testing.B) {
-				g := New(store, e.e, Config{})
+				g := New(store, e.e, Config{WorkerFetch: e.fetch})
 				var delivered int64
 				hop.Store(0)
+				fhop.Store(0)
+				fread.Store(0)
 				for range b.N {
 					if err := g.ReadSlab(ctx, "a", r.sel, func(SlabInfo) error { return nil }, func(bl Block) error {
 						delivered += int64(len(bl.Data))
@@ -132,6 +172,13 @@ func BenchmarkWireBytes(b *testing.B) {
 					}); err != nil {
 						b.Fatal(err)
 					}
+				}
+				if e.fetch {
+					b.ReportMetric(0, "store-B/B")
+					b.ReportMetric(float64(fread.Load())/float64(delivered), "worker-store-B/B")
+					b.ReportMetric(float64(fhop.Load())/float64(delivered), "codec-B/B")
+					b.ReportMetric(float64(fhop.Load())/float64(b.N)/16, "codec-B/chunk")
+					return
 				}
 				b.ReportMetric(float64(b.N)*float64(stored)/float64(delivered), "store-B/B")
 				b.ReportMetric(float64(hop.Load())/float64(delivered), "codec-B/B")
