@@ -10,11 +10,13 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/codecsvc/remote"
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
@@ -49,7 +51,7 @@ func (f storeFetcher) Fetch(ctx context.Context, refs []codec.Ref, max int64) ([
 }
 
 // fetchingWorker serves a codec worker reading store on loopback.
-func fetchingWorker(t *testing.T, store storesvc.Store, keys *atomic.Int64) *remote.Client {
+func fetchingWorker(t *testing.T, store storesvc.Store, keys *atomic.Int64, budget ...*membudget.Budget) *remote.Client {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -57,6 +59,9 @@ func fetchingWorker(t *testing.T, store storesvc.Store, keys *atomic.Int64) *rem
 	}
 	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s := codecsvc.NewServer(codecsvc.NewLocal())
+	if len(budget) > 0 {
+		s = codecsvc.NewBudgetServer(codecsvc.NewLocal(), budget[0])
+	}
 	if store != nil {
 		s.SetFetcher(storeFetcher{store, keys})
 	}
@@ -131,6 +136,17 @@ func TestWorkerFetchRefusals(t *testing.T) {
 	out, found, err := w.DecodeFetched(ctx, spec, []codec.Ref{{Key: "missing"}}, nil)
 	if err != nil || found[0] || len(out[0].Data) != 0 {
 		t.Fatalf("missing key: %v %v", found, err)
+	}
+	// The fetch's bound is reserved before the store is called.
+	small := fetchingWorker(t, store, &keys, membudget.New(1<<20, time.Second))
+	big := &codec.BatchSpec{Codecs: []zarr.CodecSpec{{Name: "bytes"}}, Shape: []int64{256 << 10}, DataType: zarr.MustDataType("uint8")}
+	before := keys.Load()
+	if _, _, err := small.DecodeFetched(ctx, big, make([]codec.Ref, 8), nil); !errors.Is(err, errs.InvalidArgument) {
+		t.Fatalf("refs without keys: %v", err)
+	}
+	refs := []codec.Ref{{Key: "a"}, {Key: "b"}, {Key: "c"}, {Key: "d"}, {Key: "e"}}
+	if _, _, err := small.DecodeFetched(ctx, big, refs, nil); !errors.Is(err, errs.ResourceExhausted) || keys.Load() != before {
+		t.Fatalf("5 chunks of 256 KiB under a 1 MiB budget: %v (%d keys read)", err, keys.Load()-before)
 	}
 	plain := fetchingWorker(t, nil, nil)
 	if _, _, err := plain.DecodeFetched(ctx, spec, []codec.Ref{{Key: "k"}}, nil); !errors.Is(err, errs.FailedPrecondition) {
