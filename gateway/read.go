@@ -487,6 +487,9 @@ func wholeUnit(l *layout, dims []zarr.DimProjection) bool {
 // readChunks reads a batch of unsharded chunks with one store request and
 // one codec batch.
 func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, out func(Block) error) error {
+	if fd := g.workerFetch(l); fd != nil {
+		return g.readFetched(ctx, l, fd, batch, out)
+	}
 	reqs := make([]storesvc.KeyRange, len(batch))
 	for i, t := range batch {
 		reqs[i] = storesvc.KeyRange{Key: l.key(t.coords)}
@@ -500,12 +503,14 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 		return err
 	}
 	var encoded [][]byte
-	for _, v := range vals {
+	var dims [][]zarr.DimProjection
+	for i, v := range vals {
 		if v.Found {
 			encoded = append(encoded, v.Data)
+			dims = append(dims, batch[i].dims)
 		}
 	}
-	decoded, err := l.codec.decode(ctx, encoded)
+	decoded, selected, err := decodeUnits(ctx, l, encoded, dims)
 	if err != nil {
 		return g.blameChunk(err, reqs, vals)
 	}
@@ -520,7 +525,11 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 		u := decoded[k]
 		k++
 		recycle(vals[i], []*chunk{&u})
-		if err := out(gather(l, u, t.dims)); err != nil {
+		b, err := place(l, u, t.dims, selected)
+		if err != nil {
+			return fmt.Errorf("chunk %q: %w", reqs[i].Key, err)
+		}
+		if err := out(b); err != nil {
 			return err
 		}
 	}
@@ -713,10 +722,11 @@ func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, k
 		return err
 	}
 	encoded := make([][]byte, len(vals))
+	dims := make([][]zarr.DimProjection, len(vals))
 	for i, v := range vals {
-		encoded[i] = v.Data
+		encoded[i], dims[i] = v.Data, batch[i].dims
 	}
-	decoded, err := l.codec.decode(ctx, encoded)
+	decoded, selected, err := decodeUnits(ctx, l, encoded, dims)
 	if err != nil {
 		var ie *codec.ItemError
 		if errors.As(err, &ie) && ie.Index < len(batch) {
@@ -732,7 +742,11 @@ func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, k
 		recycle(v, users)
 	}
 	for i, w := range batch {
-		if err := out(gather(l, decoded[i], w.dims)); err != nil {
+		b, err := place(l, decoded[i], w.dims, selected)
+		if err != nil {
+			return fmt.Errorf("shard %q inner chunk %d: %w", key, w.entry, err)
+		}
+		if err := out(b); err != nil {
 			return err
 		}
 	}

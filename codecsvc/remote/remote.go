@@ -342,7 +342,7 @@ func (c *Client) openStream(key string) (*procStream, error) {
 
 func (ps *procStream) receive() {
 	for {
-		resp, err := ps.s.Recv()
+		resp, err := recvResponse(ps.s)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				// After a drain, the expected end: nothing waits on it.
@@ -515,7 +515,7 @@ func (c *Client) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]
 			if len(chunks) != r[1]-r[0] {
 				return errs.New(errs.DataLoss, "codec worker answered %d chunks for %d", len(chunks), r[1]-r[0])
 			}
-			copy(out[r[0]:], codecsvc.ChunksFromProto(chunks))
+			lendChunks(out[r[0]:r[1]], chunks)
 			return nil
 		})
 	}

@@ -302,7 +302,44 @@ func CodecLabel(spec *codec.BatchSpec) string {
 // Engine wraps a codec engine so that its batches are observed: the
 // gateway's, whether it runs codecs in process or on workers.
 func (r *Registry) Engine(e codec.Engine) codec.Engine {
-	return &engine{Engine: e, obs: r.CodecObserver()}
+	w := &engine{Engine: e, obs: r.CodecObserver()}
+	if sd, ok := e.(codec.SelectDecoder); ok {
+		// The engine's selections stay offered (codec workers answer
+		// partial reads with the selected part only), and so does
+		// worker-fetch.
+		se := &selectEngine{w, sd}
+		if fd, ok := e.(codec.FetchDecoder); ok {
+			return &fetchEngine{se, fd}
+		}
+		return se
+	}
+	return w
+}
+
+// fetchEngine is selectEngine for engines whose workers fetch.
+type fetchEngine struct {
+	*selectEngine
+	fd codec.FetchDecoder
+}
+
+func (e *fetchEngine) DecodeFetched(ctx context.Context, spec *codec.BatchSpec, refs []codec.Ref, sel []codec.Selection) ([]codec.Chunk, []bool, error) {
+	start := time.Now()
+	out, found, err := e.fd.DecodeFetched(ctx, spec, refs, sel)
+	e.obs.Batch(false, spec, len(refs), start, err)
+	return out, found, err
+}
+
+// selectEngine is engine for engines that take selections.
+type selectEngine struct {
+	*engine
+	sd codec.SelectDecoder
+}
+
+func (e *selectEngine) DecodeSelected(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte, sel []codec.Selection) ([]codec.Chunk, error) {
+	start := time.Now()
+	out, err := e.sd.DecodeSelected(ctx, spec, encoded, sel)
+	e.obs.Batch(false, spec, len(encoded), start, err)
+	return out, err
 }
 
 type engine struct {
