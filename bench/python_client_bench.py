@@ -6,7 +6,9 @@ system per round, interleaved with the Go client's runs.
 
 SYSTEM: zarrgate-socket, zarrgate-shared (the slab client, sync, with
 shared memory off / on), zarrgate-aio-socket, zarrgate-aio-shared (the
-asyncio client), or zarr-python (zarr.open_array on the directory).
+asyncio client), zarrgate-socket-fixed-window (the sync client through the
+socket with gRPC's BDP probe off: a receive window that does not grow), or
+zarr-python (zarr.open_array on the directory).
 TARGET: the gateway's address, or for zarr-python the directory (the
 gateway's --root). PATH: the array.
 
@@ -39,10 +41,10 @@ def crc(x) -> int:
     return zlib.crc32(memoryview(x).cast("B"))
 
 
-def zarrgate_sync(addr, path, reads, shared):
+def zarrgate_sync(addr, path, reads, shared, options=()):
     import zarrgate
 
-    with zarrgate.connect(addr, shared_memory=shared) as c:
+    with zarrgate.connect(addr, shared_memory=shared, channel_options=options) as c:
         a = c.open_array(path)
         t0 = time.perf_counter()
         x = a[...]
@@ -105,6 +107,8 @@ def main():
     reads = int(sys.argv[4]) if len(sys.argv) > 4 else 3
     if system == "zarr-python":
         x, first, best, cpu = zarr_python(target, path, reads)
+    elif system == "zarrgate-socket-fixed-window":
+        x, first, best, cpu = zarrgate_sync(target, path, reads, False, [("grpc.http2.bdp_probe", 0)])
     elif system.startswith("zarrgate-aio-"):
         x, first, best, cpu = zarrgate_aio(target, path, reads, system.endswith("-shared"))
     elif system.startswith("zarrgate-"):

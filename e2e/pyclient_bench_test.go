@@ -192,6 +192,7 @@ func BenchmarkPythonClient(b *testing.B) {
 		{"go-socket", func() *exec.Cmd { return goCmd(self, s.addr+" "+path+" "+r+" false") }},
 		{"go-shared", func() *exec.Cmd { return goCmd(self, s.addr+" "+path+" "+r+" true") }},
 		{"zarrgate-socket", nil},
+		{"zarrgate-socket-fixed-window", nil},
 		{"zarrgate-shared", nil},
 		{"zarrgate-aio-socket", nil},
 		{"zarrgate-aio-shared", nil},

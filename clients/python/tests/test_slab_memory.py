@@ -36,8 +36,11 @@ def reset():
     return status("VmRSS")
 
 addr, path, mode, shared = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "true"
+# A fixed receive window: otherwise gRPC grows it with the bandwidth-delay
+# product it measures, which on a loaded machine is anything.
+OPTIONS = [("grpc.http2.bdp_probe", 0)]
 if mode == "sync":
-    with zarrgate.connect(addr, shared_memory=shared) as c:
+    with zarrgate.connect(addr, shared_memory=shared, channel_options=OPTIONS) as c:
         a = c.open_array(path)
         a[:1]
         before = dataclasses.replace(c.stats)
@@ -46,7 +49,7 @@ if mode == "sync":
         stats = c.stats
 else:
     async def run():
-        async with zarrgate.aio.connect(addr, shared_memory=shared) as c:
+        async with zarrgate.aio.connect(addr, shared_memory=shared, channel_options=OPTIONS) as c:
             a = await c.open_array(path)
             await a[:1]
             before = dataclasses.replace(c.stats)
@@ -71,13 +74,14 @@ def big(_session_server):
 
 
 @pytest.mark.parametrize("mode", ["sync", "aio"])
-@pytest.mark.parametrize("shared,slack", [(True, 16 * MiB), (False, 64 * MiB)])
-def test_full_read_peak_rss_is_the_result_and_little_more(big, mode, shared, slack) -> None:
+@pytest.mark.parametrize("shared", [True, False])
+def test_full_read_peak_rss_is_the_result_and_little_more(big, mode, shared) -> None:
     """A full read's peak resident memory rises by the result's size and
-    at most 16 MiB more through shared memory (the segment's pages are
+    at most 16 MiB more, through shared memory (the segment's pages are
     unmapped as blocks are copied out: a populated 32 MiB segment would
-    not fit), 64 MiB more through the socket (gRPC's receive window); a
+    not fit) or through the socket (with gRPC's receive window fixed); a
     second copy of the result would not fit either."""
+    slack = 16 * MiB
     addr, path, crc, nbytes = big
     out = subprocess.run([sys.executable, "-c", _CHILD, addr, path, mode, str(shared).lower()],
                          check=True, capture_output=True, text=True).stdout
