@@ -127,7 +127,8 @@ func selfStatus(field string) int64 {
 // one further along each round, and the median of each system's best read
 // per process is reported, with ratios, the median of the least CPU time a
 // timed read took in the client process (all its threads: the machine is
-// shared, and CPU time is steadier than MB/s), and every process's peak RSS
+// shared, and CPU time is steadier than MB/s), and the highest peak RSS of
+// its processes
 // (the bound: the array's size + 64 MiB). Needs $ZARRGATE_PYTHON,
 // a python with zarr, numpy and grpcio (the client's venv); the client
 // comes from ../clients/python/src. $ZARRGATE_PYBENCH_ROOT keeps the array
