@@ -128,11 +128,10 @@ func selfStatus(field string) int64 {
 // per process is reported, with ratios, the median of the least CPU time a
 // timed read took in the client process (all its threads: the machine is
 // shared, and CPU time is steadier than MB/s), and the highest peak RSS of
-// its processes
-// (the bound: the array's size + 64 MiB). Needs $ZARRGATE_PYTHON,
-// a python with zarr, numpy and grpcio (the client's venv); the client
-// comes from ../clients/python/src. $ZARRGATE_PYBENCH_ROOT keeps the array
-// in that directory from run to run.
+// its processes (the bound: the array's size + 64 MiB). Needs
+// $ZARRGATE_PYTHON, a python with zarr, numpy and grpcio (the client's
+// venv); the client comes from ../clients/python/src.
+// $ZARRGATE_PYBENCH_ROOT keeps the array in that directory from run to run.
 //
 //	ZARRGATE_PYTHON=$HOME/.cache/zarrgate/venv-client/bin/python \
 //	  go test -run '^$' -bench PythonClient -benchtime 1x -timeout 60m ./e2e/
