@@ -125,6 +125,7 @@ bench: deps
 	$(PYTHON) -m pip install -q -r bench/requirements.txt
 	$(GO) test -run '^$$' -bench . -benchtime 5x ./storesvc/remote/ ./codecsvc/... ./gateway/... ./internal/...
 	ZARRGATE_PYTHON=$(PYTHON) $(GO) test -run '^$$' -bench 'GatewaySlabs' -benchtime 3x -timeout 60m ./e2e/
+	ZARRGATE_PYTHON=$(PYTHON) $(GO) test -run '^$$' -bench 'PythonClient' -benchtime 1x -timeout 60m ./e2e/
 	$(GO) test -run '^$$' -bench 'ServeStream' -benchtime 5x ./e2e/
 	$(GO) test -run '^$$' -bench 'CodecWorkers' -benchtime 2x ./e2e/
 	$(GO) test -run '^$$' -bench 'GatewayMemory' -benchtime 1x -timeout 30m ./e2e/
