@@ -80,12 +80,12 @@ func goRead(args []string) error {
 	first := time.Since(t0)
 	best, cpu := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
 	for range reads {
-		t0, c0 := time.Now(), procCPU()
+		t0, c0 := time.Now(), ownCPU()
 		if err := client.ReadInto(ctx, a, nil, got); err != nil {
 			return err
 		}
 		best = min(best, time.Since(t0))
-		cpu = min(cpu, procCPU()-c0)
+		cpu = min(cpu, ownCPU()-c0)
 	}
 	raw := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(got))), n*4)
 	name := map[bool]string{false: "go-socket", true: "go-shared"}[shared]
@@ -96,8 +96,8 @@ func goRead(args []string) error {
 	})
 }
 
-// procCPU is this process's user and system CPU time so far.
-func procCPU() time.Duration {
+// ownCPU is this process's user and system CPU time so far.
+func ownCPU() time.Duration {
 	d, err := cpuTime(os.Getpid())
 	if err != nil {
 		panic(err)
