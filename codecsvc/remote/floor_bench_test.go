@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -19,15 +20,26 @@ import (
 // BenchmarkTransportFloor is what moving 256 KiB to a peer and 256 KiB
 // back costs on this machine with nothing else done, the floor under
 // BenchmarkOffloadOverhead's added cost per chunk: CPU time of the whole
-// process (both ends) and wall-clock time per round trip, over loopback
-// TCP and a unix socket, first as plain socket writes and reads (the
-// kernel's two copies each way), then as a gRPC bidirectional stream with
-// the codec tier's options (internal/rpc) and a codec that neither
-// marshals nor gathers (HTTP/2 framing and gRPC's own buffers only).
+// process (both ends) and wall-clock time per 256 KiB each way, over
+// loopback TCP and a unix socket, first as plain socket writes and reads
+// (the kernel's two copies each way), then as a gRPC bidirectional stream
+// with the codec tier's options (internal/rpc) and a codec that neither
+// marshals nor gathers (HTTP/2 framing and gRPC's own buffers only). Each
+// message is 256 KiB, as one chunk in a batch of 1, or 4 MiB (-4MiB), as
+// a batch of 16 such chunks.
 func BenchmarkTransportFloor(b *testing.B) {
-	const size = 256 << 10
+	for _, size := range []int{256 << 10, 4 << 20} {
+		transportFloor(b, size)
+	}
+}
+
+func transportFloor(b *testing.B, size int) {
+	suffix, per := "", size/(256<<10)
+	if per > 1 {
+		suffix = fmt.Sprintf("-%dMiB", size>>20)
+	}
 	for _, network := range []string{"tcp", "unix"} {
-		b.Run("socket/"+network, func(b *testing.B) {
+		b.Run("socket/"+network+suffix, func(b *testing.B) {
 			lis := listen(b, network)
 			defer lis.Close()
 			go func() {
@@ -52,7 +64,7 @@ func BenchmarkTransportFloor(b *testing.B) {
 			}
 			defer c.Close()
 			out, in := make([]byte, size), make([]byte, size)
-			roundTrips(b, func() {
+			roundTrips(b, per, func() {
 				if _, err := c.Write(out); err != nil {
 					b.Fatal(err)
 				}
@@ -61,7 +73,7 @@ func BenchmarkTransportFloor(b *testing.B) {
 				}
 			})
 		})
-		b.Run("grpc/"+network, func(b *testing.B) {
+		b.Run("grpc/"+network+suffix, func(b *testing.B) {
 			lis := listen(b, network)
 			srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)), grpc.ForceServerCodecV2(rawCodec{}))
 			srv.RegisterService(&echoDesc, nil)
@@ -81,7 +93,7 @@ func BenchmarkTransportFloor(b *testing.B) {
 				b.Fatal(err)
 			}
 			out := mem.BufferSlice{mem.SliceBuffer(make([]byte, size))}
-			roundTrips(b, func() {
+			roundTrips(b, per, func() {
 				if err := s.SendMsg(out); err != nil {
 					b.Fatal(err)
 				}
@@ -110,8 +122,9 @@ func listen(b *testing.B, network string) net.Listener {
 	return lis
 }
 
-// roundTrips times b.N calls of rt, reporting CPU and wall time per call.
-func roundTrips(b *testing.B, rt func()) {
+// roundTrips times b.N calls of rt, each moving per times 256 KiB each
+// way, reporting CPU and wall time per 256 KiB.
+func roundTrips(b *testing.B, per int, rt func()) {
 	rt() // warm
 	b.ResetTimer()
 	c0, t0 := cpuTime(b), time.Now()
@@ -119,8 +132,9 @@ func roundTrips(b *testing.B, rt func()) {
 		rt()
 	}
 	wall, cpu := time.Since(t0), cpuTime(b)-c0
-	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/rt")
-	b.ReportMetric(float64(wall.Microseconds())/float64(b.N), "µs/rt")
+	n := float64(b.N * per)
+	b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/256KiB")
+	b.ReportMetric(float64(wall.Microseconds())/n, "µs/256KiB")
 }
 
 // rawCodec sends a mem.BufferSlice as it is and receives one as gRPC
