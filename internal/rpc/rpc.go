@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -94,7 +93,6 @@ func NewServer(logger *slog.Logger, extra ...grpc.ServerOption) *Server {
 		grpc.InitialConnWindowSize(connWindow),
 		grpc.ReadBufferSize(readWriteBufBytes),
 		grpc.WriteBufferSize(readWriteBufBytes),
-		experimental.BufferPool(framePool),
 		// Clients (package client) ping idle connections every 30s.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		// Ping idle connections, so that the calls of a client whose host
@@ -134,7 +132,6 @@ func DialOptions() []grpc.DialOption {
 		grpc.WithInitialConnWindowSize(connWindow),
 		grpc.WithReadBufferSize(readWriteBufBytes),
 		grpc.WithWriteBufferSize(readWriteBufBytes),
-		experimental.WithBufferPool(framePool),
 	}
 	if h := tracing.ClientHandler(); h != nil {
 		opts = append(opts, grpc.WithStatsHandler(h))
