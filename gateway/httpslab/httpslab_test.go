@@ -112,7 +112,7 @@ func newGateway(t *testing.T, cfg gateway.Config) *gateway.Gateway {
 	return g
 }
 
-func serve(t *testing.T, g *gateway.Gateway, opts Options) *httptest.Server {
+func serve(t testing.TB, g *gateway.Gateway, opts Options) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle("/slab/", http.StripPrefix("/slab", Handler(g, opts)))
