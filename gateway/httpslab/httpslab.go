@@ -19,10 +19,10 @@
 // band is one or more whole rows of chunks of the selection, about
 // Options.BandBytes of output, at least one chunk row), each band one
 // engine read, assembled in a buffer reserved against the gateway's memory
-// budget and written out before the next is read. A request holds at most
-// one band of output (the larger of BandBytes and one chunk row of the
-// selection) beside the engine's own bounded read memory, whatever the
-// slab's size; the .npy header and Content-Length go out first, since the
+// budget; the next band is read while the last is written out. A request
+// holds at most two bands of output (each the larger of BandBytes and one
+// chunk row of the selection) beside the engine's own bounded read memory,
+// whatever the slab's size; the .npy header and Content-Length go out first, since the
 // shape is known up front. JSON and PNG need the whole selection (nested
 // lists; the value range and the encoder), so they are bounded by
 // Options.MaxJSONElements and Options.MaxPNGPixels instead.
@@ -48,7 +48,6 @@ import (
 	"github.com/zarrgate/zarrgate/client"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/gateway"
-	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -297,8 +296,9 @@ func npyName(path string) string {
 
 // bands reads the slab of req band by band along its first dimension and
 // passes each band, in C order, to fn; the band's buffer is reused after
-// fn returns. Every band buffer is reserved against the gateway's memory
-// budget first.
+// fn returns. The next band is read while fn writes the last one out, so
+// two band buffers are reserved against the gateway's memory budget, up
+// front.
 func (h *handler) bands(ctx context.Context, req *request, elem int64, fn func([]byte) error) error {
 	if product(req.shape) == 0 {
 		return nil
@@ -309,20 +309,21 @@ func (h *handler) bands(ctx context.Context, req *request, elem int64, fn func([
 	rowBytes := elem * product(req.shape[1:])
 	s0 := req.sel[0]
 	rows := req.shape[0]
-	// The output rows of chunk row c along dimension 0 run from
-	// firstRow(c) to firstRow(c+1).
-	firstRow := func(boundary int64) int64 { // first output row at or after array index boundary
+	// firstRow is the first output row at or after array index boundary
+	// along dimension 0: chunk row c's output rows run from
+	// firstRow(c*chunk0) to firstRow((c+1)*chunk0).
+	firstRow := func(boundary int64) int64 {
 		if boundary <= s0.Start {
 			return 0
 		}
 		return min(rows, (boundary-s0.Start+s0.Step-1)/s0.Step)
 	}
-	var buf []byte
-	var res membudget.Reservation
-	defer func() { res.Release() }()
+	// The bands: chunk rows joined while they stay within BandBytes (at
+	// least one each).
+	type band struct{ lo, hi int64 }
+	var list []band
+	largest := int64(0)
 	for lo := int64(0); lo < rows; {
-		// Extend the band chunk row by chunk row while it stays within
-		// BandBytes (at least one chunk row).
 		hi := lo
 		for hi < rows {
 			c := (s0.Start + hi*s0.Step) / req.chunk0
@@ -332,23 +333,64 @@ func (h *handler) bands(ctx context.Context, req *request, elem int64, fn func([
 			}
 			hi = next
 		}
-		n := (hi - lo) * rowBytes
-		if int64(cap(buf)) < n {
-			res.Release()
-			var err error
-			if res, err = h.g.Budget().Acquire(ctx, n, fmt.Sprintf("assembling a band of %d rows of the slab of %q", hi-lo, req.path)); err != nil {
-				return err
-			}
-			buf = make([]byte, n)
-		}
-		sel := append([]zarr.Range(nil), req.sel...)
-		sel[0] = zarr.Range{Start: s0.Start + lo*s0.Step, Stop: s0.Start + (hi-1)*s0.Step + 1, Step: s0.Step}
-		if err := h.readBand(ctx, req, sel, buf[:n], elem, fn); err != nil {
-			return err
-		}
+		list = append(list, band{lo, hi})
+		largest = max(largest, (hi-lo)*rowBytes)
 		lo = hi
 	}
-	return nil
+	nbuf := min(2, len(list))
+	res, err := h.g.Budget().Acquire(ctx, int64(nbuf)*largest, fmt.Sprintf("assembling %d bands of up to %d bytes of the slab of %q", nbuf, largest, req.path))
+	if err != nil {
+		return err
+	}
+	defer res.Release()
+	free := make(chan []byte, nbuf)
+	for range nbuf {
+		free <- make([]byte, largest)
+	}
+	type filled struct {
+		buf []byte
+		err error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	out := make(chan filled, 1)
+	go func() {
+		defer close(out)
+		for _, b := range list {
+			var buf []byte
+			select {
+			case buf = <-free:
+			case <-ctx.Done():
+				return
+			}
+			buf = buf[:(b.hi-b.lo)*rowBytes]
+			sel := append([]zarr.Range(nil), req.sel...)
+			sel[0] = zarr.Range{Start: s0.Start + b.lo*s0.Step, Stop: s0.Start + (b.hi-1)*s0.Step + 1, Step: s0.Step}
+			err := h.readBand(ctx, req, sel, buf, elem, func([]byte) error { return nil })
+			select {
+			case out <- filled{buf, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		cancel()
+		for range out { // the reader is done before the buffers' reservation goes
+		}
+	}()
+	for f := range out {
+		if f.err != nil {
+			return f.err
+		}
+		if err := fn(f.buf); err != nil {
+			return err
+		}
+		free <- f.buf[:cap(f.buf)]
+	}
+	return ctx.Err()
 }
 
 // readBand reads one band into buf (allocated if nil) and passes it to fn.
