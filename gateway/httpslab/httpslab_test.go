@@ -525,3 +525,33 @@ func TestBandsBoundMemory(t *testing.T) {
 }
 
 func rg(start, stop, step int64) zarr.Range { return zarr.Range{Start: start, Stop: stop, Step: step} }
+
+// TestClientGoesAway closes the connection after the first bytes of a
+// 16 MiB response, far more than the connection buffers: the handler must
+// stop, end, and give back every byte it reserved.
+func TestClientGoesAway(t *testing.T) {
+	g := newGateway(t, gateway.Config{})
+	if _, err := g.CreateArray(ctx, "big", gateway.ArraySpec{Format: gateway.FormatV3, Shape: []int64{2048, 2048}, DataType: "float32", ChunkShape: []int64{64, 2048}}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	h := Handler(g, Options{BandBytes: 1})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(done)
+		r.URL.Path = strings.TrimPrefix(r.URL.Path, "/slab")
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/slab/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(resp.Body, make([]byte, 200)); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close() // before the end: the transport drops the connection
+	<-done
+	if n := g.Budget().InUse(); n != 0 {
+		t.Fatalf("%d bytes of the budget still reserved after the handler ended", n)
+	}
+}

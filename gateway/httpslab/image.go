@@ -18,10 +18,11 @@ import (
 )
 
 // readWhole reads the whole selection of req into one buffer reserved
-// against the memory budget; release gives the reservation back.
-func (h *handler) readWhole(ctx context.Context, req *request, elem int64) (data []byte, release func(), err error) {
+// against the memory budget, with extra bytes more for what the caller
+// makes of it; release gives the reservation back.
+func (h *handler) readWhole(ctx context.Context, req *request, elem, extra int64) (data []byte, release func(), err error) {
 	n := elem * product(req.shape)
-	res, err := h.g.Budget().Acquire(ctx, n, fmt.Sprintf("the %s of the slab of %q", req.format, req.path))
+	res, err := h.g.Budget().Acquire(ctx, n+extra, fmt.Sprintf("the %s of the slab of %q", req.format, req.path))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -53,7 +54,7 @@ func (h *handler) serveJSON(w http.ResponseWriter, r *http.Request, req *request
 		}
 	} else {
 		elem := int64(req.array.DataType.Size)
-		data, release, err := h.readWhole(r.Context(), req, elem)
+		data, release, err := h.readWhole(r.Context(), req, elem, 0)
 		if err != nil {
 			return err
 		}
@@ -199,7 +200,9 @@ func (h *handler) servePNG(w http.ResponseWriter, r *http.Request, req *request)
 		return err
 	}
 	elem := int64(req.array.DataType.Size)
-	data, release, err := h.readWhole(r.Context(), req, elem)
+	// The image (4 bytes a pixel) and its encoding (at most about as
+	// much) are reserved with the data.
+	data, release, err := h.readWhole(r.Context(), req, elem, 8*height*width)
 	if err != nil {
 		return err
 	}
