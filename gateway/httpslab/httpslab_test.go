@@ -268,9 +268,22 @@ func readSlab(t *testing.T, g *gateway.Gateway, path string, sel []zarr.Range) [
 func TestNpyLoadsInNumpy(t *testing.T) {
 	py := testenv.Python(t)
 	g := newGateway(t, gateway.Config{})
+	// v2 fixed-width strings, bytes (|S3) and UTF-32 (<U2), stored raw
+	// (CreateArray makes v3 types only).
+	for path, c := range map[string]struct {
+		dt   string
+		data string
+	}{"bs": {"|S3", "ab\x00xyz"}, "us": {"<U2", "h\x00\x00\x00i\x00\x00\x00\xe9\x00\x00\x00\x00\x00\x00\x00"}} {
+		meta := `{"zarr_format":2,"shape":[2],"chunks":[2],"dtype":"` + c.dt + `","compressor":null,"fill_value":null,"order":"C","filters":null}`
+		for key, v := range map[string]string{path + "/.zarray": meta, path + "/0": c.data} {
+			if _, err := g.Store().Set(ctx, key, strings.NewReader(v), storesvc.Condition{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	srv := serve(t, g, Options{BandBytes: 700})
 	dir := t.TempDir()
-	for name, q := range map[string]string{"f": "2:35:3,::4", "s": "1,:,3:9"} {
+	for name, q := range map[string]string{"f": "2:35:3,::4", "s": "1,:,3:9", "bs": "", "us": ""} {
 		resp, body := get(t, srv, name, url.Values{"sel": {q}})
 		if resp.StatusCode != 200 {
 			t.Fatalf("%s: %s", name, resp.Status)
@@ -290,6 +303,10 @@ assert np.array_equal(f, full[2:35:3, ::4])
 s = np.load(d + "/s.npy")
 assert s.dtype == np.int16 and s.shape == (1, 40, 6), (s.dtype, s.shape)
 assert np.array_equal(s[0], np.repeat((100 + np.arange(40)).astype(np.int16)[:, None], 6, axis=1))
+bs = np.load(d + "/bs.npy")
+assert bs.dtype == np.dtype("S3") and bs.tolist() == [b"ab", b"xyz"], (bs.dtype, bs)
+us = np.load(d + "/us.npy")
+assert us.dtype == np.dtype("<U2") and us.tolist() == ["hi", "\u00e9"], (us.dtype, us)
 print("ok")
 `
 	out, err := exec.Command(py, "-c", script, dir).CombinedOutput()
