@@ -212,6 +212,17 @@ func TestPageInChromium(t *testing.T) {
 		t.Errorf("image pixel (0, 0) = %v, want viridis' lowest (68, 1, 84)", res.Pixel00)
 	}
 
+	// A 1-D array never written: one row, all fill, so transparent.
+	m = selftestRE.FindSubmatch(chromium(t, "--dump-dom", srv.URL+"/ui/?selftest#data/labels"))
+	var one struct {
+		Natural []int
+		Pixel00 []int
+	}
+	if m == nil || json.Unmarshal([]byte(html.UnescapeString(string(m[1]))), &one) != nil ||
+		len(one.Natural) != 2 || one.Natural[0] != 50 || one.Natural[1] != 1 || !sameColor(one.Pixel00, color.NRGBA{}) {
+		t.Errorf("1-D array of fill: %s", m)
+	}
+
 	shot := os.Getenv("ZARRGATE_UI_SCREENSHOT")
 	if shot == "" {
 		shot = filepath.Join(t.TempDir(), "ui.png")
