@@ -163,3 +163,8 @@ func New(store storesvc.Store, codecs Codecs, cfg Config) *Gateway {
 
 // Store is the store behind the gateway.
 func (g *Gateway) Store() *storesvc.Portable { return g.store }
+
+// Budget is the memory budget the gateway's calls reserve against, for
+// layers that hold memory of their own per call (an HTTP slab handler's
+// reorder buffer, for one).
+func (g *Gateway) Budget() *membudget.Budget { return g.cfg.Budget }

@@ -2,7 +2,8 @@
 # Installs what the tests need on a fresh machine, idempotently: the
 # S3-compatible test server (built from the Go module proxy), netCDF's
 # ncgen/ncdump (Debian netcdf-bin, netCDF-C 4.9.0), the openssl CLI (the
-# Python tests make their TLS certificates with it) and the pinned Python venv
+# Python tests make their TLS certificates with it), chromium (the browser
+# view's headless test) and the pinned Python venv
 # (zarr-python, numcodecs, and netCDF4, whose wheel bundles netCDF-C 4.10).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,5 +21,13 @@ if ! command -v openssl >/dev/null; then
 	[ "$(id -u)" = 0 ] || SUDO=sudo
 	$SUDO apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openssl >/dev/null
+fi
+if ! command -v chromium >/dev/null; then
+	# internal/webui's test loads the browser view in headless chromium.
+	echo "deps: installing chromium" >&2
+	SUDO=""
+	[ "$(id -u)" = 0 ] || SUDO=sudo
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 ZARRGATE_VENV_ONLY=1 scripts/test-python.sh

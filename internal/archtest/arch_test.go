@@ -31,7 +31,9 @@ var floors = [][]string{
 		"internal/rpc", "internal/metrics", "internal/tracing", "storesvc/internal/storeproto", "storesvc/storeserver", "storesvc/remote",
 		"codecsvc", "codecsvc/remote", "gateway/arrayserver", "internal/authz/authzgrpc", "internal/auth/authgrpc", "internal/security", "internal/tlsbatch"},
 	// 5: the Go client of the wire API.
-	{"client"},
+	// The HTTP handlers over the engine (slab endpoint, browser view) sit
+	// beside it: they parse selections with its grammar.
+	{"client", "gateway/httpslab", "internal/webui"},
 	// 6: wiring and the tests that drive the binary (the TypeScript
 	// client's test writes its arrays with clients/typescript/test/gowriter).
 	{"cmd/zarrgate", "e2e", "internal/archtest", "clients/typescript/test/gowriter"},

@@ -39,3 +39,16 @@ func Tool(t testing.TB, name string) string {
 	}
 	return p
 }
+
+// Chromium returns the path of Debian's chromium (scripts/deps.sh
+// installs it), for tests that load the browser view headless.
+func Chromium(t testing.TB) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	missing(t, "chromium", "apt-get install chromium (scripts/deps.sh does)")
+	return ""
+}
