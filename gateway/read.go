@@ -212,6 +212,10 @@ type BlockSink interface {
 // garbage collector. If sink is set, the workers put blocks into it
 // before emit sees them.
 func (g *Gateway) ReadSlabTo(ctx context.Context, path string, sel []zarr.Range, start func(SlabInfo) error, sink BlockSink, emit func(Block) error) error {
+	// The call counts as sharing the gateway from its start: a small read
+	// is mostly this planning and one batch.
+	call := g.sched.begin(false)
+	defer call.end()
 	l, a, proj, err := g.planRead(ctx, path, sel)
 	if err != nil {
 		return err
@@ -244,7 +248,9 @@ func (g *Gateway) ReadSlabTo(ctx context.Context, path string, sel []zarr.Range,
 		return nil
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
+	// With workers, the call's decodes take slots of its share.
+	call.useSlots()
+	ctx, cancel := context.WithCancel(withCall(ctx, call))
 	defer cancel()
 	tasks := make(chan []readTask)
 	blocks := make(chan Block, g.cfg.Parallelism)
@@ -505,6 +511,13 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 			encoded = append(encoded, v.Data)
 		}
 	}
+	// Decoding, gathering and placing the blocks is the batch's work on
+	// this process's processors: it takes a slot of the call's share.
+	done, err := l.codec.slot(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	decoded, err := l.codec.decode(ctx, encoded)
 	if err != nil {
 		return g.blameChunk(err, reqs, vals)
@@ -716,6 +729,11 @@ func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, k
 	for i, v := range vals {
 		encoded[i] = v.Data
 	}
+	done, err := l.codec.slot(ctx) // as in readChunks
+	if err != nil {
+		return err
+	}
+	defer done()
 	decoded, err := l.codec.decode(ctx, encoded)
 	if err != nil {
 		var ie *codec.ItemError

@@ -53,6 +53,9 @@ type WriteStats struct {
 // Every buffer the call holds is reserved from Config.Budget first; a
 // reservation that fails ends the call with ResourceExhausted.
 func (g *Gateway) WriteSlab(ctx context.Context, path string, sel []zarr.Range, next func() (Block, error)) (WriteStats, error) {
+	call := g.sched.begin(true)
+	defer call.end()
+	ctx = withCall(ctx, call)
 	n, err := g.array(ctx, path)
 	if err != nil {
 		return WriteStats{}, err
