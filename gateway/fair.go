@@ -8,7 +8,6 @@ package gateway
 
 import (
 	"context"
-	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -96,7 +95,7 @@ func (c *call) end() {
 // because other calls share the gateway.
 func (c *call) limit(now time.Time) (int, bool) {
 	s := c.s
-	if os.Getenv("ZG_FAIR_OFF") != "" || s.active <= 1 && (s.lastEnd.Before(c.start) || now.Sub(s.lastEnd) >= fairCooldown) {
+	if s.active <= 1 && (s.lastEnd.Before(c.start) || now.Sub(s.lastEnd) >= fairCooldown) {
 		return s.parallelism, false
 	}
 	return max(1, (s.procs-1)/max(1, s.workers)), true

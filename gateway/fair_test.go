@@ -1,0 +1,200 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/zarrgate/zarrgate/codec"
+	"github.com/zarrgate/zarrgate/codecsvc"
+	"github.com/zarrgate/zarrgate/storesvc/memory"
+	"github.com/zarrgate/zarrgate/zarr"
+)
+
+// TestSchedulerShares checks the shares: a call alone has Parallelism
+// slots; beside other calls, the calls with workers split all processors
+// but one, at least one slot each; a call that ended after a call began
+// keeps sharing for fairCooldown, one that ended before does not.
+func TestSchedulerShares(t *testing.T) {
+	s := &scheduler{procs: 4, parallelism: 16}
+	lim := func(c *call, now time.Time) int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		n, _ := c.limit(now)
+		return n
+	}
+	small := s.begin(false)
+	small.end() // ended before big began: big is alone
+	big := s.begin(true)
+	now := time.Now()
+	if n := lim(big, now); n != 16 {
+		t.Errorf("alone: %d slots, want 16", n)
+	}
+	small = s.begin(false)
+	if n := lim(big, time.Now()); n != 3 {
+		t.Errorf("beside a small call: %d slots, want 3 (4 processors but one)", n)
+	}
+	small.end()
+	ended := time.Now()
+	if n := lim(big, ended); n != 3 {
+		t.Errorf("just after a small call: %d slots, want 3", n)
+	}
+	if n := lim(big, ended.Add(fairCooldown)); n != 16 {
+		t.Errorf("%v after the small call: %d slots, want 16", fairCooldown, n)
+	}
+	other := s.begin(true)
+	if a, b := lim(big, time.Now()), lim(other, time.Now()); a != 1 || b != 1 {
+		t.Errorf("two calls with workers: %d and %d slots, want 1 each", a, b)
+	}
+	three := s.begin(true)
+	four := s.begin(true)
+	if n := lim(four, time.Now()); n != 1 {
+		t.Errorf("four calls with workers on 4 processors: %d slots, want at least 1", n)
+	}
+	for _, c := range []*call{other, three, four, big} {
+		c.end()
+	}
+	if s.active != 0 || s.workers != 0 {
+		t.Errorf("after every call ended: %d active, %d with workers", s.active, s.workers)
+	}
+	// One processor: still one slot.
+	s1 := &scheduler{procs: 1, parallelism: 4}
+	a, b := s1.begin(true), s1.begin(false)
+	if n := lim2(s1, a); n != 1 {
+		t.Errorf("one processor, shared: %d slots, want 1", n)
+	}
+	a.end()
+	b.end()
+}
+
+func lim2(s *scheduler, c *call) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, _ := c.limit(time.Now())
+	return n
+}
+
+// TestSchedulerWaits checks that a call past its share waits for one of its
+// slots to be given back, and that cancelling its context ends the wait.
+func TestSchedulerWaits(t *testing.T) {
+	s := &scheduler{procs: 2, parallelism: 8}
+	big := s.begin(true)
+	small := s.begin(false)
+	defer small.end()
+	defer big.end()
+	done, err := big.acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		d, err := big.acquire(ctx)
+		if err == nil {
+			d()
+		}
+		got <- err
+	}()
+	done() // the waiter takes the slot given back
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	done, err = big.acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	cctx, cancel := context.WithCancel(ctx)
+	go func() { _, err := big.acquire(cctx); got <- err }()
+	cancel()
+	if err := <-got; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait: %v, want context.Canceled", err)
+	}
+	// Calls without workers, and work outside any call, never wait.
+	for _, c := range []*call{small, nil} {
+		d, err := c.acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d()
+	}
+}
+
+// peakEngine is the in-process codec engine, counting the decode batches
+// running at once.
+type peakEngine struct {
+	codec.Engine
+	now, peak atomic.Int64
+}
+
+func (e *peakEngine) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte) ([]codec.Chunk, error) {
+	n := e.now.Add(1)
+	defer e.now.Add(-1)
+	for p := e.peak.Load(); n > p && !e.peak.CompareAndSwap(p, n); p = e.peak.Load() {
+	}
+	time.Sleep(time.Millisecond) // long enough for the workers' batches to overlap
+	return e.Engine.Decode(ctx, spec, encoded)
+}
+
+// TestReadSharesProcessors reads a 64-chunk slab with 8 workers while
+// another call is in progress (a small read whose client is slow to take
+// its block): the slab's decode batches run one at a time on a gateway of
+// two processors, leaving one to the other call, and the slab reads whole
+// and right.
+func TestReadSharesProcessors(t *testing.T) {
+	e := &peakEngine{Engine: codecsvc.NewLocal()}
+	g := New(memory.New(), e, Config{Parallelism: 8})
+	g.sched.procs = 2
+	if _, err := g.CreateArray(ctx, "a", ArraySpec{Shape: []int64{256, 256}, DataType: "uint8", ChunkShape: []int64{4, 256}, Codecs: json.RawMessage(zstdBytes)}); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 256*256)
+	for i := range data {
+		data[i] = byte(i * 7 / 5)
+	}
+	if _, err := g.WriteSlab(ctx, "a", nil, nextFrom([]Block{{Origin: []int64{0, 0}, Shape: []int64{256, 256}, Data: data}})); err != nil {
+		t.Fatal(err)
+	}
+	read := func() []byte {
+		got := make([]byte, len(data))
+		err := g.ReadSlab(ctx, "a", nil, func(SlabInfo) error { return nil }, func(b Block) error {
+			for r := range b.Shape[0] {
+				copy(got[(b.Origin[0]+r)*256+b.Origin[1]:], b.Data[r*b.Shape[1]:(r+1)*b.Shape[1]])
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+
+	// The other call: a one-chunk read held in its emit until the slab
+	// is read.
+	inEmit, release := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		err := g.ReadSlab(ctx, "a", []zarr.Range{{Start: 0, Stop: 1, Step: 1}, {Start: 0, Stop: 1, Step: 1}}, func(SlabInfo) error { return nil }, func(Block) error {
+			close(inEmit)
+			<-release
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	<-inEmit
+	e.peak.Store(0)
+	got := read()
+	close(release)
+	wg.Wait()
+	if string(got) != string(data) {
+		t.Fatal("the slab read beside another call differs from what was written")
+	}
+	if p := e.peak.Load(); p != 1 {
+		t.Errorf("beside another call, %d decode batches ran at once on 2 processors, want 1", p)
+	}
+}
