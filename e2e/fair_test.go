@@ -139,11 +139,14 @@ func fairSmallReads(t *testing.T, a *client.Array, r *rand.Rand, n int, stop <-c
 		t0 := time.Now()
 		err := client.ReadInto(ctx, a, sel, buf)
 		lat = append(lat, time.Since(t0))
+		// Errorf, not Fatalf: this may run beside the test's goroutine.
 		if err != nil {
-			t.Fatalf("small read: %v", err)
+			t.Errorf("small read: %v", err)
+			return lat
 		}
 		if buf[0] != fairValue(int(i0), int(j0)) || buf[len(buf)-1] != fairValue(int(i0)+255, int(j0)+255) {
-			t.Fatalf("small read at (%d, %d): wrong data", ci*fairChunk+i0, cj*fairChunk+j0)
+			t.Errorf("small read at (%d, %d): wrong data", ci*fairChunk+i0, cj*fairChunk+j0)
+			return lat
 		}
 	}
 	return lat
@@ -217,6 +220,9 @@ func TestFairSmallReadsBesideSlab(t *testing.T) {
 		close(stop)
 		loaded = append(loaded, <-got...)
 		beside = append(beside, fmt.Sprintf("%.0f", fairN*fairN*4/d.Seconds()/1e6))
+	}
+	if t.Failed() {
+		return
 	}
 	soloP99, loadedP99 := p99(solo), p99(loaded)
 	t.Logf("small reads: p50 %v alone, %v beside the slab; p99 %v alone, %v beside (%d and %d reads, %.1f×); slab %.0f MB/s alone, %s MB/s beside",

@@ -229,3 +229,24 @@ zarrgate_metadata_cache_hits_total{kind="shard_index"} 0
 		t.Error(err)
 	}
 }
+
+// remoteEngine is an engine that says it runs on codec workers.
+type remoteEngine struct{ codec.Engine }
+
+func (remoteEngine) Remote() bool { return true }
+
+// TestEngineSaysRemote: the observed engine passes on whether the engine
+// it wraps runs on codec workers, which the gateway asks to know whether
+// its processors do the codec work (its scheduler shares only those).
+func TestEngineSaysRemote(t *testing.T) {
+	r := New()
+	for _, c := range []struct {
+		e    codec.Engine
+		want bool
+	}{{codecsvc.NewLocal(), false}, {remoteEngine{codecsvc.NewLocal()}, true}} {
+		got, ok := r.Engine(c.e).(interface{ Remote() bool })
+		if !ok || got.Remote() != c.want {
+			t.Errorf("observed %T: Remote() = %v (implemented: %v), want %v", c.e, ok && got.Remote(), ok, c.want)
+		}
+	}
+}
