@@ -123,27 +123,36 @@ func TestSchedulerWaits(t *testing.T) {
 	}
 }
 
-// peakEngine is the in-process codec engine, counting the decode batches
-// running at once.
+// peakEngine is the in-process codec engine, counting the batches running
+// at once.
 type peakEngine struct {
 	codec.Engine
 	now, peak atomic.Int64
 }
 
-func (e *peakEngine) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte) ([]codec.Chunk, error) {
+func (e *peakEngine) enter() func() {
 	n := e.now.Add(1)
-	defer e.now.Add(-1)
 	for p := e.peak.Load(); n > p && !e.peak.CompareAndSwap(p, n); p = e.peak.Load() {
 	}
 	time.Sleep(time.Millisecond) // long enough for the workers' batches to overlap
+	return func() { e.now.Add(-1) }
+}
+
+func (e *peakEngine) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte) ([]codec.Chunk, error) {
+	defer e.enter()()
 	return e.Engine.Decode(ctx, spec, encoded)
+}
+
+func (e *peakEngine) Encode(ctx context.Context, spec *codec.BatchSpec, chunks []codec.Chunk) ([][]byte, error) {
+	defer e.enter()()
+	return e.Engine.Encode(ctx, spec, chunks)
 }
 
 // TestReadSharesProcessors reads a 64-chunk slab with 8 workers while
 // another call is in progress (a small read whose client is slow to take
 // its block): the slab's decode batches run one at a time on a gateway of
 // two processors, leaving one to the other call, and the slab reads whole
-// and right.
+// and right; then writes it whole beside that call, one encode at a time.
 func TestReadSharesProcessors(t *testing.T) {
 	e := &peakEngine{Engine: codecsvc.NewLocal()}
 	g := New(memory.New(), e, Config{Parallelism: 8})
@@ -188,13 +197,26 @@ func TestReadSharesProcessors(t *testing.T) {
 	})
 	<-inEmit
 	e.peak.Store(0)
-	got := read()
-	close(release)
-	wg.Wait()
-	if string(got) != string(data) {
+	if string(read()) != string(data) {
 		t.Fatal("the slab read beside another call differs from what was written")
 	}
 	if p := e.peak.Load(); p != 1 {
 		t.Errorf("beside another call, %d decode batches ran at once on 2 processors, want 1", p)
+	}
+	// A write beside it encodes one chunk at a time too.
+	for i := range data {
+		data[i] = byte(i * 3)
+	}
+	e.peak.Store(0)
+	if _, err := g.WriteSlab(ctx, "a", nil, nextFrom([]Block{{Origin: []int64{0, 0}, Shape: []int64{256, 256}, Data: data}})); err != nil {
+		t.Fatal(err)
+	}
+	if p := e.peak.Load(); p != 1 {
+		t.Errorf("beside another call, %d encode batches ran at once on 2 processors, want 1", p)
+	}
+	close(release)
+	wg.Wait()
+	if string(read()) != string(data) {
+		t.Fatal("the slab written beside another call reads back different")
 	}
 }

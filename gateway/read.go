@@ -216,6 +216,7 @@ func (g *Gateway) ReadSlabTo(ctx context.Context, path string, sel []zarr.Range,
 	// is mostly this planning and one batch.
 	call := g.sched.begin(false)
 	defer call.end()
+	ctx = withCall(ctx, call)
 	l, a, proj, err := g.planRead(ctx, path, sel)
 	if err != nil {
 		return err
@@ -250,7 +251,7 @@ func (g *Gateway) ReadSlabTo(ctx context.Context, path string, sel []zarr.Range,
 
 	// With workers, the call's decodes take slots of its share.
 	call.useSlots()
-	ctx, cancel := context.WithCancel(withCall(ctx, call))
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	tasks := make(chan []readTask)
 	blocks := make(chan Block, g.cfg.Parallelism)
