@@ -20,6 +20,12 @@ import (
 // with every processor busy.
 const fairCooldown = 100 * time.Millisecond
 
+// fairYield is how long a batch of a call with workers waits, before it
+// starts, for the calls without workers (small reads, one-chunk writes)
+// in progress to end: their work runs first, and the big call still
+// starts a batch (one chunk, while it shares) every fairYield at least.
+const fairYield = 2 * time.Millisecond
+
 // scheduler shares the processors' chunk work between calls. Every
 // ReadSlab and WriteSlab is a call (begin, end). The chunk batches a
 // call's workers decode or encode in this process each take one of the
@@ -37,10 +43,20 @@ type scheduler struct {
 	active  int       // calls running
 	workers int       // of those, calls whose chunk work takes slots
 	lastEnd time.Time // when a call last ended
+	slotted map[*call]struct{}
 }
 
 func newScheduler(parallelism int) *scheduler {
 	return &scheduler{procs: runtime.GOMAXPROCS(0), parallelism: parallelism}
+}
+
+// addSlotted counts c among the calls with workers (s.mu held).
+func (s *scheduler) addSlotted(c *call) {
+	if s.slotted == nil {
+		s.slotted = map[*call]struct{}{}
+	}
+	s.slotted[c] = struct{}{}
+	s.workers++
 }
 
 // call is one call's share.
@@ -61,7 +77,7 @@ func (s *scheduler) begin(slots bool) *call {
 	s.mu.Lock()
 	s.active++
 	if slots {
-		s.workers++
+		s.addSlotted(c)
 	}
 	s.mu.Unlock()
 	return c
@@ -75,7 +91,7 @@ func (c *call) useSlots() {
 	c.wake = make(chan struct{}, 1)
 	c.s.mu.Lock()
 	c.slots = true
-	c.s.workers++
+	c.s.addSlotted(c)
 	c.s.mu.Unlock()
 }
 
@@ -84,11 +100,35 @@ func (c *call) end() {
 	s := c.s
 	s.mu.Lock()
 	s.active--
+	var waiting []*call
 	if c.slots {
 		s.workers--
+		delete(s.slotted, c)
+	} else if s.active == s.workers {
+		// The last call without workers ended: the others' batches
+		// waiting for it go on.
+		for w := range s.slotted {
+			waiting = append(waiting, w)
+		}
 	}
 	s.lastEnd = time.Now()
 	s.mu.Unlock()
+	for _, w := range waiting {
+		w.signal()
+	}
+}
+
+// shared reports whether other calls share the gateway with c now: its
+// workers then decode a chunk per batch (readChunks), so that its slots
+// turn over often.
+func (c *call) shared() bool {
+	if c == nil || !c.slots {
+		return false
+	}
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	_, shared := c.limit(time.Now())
+	return shared
 }
 
 // limit is how many slots c may hold now (s.mu held), and whether that is
@@ -109,11 +149,16 @@ func (c *call) acquire(ctx context.Context) (func(), error) {
 		return func() {}, nil
 	}
 	s := c.s
+	var since time.Time // waiting for calls without workers since
 	for {
 		now := time.Now()
 		s.mu.Lock()
 		n, shared := c.limit(now)
-		if c.running < n {
+		small := s.active > s.workers // calls without workers in progress
+		if small && since.IsZero() {
+			since = now
+		}
+		if c.running < n && (!small || now.Sub(since) >= fairYield) {
 			c.running++
 			more := c.running < n
 			s.mu.Unlock()
@@ -128,7 +173,11 @@ func (c *call) acquire(ctx context.Context) (func(), error) {
 		// cooldown.
 		var t *time.Timer
 		var after <-chan time.Time
-		if shared {
+		switch {
+		case c.running < n: // held back for the small calls
+			t = time.NewTimer(fairYield - now.Sub(since))
+			after = t.C
+		case shared:
 			t = time.NewTimer(fairCooldown)
 			after = t.C
 		}

@@ -513,32 +513,64 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 		}
 	}
 	// Decoding, gathering and placing the blocks is the batch's work on
-	// this process's processors: it takes a slot of the call's share.
-	done, err := l.codec.slot(ctx)
-	if err != nil {
-		return err
+	// this process's processors: it takes a slot of the call's share, for
+	// the whole batch, or, while other calls share the gateway, for each
+	// chunk, so that the call's slots turn over often (fair.go).
+	step := len(encoded)
+	if callOf(ctx).shared() {
+		step = 1
 	}
-	defer done()
-	decoded, err := l.codec.decode(ctx, encoded)
-	if err != nil {
-		return g.blameChunk(err, reqs, vals)
-	}
-	k := 0
-	for i, t := range batch {
-		if !vals[i].Found {
-			if err := emitFill(l, t.dims, out); err != nil {
-				return err
+	i, k := 0, 0 // the next task, the next encoded chunk
+	for i < len(batch) {
+		hi := min(k+step, len(encoded))
+		err := func() error {
+			var decoded []chunk
+			if hi > k {
+				done, err := l.codec.slot(ctx)
+				if err != nil {
+					return err
+				}
+				defer done()
+				if decoded, err = l.codec.decode(ctx, encoded[k:hi]); err != nil {
+					return g.blameChunk(shiftItem(err, k), reqs, vals)
+				}
 			}
-			continue
-		}
-		u := decoded[k]
-		k++
-		recycle(vals[i], []*chunk{&u})
-		if err := out(gather(l, u, t.dims)); err != nil {
+			for d := 0; i < len(batch); i++ {
+				t := batch[i]
+				if !vals[i].Found {
+					if err := emitFill(l, t.dims, out); err != nil {
+						return err
+					}
+					continue
+				}
+				if d == len(decoded) {
+					break
+				}
+				u := decoded[d]
+				d++
+				recycle(vals[i], []*chunk{&u})
+				if err := out(gather(l, u, t.dims)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}()
+		if err != nil {
 			return err
 		}
+		k = hi
 	}
 	return nil
+}
+
+// shiftItem moves the batch item a codec error blames by k: for a decode
+// of part of a batch, from k on.
+func shiftItem(err error, k int) error {
+	var ie *codec.ItemError
+	if k == 0 || !errors.As(err, &ie) {
+		return err
+	}
+	return &codec.ItemError{Index: ie.Index + k, Err: ie.Err}
 }
 
 // recycle hands the pooled buffer of a value read from the store back once
