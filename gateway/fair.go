@@ -24,7 +24,7 @@ const fairCooldown = 100 * time.Millisecond
 // starts, for the calls without workers (small reads, one-chunk writes)
 // in progress to end: their work runs first, and the big call still
 // starts a batch (one chunk, while it shares) every fairYield at least.
-const fairYield = 2 * time.Millisecond
+var fairYield = 2 * time.Millisecond // a variable for tests
 
 // scheduler shares the processors' chunk work between calls. Every
 // ReadSlab and WriteSlab is a call (begin, end). The chunk batches a
@@ -35,7 +35,10 @@ const fairYield = 2 * time.Millisecond
 // one processor stays free for the others' requests and small reads
 // (which run in their own goroutine, without slots) and no call is ever
 // starved. Store reads take no slots: waiting on the store uses no
-// processor.
+// processor. Sharing, a call's workers also take a slot per chunk rather
+// than per batch (readChunks), and a batch waits up to fairYield for the
+// calls without workers in progress to end, so that a small read's work
+// runs first instead of beside a big call's.
 type scheduler struct {
 	procs, parallelism int
 
@@ -44,6 +47,7 @@ type scheduler struct {
 	workers int       // of those, calls whose chunk work takes slots
 	lastEnd time.Time // when a call last ended
 	slotted map[*call]struct{}
+	waiting int // batches waiting for a slot
 }
 
 func newScheduler(parallelism int) *scheduler {
@@ -167,6 +171,7 @@ func (c *call) acquire(ctx context.Context) (func(), error) {
 			}
 			return c.release, nil
 		}
+		s.waiting++
 		s.mu.Unlock()
 		// Wait for one of c's slots to be given back, or, sharing, for
 		// the share to grow (the others leave): checked again after the
@@ -189,6 +194,9 @@ func (c *call) acquire(ctx context.Context) (func(), error) {
 		if t != nil {
 			t.Stop()
 		}
+		s.mu.Lock()
+		s.waiting--
+		s.mu.Unlock()
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -120,6 +121,43 @@ func TestSchedulerWaits(t *testing.T) {
 			t.Fatal(err)
 		}
 		d()
+	}
+}
+
+// TestSchedulerSmallCallsFirst: a batch of a call with workers does not
+// start while a call without workers is in progress (for up to
+// fairYield, an hour here), and starts when that call ends.
+func TestSchedulerSmallCallsFirst(t *testing.T) {
+	defer func(y time.Duration) { fairYield = y }(fairYield)
+	fairYield = time.Hour
+	s := &scheduler{procs: 4, parallelism: 8}
+	big := s.begin(true)
+	defer big.end()
+	small := s.begin(false)
+	got := make(chan error, 1)
+	go func() {
+		d, err := big.acquire(ctx)
+		if err == nil {
+			d()
+		}
+		got <- err
+	}()
+	for waiting := 0; waiting == 0; runtime.Gosched() {
+		select {
+		case <-got:
+			t.Fatal("a batch started while a small call was in progress")
+		default:
+		}
+		s.mu.Lock()
+		waiting = s.waiting
+		s.mu.Unlock()
+	}
+	small.end()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if !big.shared() {
+		t.Error("just after a small call ended, the big call does not count as sharing")
 	}
 }
 
