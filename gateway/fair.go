@@ -171,6 +171,7 @@ func (c *call) acquire(ctx context.Context) (func(), error) {
 			}
 			return c.release, nil
 		}
+		yielding := c.running < n // held back for the small calls only
 		s.waiting++
 		s.mu.Unlock()
 		// Wait for one of c's slots to be given back, or, sharing, for
@@ -179,7 +180,7 @@ func (c *call) acquire(ctx context.Context) (func(), error) {
 		var t *time.Timer
 		var after <-chan time.Time
 		switch {
-		case c.running < n: // held back for the small calls
+		case yielding:
 			t = time.NewTimer(fairYield - now.Sub(since))
 			after = t.C
 		case shared:
