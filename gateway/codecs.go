@@ -46,6 +46,8 @@ func (e engineCodec) slot(ctx context.Context) (func(), error) {
 	return callOf(ctx).acquire(ctx)
 }
 
+func (e engineCodec) inProcess() bool { return e.local }
+
 func (e engineCodec) decode(ctx context.Context, encoded [][]byte) ([]chunk, error) {
 	if len(encoded) == 0 {
 		return nil, nil

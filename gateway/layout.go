@@ -29,6 +29,8 @@ type unitCodec interface {
 	// for a batch of work on this process's processors, and returns the
 	// function that gives it back.
 	slot(ctx context.Context) (func(), error)
+	// inProcess says the codec work runs on this process's processors.
+	inProcess() bool
 }
 
 // layout is how an array's elements map to stored objects.

@@ -515,9 +515,10 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 	// Decoding, gathering and placing the blocks is the batch's work on
 	// this process's processors: it takes a slot of the call's share, for
 	// the whole batch, or, while other calls share the gateway, for each
-	// chunk, so that the call's slots turn over often (fair.go).
+	// chunk, so that the call's slots turn over often (fair.go); codec
+	// workers get whole batches always.
 	step := len(encoded)
-	if callOf(ctx).shared() {
+	if l.codec.inProcess() && callOf(ctx).shared() {
 		step = 1
 	}
 	i, k := 0, 0 // the next task, the next encoded chunk
