@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
+	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
 	"github.com/zarrgate/zarrgate/zarr"
 )
@@ -251,6 +253,17 @@ func TestReadSharesProcessors(t *testing.T) {
 	}
 	if p := e.peak.Load(); p != 1 {
 		t.Errorf("beside another call, %d encode batches ran at once on 2 processors, want 1", p)
+	}
+	// A corrupt chunk read a chunk at a time is still named right.
+	if _, err := g.Store().Set(ctx, "a/c/5/0", strings.NewReader("not zstd"), storesvc.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	err := g.ReadSlab(ctx, "a", nil, func(SlabInfo) error { return nil }, func(Block) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), `"a/c/5/0"`) {
+		t.Errorf("reading a corrupt chunk beside another call: %v, want an error naming a/c/5/0", err)
+	}
+	if _, err := g.WriteSlab(ctx, "a", nil, nextFrom([]Block{{Origin: []int64{0, 0}, Shape: []int64{256, 256}, Data: data}})); err != nil {
+		t.Fatal(err)
 	}
 	close(release)
 	wg.Wait()
