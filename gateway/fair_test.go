@@ -192,7 +192,8 @@ func (e *peakEngine) Encode(ctx context.Context, spec *codec.BatchSpec, chunks [
 // another call is in progress (a small read whose client is slow to take
 // its block): the slab's decode batches run one at a time on a gateway of
 // two processors, leaving one to the other call, and the slab reads whole
-// and right; then writes it whole beside that call, one encode at a time.
+// and right; then writes it whole beside that call, one encode at a time;
+// and a corrupt chunk, decoded alone while shared, is still the one named.
 func TestReadSharesProcessors(t *testing.T) {
 	e := &peakEngine{Engine: codecsvc.NewLocal()}
 	g := New(memory.New(), e, Config{Parallelism: 8})
