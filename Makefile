@@ -53,7 +53,9 @@ lint: breaking tidy-check deploy-check
 ## deploy-check: deploy/kubernetes.yaml decoded strictly into the Kubernetes
 ## API types and cross-checked (Secrets, ConfigMaps, Services, ports, probes,
 ## every flag against the binary the Dockerfile's build line makes, which
-## must be static); deploy/validate is its own module (deploy/README.md)
+## must be static), and deploy/grafana/zarrgate.json (structure, PromQL,
+## metrics and labels against a real gateway's and workers' /metrics);
+## deploy/validate is its own module (deploy/README.md)
 deploy-check:
 	cd deploy/validate && $(GO) test -count=1 ./...
 
@@ -123,6 +125,7 @@ bench: deps
 	$(PYTHON) -m pip install -q -r bench/requirements.txt
 	$(GO) test -run '^$$' -bench . -benchtime 5x ./storesvc/remote/ ./codecsvc/... ./gateway/... ./internal/...
 	ZARRGATE_PYTHON=$(PYTHON) $(GO) test -run '^$$' -bench 'GatewaySlabs' -benchtime 3x -timeout 60m ./e2e/
+	ZARRGATE_PYTHON=$(PYTHON) $(GO) test -run '^$$' -bench 'PythonClient' -benchtime 1x -timeout 60m ./e2e/
 	$(GO) test -run '^$$' -bench 'ServeStream' -benchtime 5x ./e2e/
 	$(GO) test -run '^$$' -bench 'CodecWorkers' -benchtime 2x ./e2e/
 	$(GO) test -run '^$$' -bench 'GatewayMemory' -benchtime 1x -timeout 30m ./e2e/

@@ -22,6 +22,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/tracing"
@@ -43,6 +44,8 @@ type Server struct {
 	inflight int
 	// obs, when set, is told of every batch (SetObserver).
 	obs codec.Observer
+	// fetch, when set, reads batches given as keys (SetFetcher).
+	fetch Fetcher
 	// drain is closed when the worker starts shutting down (Drain): every
 	// Process stream, open or opened later, is told so.
 	drain     chan struct{}
@@ -141,11 +144,12 @@ func ChunksFromProto(p []*codecv1.Chunk) []Chunk {
 }
 
 // decode decodes a batch; release gives back the memory its response
-// holds, once it is written.
-func (s *Server) decode(ctx context.Context, req *codecv1.DecodeRequest) (_ *codecv1.DecodeResponse, release func(), err error) {
+// holds, once it is written, and the chunks are the response's, whose
+// lent buffers (codec.Chunk.Release) may be handed back then too.
+func (s *Server) decode(ctx context.Context, req *codecv1.DecodeRequest) (_ *codecv1.DecodeResponse, release func(), _ []Chunk, err error) {
 	spec, err := SpecFromProto(req.GetSpec())
 	if err != nil {
-		return nil, noRelease, err
+		return nil, noRelease, nil, err
 	}
 	var chunks []Chunk
 	release = noRelease
@@ -153,18 +157,92 @@ func (s *Server) decode(ctx context.Context, req *codecv1.DecodeRequest) (_ *cod
 	if s.obs != nil {
 		start = time.Now()
 	}
+	encoded, n := req.GetEncoded(), len(req.GetEncoded())
+	if len(req.GetRefs()) > 0 && n > 0 {
+		return nil, noRelease, nil, errs.New(errs.InvalidArgument, "decode: both encoded chunks and refs")
+	}
+	if len(req.GetRefs()) > 0 {
+		n = len(req.GetRefs())
+	}
+	sel, err := SelectionsFromProto(req.GetSelections(), n, spec)
+	if err != nil {
+		return nil, noRelease, nil, err
+	}
+	var found []bool // worker-fetch: which refs were found
+	fetched := noRelease
+	if len(req.GetRefs()) > 0 {
+		if encoded, found, fetched, err = s.fetchEncoded(ctx, spec, req.GetRefs()); err != nil {
+			return nil, noRelease, nil, err
+		}
+		if sel != nil {
+			k := 0
+			for i, f := range found {
+				if f {
+					sel[k] = sel[i]
+					k++
+				}
+			}
+			sel = sel[:k]
+		}
+	}
 	if s.budget != nil && s.local != nil {
-		chunks, release, err = s.decodeBudgeted(ctx, spec, req.GetEncoded())
+		chunks, release, err = s.decodeBudgeted(ctx, spec, encoded, sel)
 	} else {
-		chunks, err = s.e.Decode(ctx, spec, req.GetEncoded())
+		chunks, err = s.e.Decode(ctx, spec, encoded)
+		for i := range chunks {
+			if err == nil && sel != nil {
+				if chunks[i], err = selectChunk(chunks[i], spec, sel[i]); err != nil {
+					err = &codec.ItemError{Index: i, Err: err}
+				}
+			}
+		}
 	}
 	if s.obs != nil {
-		s.obs.Batch(false, spec, len(req.GetEncoded()), start, err)
+		s.obs.Batch(false, spec, len(encoded), start, err)
 	}
 	if err != nil {
-		return nil, noRelease, err
+		fetched()
+		if found != nil {
+			err = reindex(err, found)
+		}
+		return nil, noRelease, nil, err
 	}
-	return &codecv1.DecodeResponse{Chunks: ChunksToProto(chunks)}, release, nil
+	out := ChunksToProto(chunks)
+	if found != nil {
+		all := make([]*codecv1.Chunk, len(found))
+		k := 0
+		for i, f := range found {
+			if f {
+				all[i] = out[k]
+				k++
+			} else {
+				all[i] = &codecv1.Chunk{Missing: true}
+			}
+		}
+		out = all
+		budget := release
+		release = func() { budget(); fetched() }
+	}
+	return &codecv1.DecodeResponse{Chunks: out}, release, chunks, nil
+}
+
+// reindex moves an item error's index from the found chunks of a fetched
+// batch to the batch's refs.
+func reindex(err error, found []bool) error {
+	var ie *codec.ItemError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	k := 0
+	for i, f := range found {
+		if f {
+			if k == ie.Index {
+				return &codec.ItemError{Index: i, Err: ie.Err}
+			}
+			k++
+		}
+	}
+	return err
 }
 
 func noRelease() {}
@@ -176,7 +254,7 @@ func noRelease() {}
 // the offsets of all its chunks and one chunk's allowance of element
 // bytes, and, as each chunk's element bytes turn out, reserves them too
 // before the next chunk gets its allowance.
-func (s *Server) decodeBudgeted(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte) ([]Chunk, func(), error) {
+func (s *Server) decodeBudgeted(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte, sel []codec.Selection) ([]Chunk, func(), error) {
 	c, err := s.local.Chain(spec)
 	if err != nil {
 		return nil, noRelease, err
@@ -216,7 +294,11 @@ func (s *Server) decodeBudgeted(ctx context.Context, spec *codec.BatchSpec, enco
 			release()
 			return nil, noRelease, err
 		}
-		if out[i], err = c.Decode(e); err != nil {
+		if out[i], err = c.Decode(e); err == nil && sel != nil {
+			// Selected at once: the whole chunk is garbage before the next.
+			out[i], err = selectChunk(out[i], spec, sel[i])
+		}
+		if err != nil {
 			release()
 			return nil, noRelease, &codec.ItemError{Index: i, Err: err}
 		}
@@ -316,7 +398,9 @@ func (s *Server) reserveEncode(ctx context.Context, spec *codec.BatchSpec, chunk
 // released when the response is handed to gRPC: a unary handler cannot
 // see it written (Process can, and is what the gateway uses).
 func (s *Server) Decode(ctx context.Context, req *codecv1.DecodeRequest) (*codecv1.DecodeResponse, error) {
-	resp, release, err := s.decode(ctx, req)
+	// The chunks' lent buffers are left to the garbage collector: gRPC
+	// marshals the response after this returns.
+	resp, release, _, err := s.decode(ctx, req)
 	release()
 	return resp, grpcerr.ToStatus(err)
 }
@@ -360,6 +444,7 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 	sem := make(chan struct{}, s.inflight)
 	var sendErr error
 	var releases releaseSet
+	pooled := wire.HasCodec(ctx)
 	defer releases.releaseAll()
 	defer wg.Wait()
 	// The drain notice is sent from its own goroutine, which ends before
@@ -381,7 +466,17 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 		stream.Send(&codecv1.ProcessResponse{Result: &codecv1.ProcessResponse_Draining{Draining: &codecv1.Draining{}}})
 	}()
 	for {
-		req, err := stream.Recv()
+		// A batch's bytes are received into a pooled buffer, handed back
+		// once its response is written (results may alias them), on a
+		// server with wire's codec; other codecs know only messages.
+		req := new(codecv1.ProcessRequest)
+		in := &wire.Pooled{Msg: req}
+		var err error
+		if pooled {
+			err = stream.RecvMsg(in)
+		} else {
+			err = stream.RecvMsg(req)
+		}
 		if err != nil {
 			wg.Wait()
 			if errors.Is(err, context.Canceled) || isEOF(err) {
@@ -422,13 +517,14 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 			}()
 			resp := &codecv1.ProcessResponse{Id: req.GetId()}
 			var err error
+			var chunks []Chunk // decoded, whose lent buffers are recycled with the request's
 			release := noRelease
 			bctx, span := batchSpan(bctx, req)
 			defer func() { endSpan(span, err) }()
 			switch w := req.GetWork().(type) {
 			case *codecv1.ProcessRequest_Decode:
 				var r *codecv1.DecodeResponse
-				if r, release, err = s.decode(bctx, w.Decode); err == nil {
+				if r, release, chunks, err = s.decode(bctx, w.Decode); err == nil {
 					resp.Result = &codecv1.ProcessResponse_Decode{Decode: r}
 				}
 			case *codecv1.ProcessRequest_Encode:
@@ -450,15 +546,41 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 			// released once gRPC has written them (done), or at once if
 			// the send fails; done is not called for a message never
 			// written, so the stream's end releases what is left. release
-			// runs at most once, whoever calls it.
-			release = releases.add(release)
-			if e := wire.Send(stream, resp, release); e != nil {
-				release()
+			// runs at most once, whoever calls it. The buffers themselves
+			// (the request's pooled buffer, the decoders' lent ones) go
+			// back to the pool only from done, when gRPC is known to be
+			// finished with them; otherwise to the garbage collector.
+			done, failed := releases.add(release, recycler(in.Buf, chunks))
+			if e := wire.Send(stream, resp, done); e != nil {
+				failed()
 				if sendErr == nil {
 					sendErr = e
 				}
 			}
 		}()
+	}
+}
+
+// recycler hands back to the pool a received request's pooled buffer
+// (nil: none) and the buffers the engine lent with the chunks decoded from
+// it (codec.Chunk.Release), for the next batches to reuse instead of
+// allocating and zeroing their size again; nil if there is nothing to hand
+// back.
+func recycler(buf []byte, chunks []Chunk) func() {
+	lent := false
+	for _, c := range chunks {
+		lent = lent || c.Lent()
+	}
+	if buf == nil && !lent {
+		return nil
+	}
+	return func() {
+		for _, c := range chunks {
+			c.Release()
+		}
+		if buf != nil {
+			bufpool.Put(buf)
+		}
 	}
 }
 
@@ -470,9 +592,11 @@ type releaseSet struct {
 	fs   map[uint64]func()
 }
 
-// add registers f and returns a function that calls it once and forgets
-// it.
-func (r *releaseSet) add(f func()) func() {
+// add registers f and returns two functions that call it once and forget
+// it: done, for when gRPC has written the response, also calls recycle
+// (if set); failed does not. releaseAll calls f alone too: the stream's
+// end does not mean gRPC's writer is done with the buffers.
+func (r *releaseSet) add(f, recycle func()) (done, failed func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fs == nil {
@@ -481,7 +605,7 @@ func (r *releaseSet) add(f func()) func() {
 	id := r.next
 	r.next++
 	r.fs[id] = f
-	return func() {
+	failed = func() {
 		r.mu.Lock()
 		g := r.fs[id]
 		delete(r.fs, id)
@@ -490,6 +614,14 @@ func (r *releaseSet) add(f func()) func() {
 			g()
 		}
 	}
+	done = failed
+	if recycle != nil {
+		done = func() {
+			failed()
+			recycle()
+		}
+	}
+	return done, failed
 }
 
 func (r *releaseSet) releaseAll() {

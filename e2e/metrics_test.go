@@ -34,7 +34,7 @@ type adminProc struct {
 // and waits for the admin URL it logs (not for the gRPC listener: a
 // gateway waits for its store tier before it listens), and for the gRPC
 // address too when wantServing.
-func startWithAdmin(t *testing.T, sub string, wantServing bool, args ...string) *adminProc {
+func startWithAdmin(t testing.TB, sub string, wantServing bool, args ...string) *adminProc {
 	t.Helper()
 	all := append([]string{sub, "--admin-listen", "127.0.0.1:0"}, args...)
 	if !strings.Contains(strings.Join(args, " "), "--listen") {
@@ -90,7 +90,7 @@ func startWithAdmin(t *testing.T, sub string, wantServing bool, args ...string) 
 }
 
 // get fetches path from the admin endpoint: status and body.
-func (p *adminProc) get(t *testing.T, path string) (int, string) {
+func (p *adminProc) get(t testing.TB, path string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(p.admin + path)
 	if err != nil {
@@ -104,7 +104,7 @@ func (p *adminProc) get(t *testing.T, path string) (int, string) {
 // scrape reads /metrics: each sample by name and labels, as
 // name{l1="v1",l2="v2"} with the labels sorted (counters and gauges;
 // histograms as name_count and name_sum).
-func (p *adminProc) scrape(t *testing.T) map[string]float64 {
+func (p *adminProc) scrape(t testing.TB) map[string]float64 {
 	t.Helper()
 	code, body := p.get(t, "/metrics")
 	if code != http.StatusOK {

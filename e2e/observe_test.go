@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -306,5 +309,86 @@ func TestTraceOfReadSlab(t *testing.T) {
 	}
 	if n, _ := node[0]["bytes_sent"].(float64); n <= 0 {
 		t.Errorf("GetNode access line bytes_sent = %v", node[0]["bytes_sent"])
+	}
+}
+
+// A gateway at --trace-sample-ratio 0 in front of workers at the default
+// ratio (1): a call without a trace context is recorded nowhere — the
+// gateway passes its unsampled trace context on, so the workers do not
+// start traces of their own — and still gets a request id; a Go client
+// that traces (otelgrpc on its connection, through client.WithDialOptions)
+// and samples its call gets the whole trace, from the gateway and both
+// workers, under its own trace id.
+func TestTraceRatioZeroFollowsCaller(t *testing.T) {
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+	recv, endpoint := startReceiver(t)
+	obs := []string{"--otlp-endpoint", endpoint}
+	store := startCommand(t, "store-worker", append([]string{"--root", t.TempDir()}, obs...)...)
+	codec := startCommand(t, "codec-worker", obs...)
+	gw := startCommand(t, "gateway", append([]string{"--store", store.addr, "--codec", codec.addr, "--trace-sample-ratio", "0"}, obs...)...)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.Dial(ctx, gw.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a, err := c.CreateArray(ctx, "t", client.ArraySpec{Shape: []int64{64, 64}, DataType: "int32", ChunkShape: []int64{32, 32}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]int32, 64*64) // not the fill value: chunks are stored, and decoded when read
+	for i := range data {
+		data[i] = int32(i + 1)
+	}
+	if _, err := client.Write(ctx, a, nil, data); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := client.Read[int32](ctx, a, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// A traced Go client: its own tracer provider, sampling everything,
+	// and otelgrpc on its connection.
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	defer tp.Shutdown(context.Background())
+	tc, err := client.Dial(ctx, gw.addr, client.WithDialOptions(grpc.WithStatsHandler(otelgrpc.NewClientHandler(
+		otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(propagation.TraceContext{})))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	sctx, span := tp.Tracer("test").Start(ctx, "client read")
+	ta, err := tc.OpenArray(sctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := client.Read[int32](sctx, ta, nil); err != nil {
+		t.Fatal(err)
+	}
+	span.End()
+	traced := span.SpanContext().TraceID().String()
+
+	complete := func() bool {
+		seen := map[string]bool{}
+		for _, s := range recv.trace(traced) {
+			seen[s.service+" "+s.name] = true
+		}
+		return seen["zarrgate-gateway zarrgate.gateway.v1.ArrayService/ReadSlab"] && seen["zarrgate-gateway gateway.decode"] &&
+			seen["zarrgate-store-worker zarrgate.store.v1.StoreService/GetPartialValues"] && seen["zarrgate-codec-worker codec.Decode"]
+	}
+	if !waitFor(20*time.Second, complete) {
+		t.Fatalf("the traced client's trace %s is incomplete: %v", traced, recv.trace(traced))
+	}
+	// By now the untraced calls' spans, had any been made, would have
+	// been exported too (they ended before the traced call began).
+	time.Sleep(500 * time.Millisecond)
+	recv.mu.Lock()
+	defer recv.mu.Unlock()
+	for _, s := range recv.spans {
+		if s.traceID != traced {
+			t.Errorf("span %s %s of trace %s: a call outside any trace was recorded at ratio 0", s.service, s.name, s.traceID)
+		}
 	}
 }

@@ -109,7 +109,10 @@ func TestS3SlowDownWithinRetryBudget(t *testing.T) {
 	px := newSlowDownProxy(t, srv.Endpoint)
 	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
-	worker := startCommand(t, "store-worker", "--root", "s3://"+bucket+"?endpoint="+px.URL+"&region=us-east-1")
+	worker := startWithAdmin(t, "store-worker", true, "--root", "s3://"+bucket+"?endpoint="+px.URL+"&region=us-east-1")
+	// The store worker exports its S3 retries (the SDK's, within the
+	// store's budget) as tier s3.
+	const s3Retries, s3Refused = `zarrgate_retries_total{tier="s3"}`, `zarrgate_retries_refused_total{tier="s3"}`
 	gw := startCommand(t, "gateway", "--store", worker.addr)
 
 	c, err := client.Dial(ctx, gw.addr)
@@ -152,6 +155,10 @@ func TestS3SlowDownWithinRetryBudget(t *testing.T) {
 
 	// A short throttle (the next 8 requests): absorbed by the store
 	// worker's SDK retries, each throttled request retried about once.
+	m0 := worker.scrape(t)
+	if _, ok := m0[s3Retries]; !ok {
+		t.Fatalf("the store worker exports no %s", s3Retries)
+	}
 	px.reset(8, 0)
 	if err := read(ctx); err != nil {
 		t.Fatalf("read under a short throttle: %v", err)
@@ -160,6 +167,10 @@ func TestS3SlowDownWithinRetryBudget(t *testing.T) {
 	t.Logf("read with the first 8 requests throttled: %d S3 requests, %d repeats", total, rep)
 	if rep > 8+2 {
 		t.Errorf("a throttle of 8 requests caused %d repeated S3 requests", rep)
+	}
+	m1 := worker.scrape(t)
+	if d := m1[s3Retries] - m0[s3Retries]; d < 1 || d > float64(total) {
+		t.Errorf("%s moved by %v under a short throttle, want 1..%d (the requests S3 saw)", s3Retries, d, total)
 	}
 
 	// A long throttle: the read fails fast, naming the tier, and the
@@ -184,6 +195,12 @@ func TestS3SlowDownWithinRetryBudget(t *testing.T) {
 	}
 	if budget := 10 + 0.12*float64(total) + took.Seconds() + 1; float64(rep) > budget {
 		t.Errorf("S3 saw %d repeated requests of %d under a long throttle, over the retry budget (%.0f)", rep, total, budget)
+	}
+	m2 := worker.scrape(t)
+	retried, refused := m2[s3Retries]-m1[s3Retries], m2[s3Refused]-m1[s3Refused]
+	t.Logf("long throttle: the store worker counts %v retries and %v refused", retried, refused)
+	if retried > float64(total) || retried+refused < 1 {
+		t.Errorf("under a long throttle %s moved by %v and %s by %v; S3 saw %d requests", s3Retries, retried, s3Refused, refused, total)
 	}
 
 	// The throttle ends: reads work again.

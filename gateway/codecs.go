@@ -59,6 +59,12 @@ func (e engineCodec) decode(ctx context.Context, encoded [][]byte) ([]chunk, err
 	if err != nil {
 		return nil, err
 	}
+	return fromEngine(out), nil
+}
+
+// fromEngine converts an engine's decoded chunks, keeping the buffers
+// they lend.
+func fromEngine(out []Chunk) []chunk {
 	chunks := make([]chunk, len(out))
 	for i, c := range out {
 		chunks[i] = chunk{data: c.Data, offsets: c.Offsets}
@@ -66,7 +72,7 @@ func (e engineCodec) decode(ctx context.Context, encoded [][]byte) ([]chunk, err
 			chunks[i].release = c.Release
 		}
 	}
-	return chunks, nil
+	return chunks
 }
 
 func (e engineCodec) encode(ctx context.Context, chunks []chunk) ([][]byte, error) {

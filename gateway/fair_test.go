@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -270,5 +271,113 @@ func TestReadSharesProcessors(t *testing.T) {
 	wg.Wait()
 	if string(read()) != string(data) {
 		t.Fatal("the slab written beside another call reads back different")
+	}
+}
+
+// selectHere is an in-process engine that takes selections (as
+// --codec-choice auto does when it decodes here): decode whole, then pack.
+// It records each selected batch's size.
+type selectHere struct {
+	*peakEngine
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (s *selectHere) DecodeSelected(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte, sel []codec.Selection) ([]codec.Chunk, error) {
+	s.mu.Lock()
+	s.sizes = append(s.sizes, len(encoded))
+	s.mu.Unlock()
+	out, err := s.Decode(ctx, spec, encoded)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if sel[i].Whole() {
+			continue
+		}
+		n, err := codec.CheckSelection(sel[i], spec.Shape, spec.DataType.Size)
+		if err != nil {
+			return nil, &codec.ItemError{Index: i, Err: err}
+		}
+		buf := make([]byte, n)
+		codec.Pack(buf, out[i].Data, spec.Shape, spec.DataType.Size, sel[i])
+		out[i].Release()
+		out[i] = codec.Chunk{Data: buf}
+	}
+	return out, nil
+}
+
+// TestSharedSelectedReads: beside another call, a partial read decoded
+// with selections takes the slots like any decode when the engine runs in
+// process (a chunk per slot, one at a time on two processors), while an
+// engine on codec workers (Remote) gets whole batches; both read right.
+func TestSharedSelectedReads(t *testing.T) {
+	here := &selectHere{peakEngine: &peakEngine{Engine: codecsvc.NewLocal()}}
+	remote := &selecting{Client: codecWorker(t, false)}
+	for _, c := range []struct {
+		name string
+		e    Codecs
+	}{{"in process", here}, {"codec workers", remote}} {
+		t.Run(c.name, func(t *testing.T) {
+			g := New(memory.New(), c.e, Config{Parallelism: 8})
+			g.sched.procs = 2
+			if _, err := g.CreateArray(ctx, "a", ArraySpec{Shape: []int64{256, 256}, DataType: "uint8", ChunkShape: []int64{4, 256}, Codecs: json.RawMessage(zstdBytes)}); err != nil {
+				t.Fatal(err)
+			}
+			data := make([]byte, 256*256)
+			for i := range data {
+				data[i] = byte(i * 7 / 5)
+			}
+			if _, err := g.WriteSlab(ctx, "a", nil, nextFrom([]Block{{Origin: []int64{0, 0}, Shape: []int64{256, 256}, Data: data}})); err != nil {
+				t.Fatal(err)
+			}
+			// The other call, held in its emit.
+			inEmit, release := make(chan struct{}), make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				err := g.ReadSlab(ctx, "a", []zarr.Range{{Start: 0, Stop: 1, Step: 1}, {Start: 0, Stop: 1, Step: 1}}, func(SlabInfo) error { return nil }, func(Block) error {
+					close(inEmit)
+					<-release
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			})
+			defer func() { close(release); wg.Wait() }()
+			<-inEmit
+			here.peak.Store(0)
+			here.sizes = nil
+			remote.batches.Store(0)
+			remote.parts.Store(0)
+			// Every other column: each of the 64 chunks read in part.
+			got := make([]byte, 256*128)
+			err := g.ReadSlab(ctx, "a", []zarr.Range{{Start: 0, Stop: 256, Step: 1}, {Start: 1, Stop: 256, Step: 2}}, func(SlabInfo) error { return nil }, func(b Block) error {
+				for r := range b.Shape[0] {
+					copy(got[(b.Origin[0]+r)*128+b.Origin[1]:], b.Data[r*b.Shape[1]:(r+1)*b.Shape[1]])
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r := range 256 {
+				for k := range 128 {
+					if got[r*128+k] != data[r*256+1+2*k] {
+						t.Fatalf("element (%d, %d): %d, want %d", r, k, got[r*128+k], data[r*256+1+2*k])
+					}
+				}
+			}
+			if c.e == here {
+				if len(here.sizes) != 64 || slices.Max(here.sizes) != 1 {
+					t.Errorf("in process, beside another call: selected batches of %v chunks, want 64 of 1", here.sizes)
+				}
+				if p := here.peak.Load(); p != 1 {
+					t.Errorf("in process, beside another call: %d decode batches at once on 2 processors, want 1", p)
+				}
+			} else if b, p := remote.batches.Load(), remote.parts.Load(); p != 64 || b != 8 {
+				t.Errorf("on codec workers, beside another call: %d chunks read in part in %d batches, want 64 in 8", p, b)
+			}
+		})
 	}
 }

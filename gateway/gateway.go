@@ -75,6 +75,11 @@ type Config struct {
 	// and with none left the call fails at once (see retry.go). Default:
 	// retrybudget.New("store tier" / "codec tier", 0, 0, 0).
 	StoreRetries, CodecRetries *retrybudget.Budget
+	// WorkerFetch has the codec engine's workers read the encoded chunks
+	// of unsharded arrays from the store tier themselves, when the engine
+	// offers it (codec.FetchDecoder): the gateway sends keys, not bytes.
+	// Off, the gateway reads them and sends them on.
+	WorkerFetch bool
 }
 
 func (c Config) withDefaults() Config {

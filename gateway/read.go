@@ -494,6 +494,9 @@ func wholeUnit(l *layout, dims []zarr.DimProjection) bool {
 // readChunks reads a batch of unsharded chunks with one store request and
 // one codec batch.
 func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, out func(Block) error) error {
+	if fd := g.workerFetch(l); fd != nil {
+		return g.readFetched(ctx, l, fd, batch, out)
+	}
 	reqs := make([]storesvc.KeyRange, len(batch))
 	for i, t := range batch {
 		reqs[i] = storesvc.KeyRange{Key: l.key(t.coords)}
@@ -507,16 +510,18 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 		return err
 	}
 	var encoded [][]byte
-	for _, v := range vals {
+	var dims [][]zarr.DimProjection
+	for i, v := range vals {
 		if v.Found {
 			encoded = append(encoded, v.Data)
+			dims = append(dims, batch[i].dims)
 		}
 	}
-	// Decoding, gathering and placing the blocks is the batch's work on
+	// Decoding, placing and sending the blocks is the batch's work on
 	// this process's processors: it takes a slot of the call's share, for
 	// the whole batch, or, while other calls share the gateway, for each
 	// chunk, so that the call's slots turn over often (fair.go); codec
-	// workers get whole batches always.
+	// workers get whole batches always (their slot is free).
 	step := len(encoded)
 	if l.codec.inProcess() && callOf(ctx).shared() {
 		step = 1
@@ -526,14 +531,24 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 		hi := min(k+step, len(encoded))
 		err := func() error {
 			var decoded []chunk
+			selected := false
 			if hi > k {
 				done, err := l.codec.slot(ctx)
 				if err != nil {
 					return err
 				}
 				defer done()
-				if decoded, err = l.codec.decode(ctx, encoded[k:hi]); err != nil {
+				decoded, selected, err = decodeUnits(ctx, l, encoded[k:hi], dims[k:hi])
+				if err != nil {
 					return g.blameChunk(shiftItem(err, k), reqs, vals)
+				}
+				if len(decoded) != hi-k {
+					for _, u := range decoded {
+						if u.release != nil {
+							u.release()
+						}
+					}
+					return errs.New(errs.DataLoss, "codec engine answered %d chunks for %d", len(decoded), hi-k)
 				}
 			}
 			for d := 0; i < len(batch); i++ {
@@ -550,7 +565,11 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 				u := decoded[d]
 				d++
 				recycle(vals[i], []*chunk{&u})
-				if err := out(gather(l, u, t.dims)); err != nil {
+				b, err := place(l, u, t.dims, selected)
+				if err != nil {
+					return fmt.Errorf("chunk %q: %w", reqs[i].Key, err)
+				}
+				if err := out(b); err != nil {
 					return err
 				}
 			}
@@ -760,15 +779,16 @@ func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, k
 		return err
 	}
 	encoded := make([][]byte, len(vals))
+	dims := make([][]zarr.DimProjection, len(vals))
 	for i, v := range vals {
-		encoded[i] = v.Data
+		encoded[i], dims[i] = v.Data, batch[i].dims
 	}
 	done, err := l.codec.slot(ctx) // as in readChunks
 	if err != nil {
 		return err
 	}
 	defer done()
-	decoded, err := l.codec.decode(ctx, encoded)
+	decoded, selected, err := decodeUnits(ctx, l, encoded, dims)
 	if err != nil {
 		var ie *codec.ItemError
 		if errors.As(err, &ie) && ie.Index < len(batch) {
@@ -784,7 +804,11 @@ func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, k
 		recycle(v, users)
 	}
 	for i, w := range batch {
-		if err := out(gather(l, decoded[i], w.dims)); err != nil {
+		b, err := place(l, decoded[i], w.dims, selected)
+		if err != nil {
+			return fmt.Errorf("shard %q inner chunk %d: %w", key, w.entry, err)
+		}
+		if err := out(b); err != nil {
 			return err
 		}
 	}

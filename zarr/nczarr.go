@@ -166,6 +166,9 @@ func (a *Array) applyV2Attrs(zattrs []byte, nc ncArrayRaw) error {
 			DimRefs    []string `json:"dimension_references"`
 			Dimensions []string `json:"dimensions"`
 			Storage    string   `json:"storage"`
+			// netCDF-C 4.10 marks a scalar with "scalar": 1 (and no
+			// dimension references, its storage "chunked").
+			Scalar json.RawMessage `json:"scalar"`
 		}
 		if err := ncJSON(ncArr, &raw, "_nczarr_array"); err != nil {
 			return err
@@ -186,7 +189,8 @@ func (a *Array) applyV2Attrs(zattrs []byte, nc ncArrayRaw) error {
 		if info.MaxStrLen, err = parseIntAttr(res["_nczarr_maxstrlen"], "_nczarr_maxstrlen"); err != nil {
 			return err
 		}
-		scalar := info.Storage == "scalar" || (len(info.DimensionRefs) == 1 && info.DimensionRefs[0] == "/_scalar_")
+		scalar := info.Storage == "scalar" || (len(info.DimensionRefs) == 1 && info.DimensionRefs[0] == "/_scalar_") ||
+			(len(info.DimensionRefs) == 0 && ncTrue(raw.Scalar))
 		if scalar {
 			if len(a.Shape) != 1 || a.Shape[0] != 1 {
 				return newError(ErrInvalid, "_nczarr_array: a scalar must have shape [1]")
@@ -214,6 +218,15 @@ func (a *Array) applyV2Attrs(zattrs []byte, nc ncArrayRaw) error {
 		a.DimensionNames = names
 	}
 	return nil
+}
+
+// ncTrue reports whether an NCZarr flag is set: 1 or true.
+func ncTrue(v json.RawMessage) bool {
+	switch string(bytes.TrimSpace(v)) {
+	case "1", "true":
+		return true
+	}
+	return false
 }
 
 func dropTranspose(c []CodecSpec) []CodecSpec {

@@ -110,3 +110,22 @@ func TestNCZarrFormsKept(t *testing.T) {
 		t.Errorf("current form read back: %+v, %v", back.NCZarr, err)
 	}
 }
+
+// netCDF-C 4.10 writes a scalar as shape [1] with no dimension references
+// and "scalar": 1 (storage "chunked"); it is a 0-d array, as netCDF reads it.
+func TestNCZarrScalarCurrentForm(t *testing.T) {
+	zarray := []byte(`{"zarr_format": 2, "shape": [1], "dtype": "<i4", "chunks": [1], "fill_value": -2147483647, "order": "C", "compressor": null, "filters": null}`)
+	zattrs := []byte(`{"_ARRAY_DIMENSIONS": ["_scalar_"], "_nczarr_array": {"dimension_references": [], "scalar": 1, "storage": "chunked"}, "_nczarr_attr": {"types": {"_nczarr_array": "|J0", "_nczarr_attr": "|J0"}}}`)
+	a, err := ParseV2Array(zarray, zattrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Shape) != 0 || len(a.ChunkShape) != 0 || a.DimensionNames != nil || a.NCZarr == nil || a.NCZarr.Storage != "scalar" {
+		t.Errorf("shape %v chunks %v dims %v nczarr %+v, want a 0-d scalar", a.Shape, a.ChunkShape, a.DimensionNames, a.NCZarr)
+	}
+	// Without the flag, no references for one dimension is still an error.
+	bad := []byte(strings.Replace(string(zattrs), `"scalar": 1, `, "", 1))
+	if _, err := ParseV2Array(zarray, bad); err == nil {
+		t.Error("no dimension references for a 1-d array accepted")
+	}
+}

@@ -40,6 +40,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	defer store.Close()
+	exportStoreRetries(reg, store)
 	return sf.serveWith(ctx, logger, "zarrgate serving", func(srv *rpc.Server) {
 		cfg, lim := gcfg(logger)
 		var codecs codec.Engine = codecsvc.NewLocalLimits(lim)

@@ -28,11 +28,13 @@ import (
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/internal/membudget"
+	"github.com/zarrgate/zarrgate/internal/metrics"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/internal/security"
 	"github.com/zarrgate/zarrgate/internal/tracing"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/file"
+	"github.com/zarrgate/zarrgate/storesvc/s3"
 	"github.com/zarrgate/zarrgate/storesvc/storeurl"
 )
 
@@ -140,6 +142,9 @@ type serverFlags struct {
 	tls                         listenTLSFlags
 	fs                          *flag.FlagSet // all the command's flags, for the effective configuration
 	admin                       *adminState
+	// extra are server options of the command's own (the workers'
+	// --inject-latency).
+	extra []grpc.ServerOption
 }
 
 func addServerFlags(fs *flag.FlagSet, defListen string) serverFlags {
@@ -261,7 +266,7 @@ func (f serverFlags) serveWith(ctx context.Context, logger *slog.Logger, msg str
 	if reg := f.admin.reg; reg != nil {
 		metricOpts = reg.ServerOptions()
 	}
-	srv := rpc.NewServer(logger, append(security.Chain(tlsOpts, authOpts, extra), metricOpts...)...)
+	srv := rpc.NewServer(logger, append(append(security.Chain(tlsOpts, authOpts, extra), metricOpts...), f.extra...)...)
 	srv.SetDefaultTimeouts(*f.streamTimeout, *f.unaryTimeout)
 	register(srv)
 	if reg := f.admin.reg; reg != nil {
@@ -369,6 +374,15 @@ func serveUntilDone(ctx context.Context, logger *slog.Logger, srv *rpc.Server, l
 }
 
 // unwrapStore returns the backend behind portable layers.
+// exportStoreRetries exports the retry counters of a served store that
+// retries its own requests (S3: the AWS SDK within the store's budget) as
+// tier s3, when metrics are on.
+func exportStoreRetries(reg *metrics.Registry, store storesvc.Store) {
+	if s, ok := unwrapStore(store).(*s3.Store); ok && reg != nil {
+		reg.Retries("s3", s.RetryStats)
+	}
+}
+
 func unwrapStore(s storesvc.Store) storesvc.Store {
 	for {
 		p, ok := s.(*storesvc.Portable)

@@ -12,6 +12,7 @@ package remote
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"sync"
@@ -37,42 +38,80 @@ import (
 // larger batches are split and sent concurrently.
 const maxBatchBytes = 16 << 20
 
-// streams is how many Process streams a client keeps open. The balancer
-// spreads them over the workers (round_robin), and each batch goes to the
-// stream with the fewest batches in flight, so a slow worker, whose batches
-// back up, gets less work.
-const streams = 4
+// How many Process streams a client keeps. With a Workers (NewPool), each
+// ready worker has at least one stream and, while each of its streams has
+// growAt batches in flight or more, up to maxWorkerStreams; each batch goes
+// to the worker with the fewest batches in flight (ties in turn), on its
+// stream with the fewest, so a slow worker, whose batches back up, gets
+// less work. Without one (New), the client keeps fixedStreams streams and
+// gRPC's balancer places them.
+const (
+	maxWorkerStreams = 4
+	growAt           = 2
+	fixedStreams     = 4
+)
+
+// Workers is the set of ready workers behind a connection, and a way to
+// place a stream on one of them (rpc.Pool, made by rpc.DialPool).
+type Workers interface {
+	// Ready returns the addresses of the ready workers, sorted, and a
+	// version that changes whenever they do.
+	Ready() ([]string, uint64)
+	// On returns ctx for a call to be placed on the worker at addr, and a
+	// function that tells, once the call started, on which worker it was
+	// placed.
+	On(ctx context.Context, addr string) (context.Context, func() string)
+}
 
 // Client is a remote codec engine.
 type Client struct {
 	codecsvc.Layouts // in process: see the package documentation
 
 	c      codecv1.CodecServiceClient
+	w      Workers // nil: fixedStreams placed by gRPC
 	nextID atomic.Uint64
 
-	mu     sync.Mutex
-	stream [streams]*procStream
-	// retired are streams of draining workers taken out of stream: they
-	// still answer their batches, and Close ends them too.
+	mu sync.Mutex
+	// workers holds the streams of each ready worker, by address (with no
+	// Workers: fixedStreams slots named "#0"…); order is their order, and
+	// turn where the next search for the least loaded starts.
+	workers map[string]*worker
+	order   []string
+	version uint64 // of the ready set workers follows
+	turn    int
+	// retired are streams of draining or removed workers taken out of
+	// workers: they still answer their batches, and Close ends them too.
 	retired []*procStream
 	drains  atomic.Uint64
 }
 
+// worker is the open streams of one worker.
+type worker struct{ streams []*procStream }
+
 var _ codec.Engine = (*Client)(nil)
 
-// New returns a codec engine running on the worker(s) behind cc.
+// New returns a codec engine running on the worker(s) behind cc, with
+// fixedStreams streams placed by cc's balancer.
 func New(cc grpc.ClientConnInterface) *Client { return &Client{c: codecv1.NewCodecServiceClient(cc)} }
+
+// NewPool returns a codec engine running on the workers behind cc whose
+// streams follow w: every ready worker gets work, including one that
+// becomes ready while batches are in flight, and a worker that is no
+// longer ready (removed, draining, failed) gets no new batch.
+func NewPool(cc grpc.ClientConnInterface, w Workers) *Client {
+	return &Client{c: codecv1.NewCodecServiceClient(cc), w: w}
+}
 
 // Close ends the streams.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for i, s := range c.stream {
-		if s != nil {
+	for _, w := range c.workers {
+		for _, s := range w.streams {
 			s.cancel()
-			c.stream[i] = nil
 		}
 	}
+	c.workers, c.order = nil, nil
 	for _, s := range c.retired {
 		s.cancel()
 	}
@@ -88,6 +127,7 @@ func (c *Client) DrainNotices() uint64 { return c.drains.Load() }
 type procStream struct {
 	s      grpc.BidiStreamingClient[codecv1.ProcessRequest, codecv1.ProcessResponse]
 	addr   string // the worker's address, as the connection sees it
+	worker string // its key in Client.workers
 	cancel context.CancelFunc
 	sendMu sync.Mutex
 
@@ -124,7 +164,10 @@ func (ps *procStream) inflight() int {
 func (c *Client) InFlight(f func(worker string, batches int)) {
 	c.mu.Lock()
 	// Streams retired by a draining worker still finish their batches.
-	streams := append(c.stream[:len(c.stream):len(c.stream)], c.retired...)
+	streams := slices.Clone(c.retired)
+	for _, w := range c.workers {
+		streams = append(streams, w.streams...)
+	}
 	c.mu.Unlock()
 	per := make(map[string]int, len(streams))
 	for _, s := range streams {
@@ -145,52 +188,161 @@ func (ps *procStream) usable() bool {
 	return ps.err == nil && !ps.draining
 }
 
-// open returns the open stream with the fewest batches in flight, first
-// opening any missing, broken or draining one (a new stream goes where the
-// balancer sends it: not to a worker whose health service says it is not
-// serving).
+// retire sends no more batches on the stream, and closes its side once
+// those sent are answered (its worker is no longer ready).
+func (ps *procStream) retire() {
+	ps.mu.Lock()
+	ps.draining = true
+	ps.mu.Unlock()
+	ps.closeIfDrained()
+}
+
+// open returns the stream for the next batch: on the worker with the
+// fewest batches in flight, its stream with the fewest, first opening one
+// if the worker has none, or if each of its streams has growAt batches in
+// flight or more (up to maxWorkerStreams).
 func (c *Client) open() (*procStream, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	slot, least := -1, 0
-	for i, s := range c.stream {
-		if s == nil || !s.usable() {
-			slot = i
-			break
+	ps, retire, err := c.openLocked()
+	c.mu.Unlock()
+	for _, s := range retire {
+		s.retire()
+	}
+	return ps, err
+}
+
+// follow brings workers up to date with the ready set, returning the
+// streams of the workers that left it, to be retired.
+func (c *Client) follow() (retire []*procStream) {
+	if c.w == nil {
+		if c.workers == nil {
+			c.workers = make(map[string]*worker, fixedStreams)
+			for i := range fixedStreams {
+				k := fmt.Sprintf("#%d", i)
+				c.workers[k] = &worker{}
+				c.order = append(c.order, k)
+			}
 		}
-		if n := s.inflight(); slot == -1 || n < least {
-			slot, least = i, n
+		return nil
+	}
+	ready, v := c.w.Ready()
+	if c.workers != nil && v == c.version {
+		return nil
+	}
+	c.version = v
+	if len(ready) == 0 {
+		// None ready now: one stream placed by the connection, which
+		// waits for a ready worker (or fails, see rpc.Tier).
+		ready = []string{""}
+	}
+	workers := make(map[string]*worker, len(ready))
+	for _, k := range ready {
+		if w := c.workers[k]; w != nil {
+			workers[k] = w
+		} else {
+			workers[k] = &worker{}
 		}
 	}
-	old := c.stream[slot]
-	if old != nil && old.usable() {
-		return old, nil
+	for k, w := range c.workers {
+		if workers[k] == nil {
+			for _, s := range w.streams {
+				if s.alive() {
+					c.retired = append(c.retired, s)
+					retire = append(retire, s)
+				}
+			}
+		}
 	}
-	if old != nil && old.alive() {
-		c.retired = append(c.retired, old) // draining: it ends by itself
+	c.workers, c.order = workers, slices.Clone(ready)
+	return retire
+}
+
+func (c *Client) openLocked() (*procStream, []*procStream, error) {
+	retire := c.follow()
+	// Streams broken, or whose worker said it is draining, are left (a
+	// draining one ends by itself).
+	for _, w := range c.workers {
+		w.streams = slices.DeleteFunc(w.streams, func(s *procStream) bool {
+			if s.usable() {
+				return false
+			}
+			if s.alive() {
+				c.retired = append(c.retired, s)
+			}
+			return true
+		})
 	}
 	c.retired = slices.DeleteFunc(c.retired, func(s *procStream) bool { return !s.alive() })
+	var best *worker
+	var key string
+	least := 0
+	for i := range c.order {
+		k := c.order[(c.turn+i)%len(c.order)]
+		w := c.workers[k]
+		load := 0
+		for _, s := range w.streams {
+			load += s.inflight()
+		}
+		if best == nil || load < least {
+			best, key, least = w, k, load
+		}
+	}
+	c.turn++
+	var ps *procStream
+	for _, s := range best.streams {
+		if ps == nil || s.inflight() < ps.inflight() {
+			ps = s
+		}
+	}
+	limit := maxWorkerStreams
+	if c.w == nil {
+		limit = 1
+	}
+	if ps != nil && (ps.inflight() < growAt || len(best.streams) >= limit) {
+		return ps, retire, nil
+	}
+	ps, err := c.openStream(key)
+	if err != nil {
+		if len(best.streams) > 0 {
+			// The worker has a stream: use it rather than fail the batch.
+			return best.streams[0], retire, nil
+		}
+		return nil, retire, err
+	}
+	if w := c.workers[ps.worker]; w != nil {
+		w.streams = append(w.streams, ps)
+	} else {
+		best.streams = append(best.streams, ps)
+	}
+	return ps, retire, nil
+}
+
+// openStream opens a Process stream on the worker at key (with no
+// Workers, or no ready worker, where the connection places it).
+func (c *Client) openStream(key string) (*procStream, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := c.c.Process(ctx)
+	sctx, placed := ctx, func() string { return key }
+	if c.w != nil && key != "" {
+		sctx, placed = c.w.On(ctx, key)
+	}
+	s, err := c.c.Process(sctx)
 	if err != nil {
 		cancel()
-		c.stream[slot] = nil
 		return nil, grpcerr.FromStatus(err)
 	}
 	addr := "unknown"
 	if p, ok := peer.FromContext(s.Context()); ok && p.Addr != nil {
 		addr = p.Addr.String()
 	}
-	ps := &procStream{s: s, addr: addr, cancel: cancel, waiting: make(map[uint64]chan *codecv1.ProcessResponse), done: make(chan struct{}),
+	ps := &procStream{s: s, addr: addr, worker: placed(), cancel: cancel, waiting: make(map[uint64]chan *codecv1.ProcessResponse), done: make(chan struct{}),
 		onDrain: func() { c.drains.Add(1) }}
 	go ps.receive()
-	c.stream[slot] = ps
 	return ps, nil
 }
 
 func (ps *procStream) receive() {
 	for {
-		resp, err := ps.s.Recv()
+		resp, err := recvResponse(ps.s)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				// After a drain, the expected end: nothing waits on it.
@@ -367,7 +519,7 @@ func (c *Client) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]
 			if len(chunks) != r[1]-r[0] {
 				return errs.New(errs.DataLoss, "codec worker answered %d chunks for %d", len(chunks), r[1]-r[0])
 			}
-			copy(out[r[0]:], codecsvc.ChunksFromProto(chunks))
+			lendChunks(out[r[0]:r[1]], chunks)
 			return nil
 		})
 	}

@@ -22,8 +22,9 @@ import (
 // BenchmarkRPCReadSlabMetrics is BenchmarkRPCReadSlab (and its zstd
 // variant) with the metrics off and on, as `serve --admin-listen` sets
 // them up: per-RPC server metrics, the store observer, the codec engine
-// decorator and the gateway's collectors. Run with -count N, the two
-// alternate (off, on, off, on...), so both see the same machine state.
+// decorator and the gateway's collectors. (-count N runs each
+// sub-benchmark N times in a row, off then on: they do not alternate.
+// BenchmarkObservability, which does, supersedes this one.)
 func BenchmarkRPCReadSlabMetrics(b *testing.B) {
 	for _, cs := range []struct{ name, codecs string }{{"uncompressed", plainBytes}, {"zstd", zstdBytes}} {
 		for _, on := range []bool{false, true} {

@@ -1,10 +1,13 @@
 package metrics
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zarrgate/zarrgate/gateway"
 	"github.com/zarrgate/zarrgate/internal/membudget"
+	"github.com/zarrgate/zarrgate/internal/retrybudget"
 )
 
 // Budget registers the memory budget's gauges, read when scraped.
@@ -34,6 +37,45 @@ func (r *Registry) Budget(b *membudget.Budget) {
 func (r *Registry) Gateway(g *gateway.Gateway) {
 	st := g.Stats()
 	r.reg.MustRegister(&gatewayCollector{g: g, st: st})
+	r.Retries("store", func() retrybudget.Stats { s, _ := g.RetryStats(); return s })
+	r.Retries("codec", func() retrybudget.Stats { _, c := g.RetryStats(); return c })
+}
+
+// Retries exports the counters of a retry budget (retries allowed and
+// refused) as zarrgate_retries_total and zarrgate_retries_refused_total
+// with the label tier: the gateway's store and codec tiers (Gateway), an
+// S3 store's own (s3). One tier per budget and process.
+func (r *Registry) Retries(tier string, stats func() retrybudget.Stats) {
+	r.retries.mu.Lock()
+	defer r.retries.mu.Unlock()
+	r.retries.sources = append(r.retries.sources, retrySource{tier, stats})
+}
+
+type retrySource struct {
+	tier  string
+	stats func() retrybudget.Stats
+}
+
+// retryCollector is registered once (New), whatever the budgets: a store
+// worker of S3 and a gateway in one process (serve) share its series.
+type retryCollector struct {
+	mu      sync.Mutex
+	sources []retrySource
+}
+
+func (c *retryCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- retriesDesc
+	ch <- retriesRefusedDesc
+}
+
+func (c *retryCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.sources {
+		st := s.stats()
+		ch <- prometheus.MustNewConstMetric(retriesDesc, prometheus.CounterValue, float64(st.Retries), s.tier)
+		ch <- prometheus.MustNewConstMetric(retriesRefusedDesc, prometheus.CounterValue, float64(st.Exhausted), s.tier)
+	}
 }
 
 var (
@@ -44,9 +86,9 @@ var (
 	conflictsDesc = prometheus.NewDesc("zarrgate_write_conflicts_total",
 		"Read-modify-writes of a chunk or shard whose conditional write found the value changed (a concurrent writer), and that were read and merged again.", nil, nil)
 	retriesDesc = prometheus.NewDesc("zarrgate_retries_total",
-		"Store and codec calls the gateway repeated after a transient failure (a worker went away or lost an answer), within the tier's retry budget.", nil, nil)
+		"Calls repeated after a transient failure, within the retry budget of the hop, by tier (store, codec: the gateway's calls to its workers; s3: a store's requests to S3, retried by the AWS SDK).", []string{"tier"}, nil)
 	retriesRefusedDesc = prometheus.NewDesc("zarrgate_retries_refused_total",
-		"Store and codec calls the gateway failed instead of repeating because the tier's retry budget was empty, by tier (store, codec).", []string{"tier"}, nil)
+		"Calls failed instead of repeated because the hop's retry budget was empty, by tier (store, codec, s3).", []string{"tier"}, nil)
 	segmentsDesc = prometheus.NewDesc("zarrgate_shared_memory_segments",
 		"Shared-memory segments of the gateway, by state (in_use: lent to reads in flight; idle: kept for later reads).", []string{"state"}, nil)
 	inflightDesc = prometheus.NewDesc("zarrgate_codec_worker_batches_in_flight",
@@ -59,7 +101,7 @@ type gatewayCollector struct {
 }
 
 func (c *gatewayCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{cacheHitsDesc, cacheMissesDesc, conflictsDesc, retriesDesc, retriesRefusedDesc, segmentsDesc} {
+	for _, d := range []*prometheus.Desc{cacheHitsDesc, cacheMissesDesc, conflictsDesc, segmentsDesc} {
 		ch <- d
 	}
 }
@@ -73,10 +115,6 @@ func (c *gatewayCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(cacheMissesDesc, c.st.NodeMisses.Load(), "node")
 	counter(cacheMissesDesc, c.st.IndexMisses.Load(), "shard_index")
 	counter(conflictsDesc, c.st.WriteConflicts.Load())
-	counter(retriesDesc, gateway.Retries())
-	store, codec := c.g.RetryStats()
-	counter(retriesRefusedDesc, store.Exhausted, "store")
-	counter(retriesRefusedDesc, codec.Exhausted, "codec")
 	inUse, idle := c.g.SharedSegments()
 	ch <- prometheus.MustNewConstMetric(segmentsDesc, prometheus.GaugeValue, float64(inUse), "in_use")
 	ch <- prometheus.MustNewConstMetric(segmentsDesc, prometheus.GaugeValue, float64(idle), "idle")

@@ -54,6 +54,11 @@ type Registry struct {
 
 	mu       sync.Mutex
 	backends map[string]*storeObserver
+
+	codecMu    sync.RWMutex
+	codecCache map[codecKey]*codecSeries
+
+	retries retryCollector
 }
 
 // New returns a registry with the Go runtime and process collectors, the
@@ -97,7 +102,8 @@ func New() *Registry {
 			Name: "zarrgate_codec_failed_batches_total",
 			Help: "Batches of chunks whose decoding or encoding failed, by op and status code.",
 		}, []string{"op", "code"}),
-		backends: map[string]*storeObserver{},
+		backends:   map[string]*storeObserver{},
+		codecCache: map[codecKey]*codecSeries{},
 	}
 	r.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -105,6 +111,7 @@ func New() *Registry {
 		r.server, r.client,
 		r.storeCalls, r.storeDuration, r.storeRead, r.storeWritten,
 		r.codecChunks, r.codecDuration, r.codecFailed,
+		&r.retries,
 	)
 	return r
 }
@@ -214,9 +221,43 @@ func (o codecObserver) Batch(encode bool, spec *codec.BatchSpec, chunks int, sta
 		o.r.codecFailed.WithLabelValues(op, errs.CodeOf(err).String()).Inc()
 		return
 	}
-	name := CodecLabel(spec)
-	o.r.codecDuration.WithLabelValues(op, name).Observe(time.Since(start).Seconds())
-	o.r.codecChunks.WithLabelValues(op, name).Add(float64(chunks))
+	s := o.r.codecSeriesOf(encode, CodecLabel(spec))
+	s.duration.Observe(time.Since(start).Seconds())
+	s.chunks.Add(float64(chunks))
+}
+
+// codecSeries are the series of successful batches of one op and codec
+// label, looked up once (a label lookup hashes the label values each
+// time): the labels are few, CodecLabel bounds them.
+type codecSeries struct {
+	duration prometheus.Observer
+	chunks   prometheus.Counter
+}
+
+type codecKey struct {
+	encode bool
+	label  string
+}
+
+func (r *Registry) codecSeriesOf(encode bool, label string) *codecSeries {
+	k := codecKey{encode, label}
+	r.codecMu.RLock()
+	s := r.codecCache[k]
+	r.codecMu.RUnlock()
+	if s != nil {
+		return s
+	}
+	op := "decode"
+	if encode {
+		op = "encode"
+	}
+	r.codecMu.Lock()
+	defer r.codecMu.Unlock()
+	if s = r.codecCache[k]; s == nil {
+		s = &codecSeries{r.codecDuration.WithLabelValues(op, label), r.codecChunks.WithLabelValues(op, label)}
+		r.codecCache[k] = s
+	}
+	return s
 }
 
 // checksums are codecs that only append a checksum: a chain's label is
@@ -261,7 +302,44 @@ func CodecLabel(spec *codec.BatchSpec) string {
 // Engine wraps a codec engine so that its batches are observed: the
 // gateway's, whether it runs codecs in process or on workers.
 func (r *Registry) Engine(e codec.Engine) codec.Engine {
-	return &engine{Engine: e, obs: r.CodecObserver()}
+	w := &engine{Engine: e, obs: r.CodecObserver()}
+	if sd, ok := e.(codec.SelectDecoder); ok {
+		// The engine's selections stay offered (codec workers answer
+		// partial reads with the selected part only), and so does
+		// worker-fetch.
+		se := &selectEngine{w, sd}
+		if fd, ok := e.(codec.FetchDecoder); ok {
+			return &fetchEngine{se, fd}
+		}
+		return se
+	}
+	return w
+}
+
+// fetchEngine is selectEngine for engines whose workers fetch.
+type fetchEngine struct {
+	*selectEngine
+	fd codec.FetchDecoder
+}
+
+func (e *fetchEngine) DecodeFetched(ctx context.Context, spec *codec.BatchSpec, refs []codec.Ref, sel []codec.Selection) ([]codec.Chunk, []bool, error) {
+	start := time.Now()
+	out, found, err := e.fd.DecodeFetched(ctx, spec, refs, sel)
+	e.obs.Batch(false, spec, len(refs), start, err)
+	return out, found, err
+}
+
+// selectEngine is engine for engines that take selections.
+type selectEngine struct {
+	*engine
+	sd codec.SelectDecoder
+}
+
+func (e *selectEngine) DecodeSelected(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte, sel []codec.Selection) ([]codec.Chunk, error) {
+	start := time.Now()
+	out, err := e.sd.DecodeSelected(ctx, spec, encoded, sel)
+	e.obs.Batch(false, spec, len(encoded), start, err)
+	return out, err
 }
 
 type engine struct {

@@ -194,6 +194,29 @@ func TestCollectors(t *testing.T) {
 	if got := testutil.CollectAndCount(r.codecFailed); got != 1 {
 		t.Errorf("%d failed-batch series, want 1", got)
 	}
+	// Another chain counts under its own label, in both ops (the series
+	// are cached by op and label).
+	var plain []zarr.CodecSpec
+	json.Unmarshal([]byte(`[{"name":"bytes","configuration":{"endian":"little"}}]`), &plain)
+	pspec := &codec.BatchSpec{Codecs: plain, Shape: []int64{4}, DataType: zarr.MustDataType("int32")}
+	penc, err := e.Encode(ctx, pspec, []codec.Chunk{{Data: make([]byte, 16)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Decode(ctx, pspec, [][]byte{penc[0], penc[0]}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		op, label string
+		want      float64
+	}{{"encode", "bytes", 1}, {"decode", "bytes", 2}, {"encode", "zstd", 4}, {"decode", "zstd", 3}} {
+		if got := testutil.ToFloat64(r.codecChunks.WithLabelValues(c.op, c.label)); got != c.want {
+			t.Errorf("%s %s chunks %v, want %v", c.op, c.label, got, c.want)
+		}
+	}
+	if got := testutil.CollectAndCount(r.codecDuration); got != 4 {
+		t.Errorf("%d batch-duration series, want 4", got)
+	}
 
 	g.Stats().NodeHits.Add(3)
 	g.Stats().WriteConflicts.Add(2)
@@ -235,18 +258,48 @@ type remoteEngine struct{ codec.Engine }
 
 func (remoteEngine) Remote() bool { return true }
 
-// TestEngineSaysRemote: the observed engine passes on whether the engine
-// it wraps runs on codec workers, which the gateway asks to know whether
-// its processors do the codec work (its scheduler shares only those).
+// remoteSelect is a remote engine that takes selections (as the codec
+// workers' client does).
+type remoteSelect struct{ selectLocal }
+
+func (remoteSelect) Remote() bool { return true }
+
+// remoteFetch is a remote engine whose workers also fetch.
+type remoteFetch struct{ remoteSelect }
+
+func (remoteFetch) DecodeFetched(context.Context, *codec.BatchSpec, []codec.Ref, []codec.Selection) ([]codec.Chunk, []bool, error) {
+	return nil, nil, nil
+}
+
+// TestEngineSaysRemote: every observed engine (Engine wraps an engine in
+// one of three types, by the capabilities it offers) passes on whether the
+// engine it wraps runs on codec workers, which the gateway asks to know
+// whether its processors do the codec work (its scheduler shares only
+// those), and keeps those capabilities.
 func TestEngineSaysRemote(t *testing.T) {
 	r := New()
+	local := codecsvc.NewLocal()
 	for _, c := range []struct {
-		e    codec.Engine
-		want bool
-	}{{codecsvc.NewLocal(), false}, {remoteEngine{codecsvc.NewLocal()}, true}} {
-		got, ok := r.Engine(c.e).(interface{ Remote() bool })
+		e              codec.Engine
+		want           bool
+		select_, fetch bool
+	}{
+		{local, false, false, false},
+		{remoteEngine{local}, true, false, false},
+		{selectLocal{local}, false, true, false},
+		{remoteSelect{selectLocal{local}}, true, true, false},
+		{remoteFetch{remoteSelect{selectLocal{local}}}, true, true, true},
+	} {
+		e := r.Engine(c.e)
+		got, ok := e.(interface{ Remote() bool })
 		if !ok || got.Remote() != c.want {
-			t.Errorf("observed %T: Remote() = %v (implemented: %v), want %v", c.e, ok && got.Remote(), ok, c.want)
+			t.Errorf("observed %T (as %T): Remote() = %v (implemented: %v), want %v", c.e, e, ok && got.Remote(), ok, c.want)
+		}
+		if _, ok := e.(codec.SelectDecoder); ok != c.select_ {
+			t.Errorf("observed %T (as %T): offers selections %v, want %v", c.e, e, ok, c.select_)
+		}
+		if _, ok := e.(codec.FetchDecoder); ok != c.fetch {
+			t.Errorf("observed %T (as %T): offers worker-fetch %v, want %v", c.e, e, ok, c.fetch)
 		}
 	}
 }

@@ -48,10 +48,9 @@ func (o observer) HandleConn(context.Context, stats.ConnStats)                  
 
 func (o observer) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
 	id := ""
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get(tracing.RequestIDHeader); len(v) == 1 && tracing.ValidRequestID(v[0]) {
-			id = v[0]
-		}
+	// (Not metadata.FromIncomingContext, which copies all of it.)
+	if v := metadata.ValueFromIncomingContext(ctx, tracing.RequestIDHeader); len(v) == 1 && tracing.ValidRequestID(v[0]) {
+		id = v[0]
 	}
 	if id == "" {
 		// The server span otelgrpc started (its handler runs first).

@@ -124,3 +124,29 @@ func TestAccessLogPrincipalAndRequestID(t *testing.T) {
 		check(v[0], "Unary", "anonymous", "Unauthenticated")
 	}
 }
+
+// A caller's own x-request-id is the call's id when it is acceptable, and
+// replaced by a fresh one when not.
+func TestCallerRequestID(t *testing.T) {
+	cc, _ := serve(t, func(context.Context) error { return nil }, nil)
+	for _, tc := range []struct{ sent, want string }{
+		{"job-17", "job-17"},
+		{"has space", ""},
+		{strings.Repeat("x", 129), ""},
+	} {
+		var hdr metadata.MD
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "x-request-id", tc.sent)
+		if err := cc.Invoke(ctx, "/test.Svc/Unary", new(emptypb.Empty), new(emptypb.Empty), grpc.Header(&hdr)); err != nil {
+			t.Fatal(err)
+		}
+		got := hdr.Get("x-request-id")
+		switch {
+		case len(got) != 1:
+			t.Errorf("sent %q: x-request-id header %v", tc.sent, got)
+		case tc.want != "" && got[0] != tc.want:
+			t.Errorf("sent %q: got %q back", tc.sent, got[0])
+		case tc.want == "" && (got[0] == tc.sent || len(got[0]) != 32):
+			t.Errorf("sent %q: got %q back, want a fresh 32-hex-digit id", tc.sent, got[0])
+		}
+	}
+}

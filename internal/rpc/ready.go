@@ -27,7 +27,7 @@ func (t *Tier) Watch(cc *grpc.ClientConn) {
 	})
 }
 
-// Ready returns nil while the tier has a ready worker (gRPC's round_robin
+// Ready returns nil while the tier has a ready worker (the pool balancer
 // over health-checked workers is Ready when one is; an idle connection,
 // which connects on the next call, is not taken for a down one), else
 // why not: for a readiness probe. It needs Watch first.

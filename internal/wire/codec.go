@@ -124,7 +124,18 @@ type Reuse struct {
 	Buf []byte
 }
 
-// Lenient receives Msg (a message, *Reuse or *Frame) as RecvMsg(Msg)
+// Pooled receives Msg as a plain RecvMsg(m) would, except that a message
+// of at least [Large] bytes is gathered into a buffer from
+// internal/bufpool, left in Buf, instead of a fresh allocation: Msg's
+// large bytes fields alias Buf, and the receiver hands Buf back
+// (bufpool.Put) once nothing uses them, or drops it. Buf is nil after a
+// smaller message, whose values are copies as usual.
+type Pooled struct {
+	Msg protobuf.Message
+	Buf []byte
+}
+
+// Lenient receives Msg (a message, *Reuse, *Pooled or *Frame) as RecvMsg(Msg)
 // would, except that a message that does not parse (bad wire data, a
 // string field that is not UTF-8) leaves its error in Err and the receive
 // succeeds. gRPC reports a failed receive to the client at once, as
@@ -145,6 +156,17 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 		data.Ref()
 		f.data = data
 		return nil
+	}
+	if p, ok := v.(*Pooled); ok {
+		p.Buf = nil
+		n := data.Len()
+		if n < Large {
+			return stock.Unmarshal(data, p.Msg)
+		}
+		p.Buf = bufpool.Get(n)
+		data.CopyTo(p.Buf)
+		protobuf.Reset(p.Msg)
+		return decode(p.Buf, p.Msg.ProtoReflect(), 0)
 	}
 	if r, ok := v.(*Reuse); ok {
 		n := data.Len()

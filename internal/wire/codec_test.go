@@ -79,6 +79,21 @@ func TestRoundTrips(t *testing.T) {
 				t.Errorf("message %d %s: decoded message differs", i, name)
 			}
 		}
+		for _, in := range []mem.BufferSlice{ours, split(theirs.Materialize(), 16384)} {
+			p := &Pooled{Msg: m.ProtoReflect().New().Interface(), Buf: []byte{1}}
+			if err := Codec.Unmarshal(in, p); err != nil {
+				t.Fatalf("message %d pooled: %v", i, err)
+			}
+			if !protobuf.Equal(p.Msg, m) {
+				t.Errorf("message %d pooled: decoded message differs", i)
+			}
+			if (p.Buf != nil) != (in.Len() >= Large) || (p.Buf != nil && len(p.Buf) != in.Len()) {
+				t.Errorf("message %d pooled: %d bytes gathered for a %d-byte message", i, len(p.Buf), in.Len())
+			}
+			if p.Buf != nil && cap(p.Buf)&(cap(p.Buf)-1) != 0 {
+				t.Errorf("message %d pooled: a buffer of %d bytes is not the pool's", i, cap(p.Buf))
+			}
+		}
 		for _, in := range []mem.BufferSlice{ours, split(theirs.Materialize(), 16384), split(theirs.Materialize(), 7)} {
 			got, err := viaFrame(in, m.ProtoReflect().New().Interface())
 			if err != nil {

@@ -12,11 +12,13 @@ Against a server with TLS and tokens (`zarrgate serve --tls-cert ... --tokens ..
 as there, default to $ZARRGATE_TLS, $ZARRGATE_TLS_CA, ...; --token to
 $ZARRGATE_TOKEN (better than the command line, which other users can see).
 
-Each worker gets the array pickled (ZarrgateStore pickles as its settings,
-TLS material and token included) and opens its own gRPC channel on first use. Prints one JSON line: the array's
-shape and dtype, the sum and mean of all values, the number of chunks read and
-the distinct worker processes / threads that read them, and whether any chunk
-was read in this (the parent) process.
+Each task reads its block with one ReadSlab (zarrgate.to_dask). Workers get
+the array pickled (its client's settings, TLS material and token included,
+and its metadata); each worker process opens one channel on first use,
+shared by its tasks. Prints one JSON line: the array's shape and dtype, the
+sum and mean of all values, the number of chunks read and the distinct
+worker processes / threads that read them, and whether any chunk was read in
+this (the parent) process.
 """
 
 from __future__ import annotations
@@ -28,11 +30,10 @@ import sys
 import threading
 
 import dask
-import dask.array as da
 import numpy as np
-import zarr
 
-from zarrgate import ZarrgateError, ZarrgateStore
+import zarrgate
+from zarrgate import ZarrgateError
 
 
 def _who(block: np.ndarray) -> np.ndarray:
@@ -59,13 +60,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args(argv)
 
-    store = ZarrgateStore(
-        args.addr, read_only=True, tls=args.tls or None, tls_ca=args.tls_ca,
+    client = zarrgate.connect(
+        args.addr, tls=args.tls or None, tls_ca=args.tls_ca,
         tls_cert=args.tls_cert, tls_key=args.tls_key, token=args.token,
     )
-    arr = zarr.open_array(store=store, path=args.path, mode="r")
-    # One dask chunk per zarr chunk (or per shard's inner chunk grid).
-    x = da.from_zarr(arr, chunks=arr.chunks)
+    arr = client.open_array(args.path)
+    # One dask chunk per zarr chunk (the inner chunks when sharded).
+    x = zarrgate.to_dask(arr)
     who = x.map_blocks(_who, chunks=tuple((1,) * len(c) for c in x.chunks), dtype=object)
     # chunksize=1: the processes scheduler hands tasks out one by one instead
     # of in batches of 6, so that small arrays are spread over the workers too.

@@ -41,7 +41,7 @@ def test_dask_read_example(zarrgate_server, scheduler: str) -> None:
     assert out["mean"] == pytest.approx(float(data.mean(dtype="float64")))
     assert out["chunks"] == 16
     # The chunks were read by the workers: with processes, each one a spawned
-    # process with its own unpickled store and channel, never the parent. How
+    # process with its own unpickled array and channel, never the parent. How
     # many workers got tasks depends on timing (on an idle machine: 2), so
     # only at least one is asserted.
     assert out["workers"] >= 1, out

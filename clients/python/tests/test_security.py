@@ -277,7 +277,7 @@ def test_pickle_carries_credentials_but_repr_hides_the_token(secure_server, monk
 @pytest.mark.parametrize("how", ["flag", "env"])
 def test_dask_example_tls_and_token(secure_server, how: str) -> None:
     """examples/dask_read.py against the TLS + token + policy server, with
-    worker processes: each unpickles the store with its CA and token."""
+    worker processes: each unpickles the array with its CA and token."""
     from test_dask_example import EXAMPLE
 
     s = secure_server

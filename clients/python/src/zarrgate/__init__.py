@@ -3,6 +3,9 @@
 - :func:`connect` returns a :class:`Client` of the gateway's ArrayService:
   groups and arrays read and written as numpy arrays (:mod:`zarrgate.aio`
   is its asyncio twin).
+- :func:`to_dask` and :func:`to_zarrgate` (:mod:`zarrgate.dask`, needs
+  dask) read an array as a dask array and write one into it, a ReadSlab or
+  WriteSlab per task.
 - :class:`ZarrgateStore` is a zarr-python 3 store (``zarr.abc.store.Store``)
   over ``zarrgate.store.v1.StoreService``.
 - The generated protobuf / gRPC stubs live in :mod:`zarrgate._gen`; the usual
@@ -35,4 +38,15 @@ __all__ = [
     "gateway_pb2_grpc",
     "store_pb2",
     "store_pb2_grpc",
+    "to_dask",
+    "to_zarrgate",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # zarrgate.dask imports dask, an optional dependency: only when asked.
+    if name in ("to_dask", "to_zarrgate"):
+        from zarrgate import dask as _dask
+
+        return getattr(_dask, name)
+    raise AttributeError(f"module 'zarrgate' has no attribute {name!r}")

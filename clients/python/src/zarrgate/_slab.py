@@ -485,8 +485,10 @@ class Mapping:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_size != size:
                 raise SharedAttachError(f"segment {path}: not a regular file of {size} bytes")
-            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-            self.mm = mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ)
+            # Not populated: the pages of a block are mapped when it is
+            # copied out and unmapped after (drop), so that the segment
+            # adds little to the client's resident memory.
+            self.mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
         except OSError as e:
             raise SharedAttachError(f"segment {path}: {e}") from e
         finally:
@@ -503,9 +505,21 @@ class Mapping:
             raise data_loss(f"shared block range [{off}, +{n}) outside the {self.size}-byte segment")
         return self.view[off : off + n]
 
+    def drop(self, off: int, n: int) -> None:
+        """Unmap the whole pages of [off, off+n), copied out: they stay in
+        the segment (the gateway's), but leave this process's resident
+        memory until a later block maps them again."""
+        start = -(-off // mmap.PAGESIZE) * mmap.PAGESIZE
+        stop = (off + n) // mmap.PAGESIZE * mmap.PAGESIZE
+        if stop > start and _DONTNEED is not None:
+            self.mm.madvise(_DONTNEED, start, stop - start)
+
     def close(self) -> None:
         self.view.release()
         self.mm.close()
+
+
+_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
 
 
 class Mappings:
@@ -601,3 +615,78 @@ class Stats:
     shared_reads: int = 0
     socket_bytes: int = 0
     shared_bytes: int = 0
+
+
+class Reader:
+    """One read's side of the ReadSlab / ReadSlabShared protocol, whatever
+    carries the messages (the sync client's loop or the asyncio one): fed
+    the stream's messages in order (:meth:`message`), it checks them,
+    places the blocks into the sink (one copy each: out of the message, or
+    out of the mapped segment) and says what to send back on a shared read
+    (the attach, then releases). :meth:`done` checks the slab is complete;
+    :meth:`close` (always) keeps or unmaps the segment."""
+
+    def __init__(self, path: str, sink: Sink, stats: Stats, maps: Mappings | None) -> None:
+        self.path = path
+        self.sink = sink
+        self.stats = stats
+        self.maps = maps  # None: a ReadSlab call (no shared memory offered)
+        self.first = True
+        self.m: Mapping | None = None
+        self.sh: SharedIn | None = None
+        if maps is None:
+            stats.socket_reads += 1
+
+    def message(self, raw: bytes) -> bytes | None:
+        """Take one message; the request to send back, if one is due. A
+        malformed message raises _wire.WireError or a DATA_LOSS error."""
+        kind, v = _wire.parse(raw)
+        if self.first:
+            if kind != _wire.HEADER:
+                raise data_loss(f"read {self.path!r}: first message is not a header")
+            self.first = False
+            return self._header(v)  # type: ignore[arg-type]
+        if kind == _wire.END and self.sh is not None:
+            self.sh.ended = True
+            return self.sh.release()
+        if kind != _wire.BLOCK:
+            raise data_loss(f"read {self.path!r}: a message after the header is not a block")
+        b: _wire.Block = v  # type: ignore[assignment]
+        if self.sink.variable:
+            self.sink.place_strings(b)
+        elif b.shared is not None:
+            if self.sh is None:
+                raise data_loss(f"read {self.path!r}: a shared block, but no segment is attached")
+            off, n = b.shared
+            m = self.sh.m
+            self.sink.place(b, m.data(off, n))
+            m.drop(off, n)
+            self.stats.shared_bytes += n
+            return self.sh.done(n)
+        else:
+            self.sink.place(b, b.data)
+            self.stats.socket_bytes += len(b.data)
+        return None
+
+    def _header(self, h: gpb.SlabHeader) -> bytes | None:
+        self.sink.header(h)
+        reply = None
+        if self.maps is not None and h.HasField("shared_segment"):
+            self.m = self.maps.attach(h.shared_segment)
+            reply = attach_msg(self.m is not None)
+            if self.m is not None:
+                self.sh = SharedIn(self.m)
+        if self.sh is not None:
+            self.stats.shared_reads += 1
+        elif self.maps is not None:
+            self.stats.socket_reads += 1
+        return reply
+
+    def done(self) -> np.ndarray:
+        if self.first and self.maps is not None:
+            raise data_loss(f"read {self.path!r}: stream ended before the header")
+        return self.sink.done()
+
+    def close(self) -> None:
+        if self.maps is not None:
+            self.maps.detach(self.m, self.sh is not None and self.sh.ended)

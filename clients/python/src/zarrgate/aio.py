@@ -155,23 +155,11 @@ class Client(_Base):
 
     async def _read_socket(self, a: Array, p: _slab.Plan, sink: _slab.Sink) -> np.ndarray:
         call = self._read_slab(_slab.read_msg(a.path, p), timeout=self.timeout)
-        self.stats.socket_reads += 1
+        r = _slab.Reader(a.path, sink, self.stats, None)
         try:
-            first = True
             async for raw in call:
-                kind, v = _wire.parse(raw)
-                if first:
-                    if kind != _wire.HEADER:
-                        raise _slab.data_loss(f"read {a.path!r}: first message is not a header")
-                    sink.header(v)  # type: ignore[arg-type]
-                    first = False
-                elif kind != _wire.BLOCK:
-                    raise _slab.data_loss(f"read {a.path!r}: a message after the header is not a block")
-                elif sink.variable:
-                    sink.place_strings(v)  # type: ignore[arg-type]
-                else:
-                    sink.place(v, v.data)  # type: ignore[union-attr]
-                    self.stats.socket_bytes += len(v.data)  # type: ignore[union-attr]
+                r.message(raw)
+            return r.done()
         except grpc.RpcError as e:
             raise self._conn.error(e, f"read {a.path!r}", "array") from e
         except _wire.WireError as e:
@@ -180,53 +168,18 @@ class Client(_Base):
         except BaseException:
             call.cancel()
             raise
-        return sink.done()
 
     async def _read_shared(self, a: Array, p: _slab.Plan, sink: _slab.Sink) -> np.ndarray:
         call = self._read_slab_shared(timeout=self.timeout)
-        m: _slab.Mapping | None = None
-        sh: _slab.SharedIn | None = None
+        r = _slab.Reader(a.path, sink, self.stats, self._maps)
         try:
             await call.write(_slab.shared_read_msg(a.path, p))
-            raw = await call.read()
-            if raw is grpc.aio.EOF:
-                await _check(call)
-                raise _slab.data_loss(f"read {a.path!r}: stream ended before the header")
-            kind, h = _wire.parse(raw)
-            if kind != _wire.HEADER:
-                raise _slab.data_loss(f"read {a.path!r}: first message is not a header")
-            sink.header(h)  # type: ignore[arg-type]
-            if h.HasField("shared_segment"):  # type: ignore[union-attr]
-                m = self._maps.attach(h.shared_segment)  # type: ignore[union-attr]
-                await call.write(_slab.attach_msg(m is not None))
-                if m is not None:
-                    sh = _slab.SharedIn(m)
-            if sh is not None:
-                self.stats.shared_reads += 1
-            else:
-                self.stats.socket_reads += 1
             while (raw := await call.read()) is not grpc.aio.EOF:
-                kind, v = _wire.parse(raw)
-                if kind == _wire.END and sh is not None:
-                    if (rel := sh.release()) is not None:
-                        await call.write(rel)
-                    sh.ended = True
-                    continue
-                if kind != _wire.BLOCK:
-                    raise _slab.data_loss(f"read {a.path!r}: a message after the header is not a block")
-                if v.shared is not None:  # type: ignore[union-attr]
-                    if sh is None:
-                        raise _slab.data_loss(f"read {a.path!r}: a shared block, but no segment is attached")
-                    off, n = v.shared  # type: ignore[union-attr]
-                    sink.place(v, sh.m.data(off, n))  # type: ignore[arg-type]
-                    self.stats.shared_bytes += n
-                    if (rel := sh.done(n)) is not None:
-                        await call.write(rel)
-                else:
-                    sink.place(v, v.data)  # type: ignore[union-attr]
-                    self.stats.socket_bytes += len(v.data)  # type: ignore[union-attr]
+                if (reply := r.message(raw)) is not None:
+                    await call.write(reply)
             await call.done_writing()
             await _check(call)
+            return r.done()
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.UNIMPLEMENTED and "ReadSlabShared" in (e.details() or ""):  # type: ignore[attr-defined]
                 raise _Unimplemented from e
@@ -238,8 +191,7 @@ class Client(_Base):
             call.cancel()
             raise
         finally:
-            self._maps.detach(m, sh is not None and sh.ended)
-        return sink.done()
+            r.close()
 
     async def _write(self, a: Array, p: _slab.Plan, value: Any) -> gpb.WriteSlabResponse:
         self._ch()

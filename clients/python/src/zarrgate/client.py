@@ -31,7 +31,7 @@ from typing import Any
 import grpc
 import numpy as np
 
-from zarrgate import _slab, _wire
+from zarrgate import _pool, _slab, _wire
 from zarrgate._conn import Conn
 from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2 as gpb
 from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2_grpc as gpb_grpc
@@ -233,24 +233,11 @@ class Client(_Base):
 
     def _read_socket(self, a: Array, p: _slab.Plan, sink: _slab.Sink) -> np.ndarray:
         call = self._read_slab(_slab.read_msg(a.path, p), timeout=self.timeout)
-        self.stats.socket_reads += 1
+        r = _slab.Reader(a.path, sink, self.stats, None)
         try:
-            first = True
             for raw in call:
-                kind, v = _wire.parse(raw)
-                if first:
-                    if kind != _wire.HEADER:
-                        raise _slab.data_loss(f"read {a.path!r}: first message is not a header")
-                    sink.header(v)  # type: ignore[arg-type]
-                    first = False
-                    continue
-                if kind != _wire.BLOCK:
-                    raise _slab.data_loss(f"read {a.path!r}: a message after the header is not a block")
-                if sink.variable:
-                    sink.place_strings(v)  # type: ignore[arg-type]
-                else:
-                    sink.place(v, v.data)  # type: ignore[union-attr]
-                    self.stats.socket_bytes += len(v.data)  # type: ignore[union-attr]
+                r.message(raw)
+            return r.done()
         except grpc.RpcError as e:
             raise self._conn.error(e, f"read {a.path!r}", "array") from e
         except _wire.WireError as e:
@@ -259,7 +246,6 @@ class Client(_Base):
         except BaseException:
             call.cancel()
             raise
-        return sink.done()
 
     def _read_shared(self, a: Array, p: _slab.Plan, sink: _slab.Sink) -> np.ndarray:
         # The request stream stays open until the call ends: the gateway
@@ -273,46 +259,12 @@ class Client(_Base):
                 yield m
 
         call = self._read_slab_shared(requests(), timeout=self.timeout)
-        m: _slab.Mapping | None = None
-        sh: _slab.SharedIn | None = None
+        r = _slab.Reader(a.path, sink, self.stats, self._maps)
         try:
-            it = iter(call)
-            try:
-                kind, h = _wire.parse(next(it))
-            except StopIteration:
-                raise _slab.data_loss(f"read {a.path!r}: stream ended before the header") from None
-            if kind != _wire.HEADER:
-                raise _slab.data_loss(f"read {a.path!r}: first message is not a header")
-            sink.header(h)  # type: ignore[arg-type]
-            if h.HasField("shared_segment"):  # type: ignore[union-attr]
-                m = self._maps.attach(h.shared_segment)  # type: ignore[union-attr]
-                q.put(_slab.attach_msg(m is not None))
-                if m is not None:
-                    sh = _slab.SharedIn(m)
-            if sh is not None:
-                self.stats.shared_reads += 1
-            else:
-                self.stats.socket_reads += 1
-            for raw in it:
-                kind, v = _wire.parse(raw)
-                if kind == _wire.END and sh is not None:
-                    if (rel := sh.release()) is not None:
-                        q.put(rel)
-                    sh.ended = True
-                    continue
-                if kind != _wire.BLOCK:
-                    raise _slab.data_loss(f"read {a.path!r}: a message after the header is not a block")
-                if v.shared is not None:  # type: ignore[union-attr]
-                    if sh is None:
-                        raise _slab.data_loss(f"read {a.path!r}: a shared block, but no segment is attached")
-                    off, n = v.shared  # type: ignore[union-attr]
-                    sink.place(v, sh.m.data(off, n))  # type: ignore[arg-type]
-                    self.stats.shared_bytes += n
-                    if (rel := sh.done(n)) is not None:
-                        q.put(rel)
-                else:
-                    sink.place(v, v.data)  # type: ignore[union-attr]
-                    self.stats.socket_bytes += len(v.data)  # type: ignore[union-attr]
+            for raw in call:
+                if (reply := r.message(raw)) is not None:
+                    q.put(reply)
+            return r.done()
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.UNIMPLEMENTED and "ReadSlabShared" in (e.details() or ""):  # type: ignore[attr-defined]
                 raise _Unimplemented from e
@@ -325,8 +277,7 @@ class Client(_Base):
             raise
         finally:
             q.put(None)
-            self._maps.detach(m, sh is not None and sh.ended)
-        return sink.done()
+            r.close()
 
     def _write(self, a: Array, p: _slab.Plan, value: Any) -> gpb.WriteSlabResponse:
         _slab.check_value_dtype(a.path, value, a.dtype)
@@ -511,6 +462,12 @@ class Array(_ArrayBase):
 
     def __setitem__(self, key: Any, value: Any) -> None:
         self._client._write(self, self._plan(key), value)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Pickles as its client's settings (token included) and its
+        # metadata; unpickled, it uses its process's one client with those
+        # settings (zarrgate._pool), opened on first use.
+        return _pool.array_reduce(self)
 
     def write(self, key: Any, value: Any) -> dict[str, int]:
         """``a[key] = value``, returning what was stored: chunks (or shards)

@@ -103,7 +103,10 @@ type Chunk struct {
 	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
 	// offsets are the n+1 element offsets into data, for variable-length data
 	// types only.
-	Offsets       []int64 `protobuf:"varint,2,rep,packed,name=offsets,proto3" json:"offsets,omitempty"`
+	Offsets []int64 `protobuf:"varint,2,rep,packed,name=offsets,proto3" json:"offsets,omitempty"`
+	// missing says the chunk's key held no value (a DecodeRequest with refs):
+	// the caller fills it with the fill value. data and offsets are empty.
+	Missing       bool `protobuf:"varint,3,opt,name=missing,proto3" json:"missing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -150,6 +153,13 @@ func (x *Chunk) GetOffsets() []int64 {
 		return x.Offsets
 	}
 	return nil
+}
+
+func (x *Chunk) GetMissing() bool {
+	if x != nil {
+		return x.Missing
+	}
+	return false
 }
 
 // EncodeRequest is a batch of chunks to encode.
@@ -259,7 +269,24 @@ type DecodeRequest struct {
 	// spec of the chunks.
 	Spec *ChunkSpec `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
 	// encoded chunks.
-	Encoded       [][]byte `protobuf:"bytes,2,rep,name=encoded,proto3" json:"encoded,omitempty"`
+	Encoded [][]byte `protobuf:"bytes,2,rep,name=encoded,proto3" json:"encoded,omitempty"`
+	// selections, when set, has one entry per encoded chunk: the part of the
+	// chunk to answer with. The chunk is decoded whole and only the selected
+	// elements are returned, packed in C order (the answer's Chunk holds
+	// them alone), so that a caller reading part of a chunk receives only
+	// that part. An entry with no dims selects its chunk whole. Empty: every
+	// chunk whole. Fixed-size data types only (a selection of a
+	// variable-length one is Unimplemented); a selection that does not fit
+	// its chunk, or a count of entries other than the chunks', is
+	// InvalidArgument.
+	Selections []*Selection `protobuf:"bytes,3,rep,name=selections,proto3" json:"selections,omitempty"`
+	// refs, instead of encoded, names the encoded chunks in the store tier,
+	// for a codec worker started with a store tier (worker-fetch) to read
+	// itself, so that the caller sends keys instead of bytes. Each answer
+	// Chunk is missing when its key holds no value. Keys are checked by the
+	// store tier's rules; a worker without a store tier answers
+	// FailedPrecondition; both encoded and refs set is InvalidArgument.
+	Refs          []*ChunkRef `protobuf:"bytes,4,rep,name=refs,proto3" json:"refs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -308,6 +335,207 @@ func (x *DecodeRequest) GetEncoded() [][]byte {
 	return nil
 }
 
+func (x *DecodeRequest) GetSelections() []*Selection {
+	if x != nil {
+		return x.Selections
+	}
+	return nil
+}
+
+func (x *DecodeRequest) GetRefs() []*ChunkRef {
+	if x != nil {
+		return x.Refs
+	}
+	return nil
+}
+
+// ChunkRef names one encoded chunk in the store tier: the value under key,
+// or a byte range of it (a shard's inner chunk).
+type ChunkRef struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key of the value, relative to the store's root.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// offset of the range's first byte.
+	Offset uint64 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// length of the range; 0 reads from offset to the value's end.
+	Length        uint64 `protobuf:"varint,3,opt,name=length,proto3" json:"length,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChunkRef) Reset() {
+	*x = ChunkRef{}
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChunkRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChunkRef) ProtoMessage() {}
+
+func (x *ChunkRef) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChunkRef.ProtoReflect.Descriptor instead.
+func (*ChunkRef) Descriptor() ([]byte, []int) {
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ChunkRef) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ChunkRef) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ChunkRef) GetLength() uint64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+// Selection is a strided box of one chunk, in chunk-local element
+// coordinates.
+type Selection struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dims has one entry per dimension of the chunk, or none (the whole
+	// chunk).
+	Dims []*DimSelection `protobuf:"bytes,1,rep,name=dims,proto3" json:"dims,omitempty"`
+	// element_size is the size in bytes of one element, as the caller
+	// expects it: zero, or the data type's size (anything else is
+	// InvalidArgument).
+	ElementSize   uint32 `protobuf:"varint,2,opt,name=element_size,json=elementSize,proto3" json:"element_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Selection) Reset() {
+	*x = Selection{}
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Selection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Selection) ProtoMessage() {}
+
+func (x *Selection) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Selection.ProtoReflect.Descriptor instead.
+func (*Selection) Descriptor() ([]byte, []int) {
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Selection) GetDims() []*DimSelection {
+	if x != nil {
+		return x.Dims
+	}
+	return nil
+}
+
+func (x *Selection) GetElementSize() uint32 {
+	if x != nil {
+		return x.ElementSize
+	}
+	return 0
+}
+
+// DimSelection selects the indices start, start+step, ... below stop of
+// one dimension: at least one (start < stop <= the chunk's extent, step >=
+// 1).
+type DimSelection struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Start         uint64                 `protobuf:"varint,1,opt,name=start,proto3" json:"start,omitempty"`
+	Stop          uint64                 `protobuf:"varint,2,opt,name=stop,proto3" json:"stop,omitempty"`
+	Step          uint64                 `protobuf:"varint,3,opt,name=step,proto3" json:"step,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DimSelection) Reset() {
+	*x = DimSelection{}
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DimSelection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DimSelection) ProtoMessage() {}
+
+func (x *DimSelection) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DimSelection.ProtoReflect.Descriptor instead.
+func (*DimSelection) Descriptor() ([]byte, []int) {
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DimSelection) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *DimSelection) GetStop() uint64 {
+	if x != nil {
+		return x.Stop
+	}
+	return 0
+}
+
+func (x *DimSelection) GetStep() uint64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
 // DecodeResponse carries the decoded chunks, in request order.
 type DecodeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -319,7 +547,7 @@ type DecodeResponse struct {
 
 func (x *DecodeResponse) Reset() {
 	*x = DecodeResponse{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[5]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -331,7 +559,7 @@ func (x *DecodeResponse) String() string {
 func (*DecodeResponse) ProtoMessage() {}
 
 func (x *DecodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[5]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -344,7 +572,7 @@ func (x *DecodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeResponse.ProtoReflect.Descriptor instead.
 func (*DecodeResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{5}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DecodeResponse) GetChunks() []*Chunk {
@@ -370,7 +598,7 @@ type BatchError struct {
 
 func (x *BatchError) Reset() {
 	*x = BatchError{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[6]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +610,7 @@ func (x *BatchError) String() string {
 func (*BatchError) ProtoMessage() {}
 
 func (x *BatchError) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[6]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +623,7 @@ func (x *BatchError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchError.ProtoReflect.Descriptor instead.
 func (*BatchError) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{6}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *BatchError) GetCode() int32 {
@@ -450,7 +678,7 @@ type ProcessRequest struct {
 
 func (x *ProcessRequest) Reset() {
 	*x = ProcessRequest{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[7]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +690,7 @@ func (x *ProcessRequest) String() string {
 func (*ProcessRequest) ProtoMessage() {}
 
 func (x *ProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[7]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +703,7 @@ func (x *ProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessRequest.ProtoReflect.Descriptor instead.
 func (*ProcessRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{7}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ProcessRequest) GetId() uint64 {
@@ -574,7 +802,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[8]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -586,7 +814,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[8]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -599,7 +827,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{8}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{11}
 }
 
 // ProcessResponse answers one batch of a Process stream.
@@ -622,7 +850,7 @@ type ProcessResponse struct {
 
 func (x *ProcessResponse) Reset() {
 	*x = ProcessResponse{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[9]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -634,7 +862,7 @@ func (x *ProcessResponse) String() string {
 func (*ProcessResponse) ProtoMessage() {}
 
 func (x *ProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[9]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -647,7 +875,7 @@ func (x *ProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessResponse.ProtoReflect.Descriptor instead.
 func (*ProcessResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{9}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ProcessResponse) GetId() uint64 {
@@ -745,7 +973,7 @@ type Draining struct {
 
 func (x *Draining) Reset() {
 	*x = Draining{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[10]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +985,7 @@ func (x *Draining) String() string {
 func (*Draining) ProtoMessage() {}
 
 func (x *Draining) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[10]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +998,7 @@ func (x *Draining) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Draining.ProtoReflect.Descriptor instead.
 func (*Draining) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{10}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{13}
 }
 
 var File_zarrgate_codec_v1_codec_proto protoreflect.FileDescriptor
@@ -785,18 +1013,34 @@ const file_zarrgate_codec_v1_codec_proto_rawDesc = "" +
 	"\n" +
 	"fill_value\x18\x03 \x01(\fR\tfillValue\x12\x1f\n" +
 	"\vcodecs_json\x18\x04 \x01(\tR\n" +
-	"codecsJson\"5\n" +
+	"codecsJson\"O\n" +
 	"\x05Chunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x18\n" +
-	"\aoffsets\x18\x02 \x03(\x03R\aoffsets\"s\n" +
+	"\aoffsets\x18\x02 \x03(\x03R\aoffsets\x12\x18\n" +
+	"\amissing\x18\x03 \x01(\bR\amissing\"s\n" +
 	"\rEncodeRequest\x120\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1c.zarrgate.codec.v1.ChunkSpecR\x04spec\x120\n" +
 	"\x06chunks\x18\x02 \x03(\v2\x18.zarrgate.codec.v1.ChunkR\x06chunks\"*\n" +
 	"\x0eEncodeResponse\x12\x18\n" +
-	"\aencoded\x18\x01 \x03(\fR\aencoded\"[\n" +
+	"\aencoded\x18\x01 \x03(\fR\aencoded\"\xca\x01\n" +
 	"\rDecodeRequest\x120\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1c.zarrgate.codec.v1.ChunkSpecR\x04spec\x12\x18\n" +
-	"\aencoded\x18\x02 \x03(\fR\aencoded\"B\n" +
+	"\aencoded\x18\x02 \x03(\fR\aencoded\x12<\n" +
+	"\n" +
+	"selections\x18\x03 \x03(\v2\x1c.zarrgate.codec.v1.SelectionR\n" +
+	"selections\x12/\n" +
+	"\x04refs\x18\x04 \x03(\v2\x1b.zarrgate.codec.v1.ChunkRefR\x04refs\"L\n" +
+	"\bChunkRef\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x16\n" +
+	"\x06length\x18\x03 \x01(\x04R\x06length\"c\n" +
+	"\tSelection\x123\n" +
+	"\x04dims\x18\x01 \x03(\v2\x1f.zarrgate.codec.v1.DimSelectionR\x04dims\x12!\n" +
+	"\felement_size\x18\x02 \x01(\rR\velementSize\"L\n" +
+	"\fDimSelection\x12\x14\n" +
+	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x12\n" +
+	"\x04stop\x18\x02 \x01(\x04R\x04stop\x12\x12\n" +
+	"\x04step\x18\x03 \x01(\x04R\x04step\"B\n" +
 	"\x0eDecodeResponse\x120\n" +
 	"\x06chunks\x18\x01 \x03(\v2\x18.zarrgate.codec.v1.ChunkR\x06chunks\"m\n" +
 	"\n" +
@@ -846,45 +1090,51 @@ func file_zarrgate_codec_v1_codec_proto_rawDescGZIP() []byte {
 	return file_zarrgate_codec_v1_codec_proto_rawDescData
 }
 
-var file_zarrgate_codec_v1_codec_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_zarrgate_codec_v1_codec_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_zarrgate_codec_v1_codec_proto_goTypes = []any{
 	(*ChunkSpec)(nil),       // 0: zarrgate.codec.v1.ChunkSpec
 	(*Chunk)(nil),           // 1: zarrgate.codec.v1.Chunk
 	(*EncodeRequest)(nil),   // 2: zarrgate.codec.v1.EncodeRequest
 	(*EncodeResponse)(nil),  // 3: zarrgate.codec.v1.EncodeResponse
 	(*DecodeRequest)(nil),   // 4: zarrgate.codec.v1.DecodeRequest
-	(*DecodeResponse)(nil),  // 5: zarrgate.codec.v1.DecodeResponse
-	(*BatchError)(nil),      // 6: zarrgate.codec.v1.BatchError
-	(*ProcessRequest)(nil),  // 7: zarrgate.codec.v1.ProcessRequest
-	(*CancelRequest)(nil),   // 8: zarrgate.codec.v1.CancelRequest
-	(*ProcessResponse)(nil), // 9: zarrgate.codec.v1.ProcessResponse
-	(*Draining)(nil),        // 10: zarrgate.codec.v1.Draining
-	nil,                     // 11: zarrgate.codec.v1.ProcessRequest.TraceContextEntry
+	(*ChunkRef)(nil),        // 5: zarrgate.codec.v1.ChunkRef
+	(*Selection)(nil),       // 6: zarrgate.codec.v1.Selection
+	(*DimSelection)(nil),    // 7: zarrgate.codec.v1.DimSelection
+	(*DecodeResponse)(nil),  // 8: zarrgate.codec.v1.DecodeResponse
+	(*BatchError)(nil),      // 9: zarrgate.codec.v1.BatchError
+	(*ProcessRequest)(nil),  // 10: zarrgate.codec.v1.ProcessRequest
+	(*CancelRequest)(nil),   // 11: zarrgate.codec.v1.CancelRequest
+	(*ProcessResponse)(nil), // 12: zarrgate.codec.v1.ProcessResponse
+	(*Draining)(nil),        // 13: zarrgate.codec.v1.Draining
+	nil,                     // 14: zarrgate.codec.v1.ProcessRequest.TraceContextEntry
 }
 var file_zarrgate_codec_v1_codec_proto_depIdxs = []int32{
 	0,  // 0: zarrgate.codec.v1.EncodeRequest.spec:type_name -> zarrgate.codec.v1.ChunkSpec
 	1,  // 1: zarrgate.codec.v1.EncodeRequest.chunks:type_name -> zarrgate.codec.v1.Chunk
 	0,  // 2: zarrgate.codec.v1.DecodeRequest.spec:type_name -> zarrgate.codec.v1.ChunkSpec
-	1,  // 3: zarrgate.codec.v1.DecodeResponse.chunks:type_name -> zarrgate.codec.v1.Chunk
-	2,  // 4: zarrgate.codec.v1.ProcessRequest.encode:type_name -> zarrgate.codec.v1.EncodeRequest
-	4,  // 5: zarrgate.codec.v1.ProcessRequest.decode:type_name -> zarrgate.codec.v1.DecodeRequest
-	8,  // 6: zarrgate.codec.v1.ProcessRequest.cancel:type_name -> zarrgate.codec.v1.CancelRequest
-	11, // 7: zarrgate.codec.v1.ProcessRequest.trace_context:type_name -> zarrgate.codec.v1.ProcessRequest.TraceContextEntry
-	3,  // 8: zarrgate.codec.v1.ProcessResponse.encode:type_name -> zarrgate.codec.v1.EncodeResponse
-	5,  // 9: zarrgate.codec.v1.ProcessResponse.decode:type_name -> zarrgate.codec.v1.DecodeResponse
-	6,  // 10: zarrgate.codec.v1.ProcessResponse.error:type_name -> zarrgate.codec.v1.BatchError
-	10, // 11: zarrgate.codec.v1.ProcessResponse.draining:type_name -> zarrgate.codec.v1.Draining
-	2,  // 12: zarrgate.codec.v1.CodecService.Encode:input_type -> zarrgate.codec.v1.EncodeRequest
-	4,  // 13: zarrgate.codec.v1.CodecService.Decode:input_type -> zarrgate.codec.v1.DecodeRequest
-	7,  // 14: zarrgate.codec.v1.CodecService.Process:input_type -> zarrgate.codec.v1.ProcessRequest
-	3,  // 15: zarrgate.codec.v1.CodecService.Encode:output_type -> zarrgate.codec.v1.EncodeResponse
-	5,  // 16: zarrgate.codec.v1.CodecService.Decode:output_type -> zarrgate.codec.v1.DecodeResponse
-	9,  // 17: zarrgate.codec.v1.CodecService.Process:output_type -> zarrgate.codec.v1.ProcessResponse
-	15, // [15:18] is the sub-list for method output_type
-	12, // [12:15] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	6,  // 3: zarrgate.codec.v1.DecodeRequest.selections:type_name -> zarrgate.codec.v1.Selection
+	5,  // 4: zarrgate.codec.v1.DecodeRequest.refs:type_name -> zarrgate.codec.v1.ChunkRef
+	7,  // 5: zarrgate.codec.v1.Selection.dims:type_name -> zarrgate.codec.v1.DimSelection
+	1,  // 6: zarrgate.codec.v1.DecodeResponse.chunks:type_name -> zarrgate.codec.v1.Chunk
+	2,  // 7: zarrgate.codec.v1.ProcessRequest.encode:type_name -> zarrgate.codec.v1.EncodeRequest
+	4,  // 8: zarrgate.codec.v1.ProcessRequest.decode:type_name -> zarrgate.codec.v1.DecodeRequest
+	11, // 9: zarrgate.codec.v1.ProcessRequest.cancel:type_name -> zarrgate.codec.v1.CancelRequest
+	14, // 10: zarrgate.codec.v1.ProcessRequest.trace_context:type_name -> zarrgate.codec.v1.ProcessRequest.TraceContextEntry
+	3,  // 11: zarrgate.codec.v1.ProcessResponse.encode:type_name -> zarrgate.codec.v1.EncodeResponse
+	8,  // 12: zarrgate.codec.v1.ProcessResponse.decode:type_name -> zarrgate.codec.v1.DecodeResponse
+	9,  // 13: zarrgate.codec.v1.ProcessResponse.error:type_name -> zarrgate.codec.v1.BatchError
+	13, // 14: zarrgate.codec.v1.ProcessResponse.draining:type_name -> zarrgate.codec.v1.Draining
+	2,  // 15: zarrgate.codec.v1.CodecService.Encode:input_type -> zarrgate.codec.v1.EncodeRequest
+	4,  // 16: zarrgate.codec.v1.CodecService.Decode:input_type -> zarrgate.codec.v1.DecodeRequest
+	10, // 17: zarrgate.codec.v1.CodecService.Process:input_type -> zarrgate.codec.v1.ProcessRequest
+	3,  // 18: zarrgate.codec.v1.CodecService.Encode:output_type -> zarrgate.codec.v1.EncodeResponse
+	8,  // 19: zarrgate.codec.v1.CodecService.Decode:output_type -> zarrgate.codec.v1.DecodeResponse
+	12, // 20: zarrgate.codec.v1.CodecService.Process:output_type -> zarrgate.codec.v1.ProcessResponse
+	18, // [18:21] is the sub-list for method output_type
+	15, // [15:18] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_zarrgate_codec_v1_codec_proto_init() }
@@ -892,13 +1142,13 @@ func file_zarrgate_codec_v1_codec_proto_init() {
 	if File_zarrgate_codec_v1_codec_proto != nil {
 		return
 	}
-	file_zarrgate_codec_v1_codec_proto_msgTypes[6].OneofWrappers = []any{}
-	file_zarrgate_codec_v1_codec_proto_msgTypes[7].OneofWrappers = []any{
+	file_zarrgate_codec_v1_codec_proto_msgTypes[9].OneofWrappers = []any{}
+	file_zarrgate_codec_v1_codec_proto_msgTypes[10].OneofWrappers = []any{
 		(*ProcessRequest_Encode)(nil),
 		(*ProcessRequest_Decode)(nil),
 		(*ProcessRequest_Cancel)(nil),
 	}
-	file_zarrgate_codec_v1_codec_proto_msgTypes[9].OneofWrappers = []any{
+	file_zarrgate_codec_v1_codec_proto_msgTypes[12].OneofWrappers = []any{
 		(*ProcessResponse_Encode)(nil),
 		(*ProcessResponse_Decode)(nil),
 		(*ProcessResponse_Error)(nil),
@@ -910,7 +1160,7 @@ func file_zarrgate_codec_v1_codec_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_zarrgate_codec_v1_codec_proto_rawDesc), len(file_zarrgate_codec_v1_codec_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file zarrgate/codec/v1/codec.proto.
  */
 export const file_zarrgate_codec_v1_codec: GenFile = /*@__PURE__*/
-  fileDesc("Ch16YXJyZ2F0ZS9jb2RlYy92MS9jb2RlYy5wcm90bxIRemFycmdhdGUuY29kZWMudjEiXAoJQ2h1bmtTcGVjEhEKCWRhdGFfdHlwZRgBIAEoCRITCgtjaHVua19zaGFwZRgCIAMoBBISCgpmaWxsX3ZhbHVlGAMgASgMEhMKC2NvZGVjc19qc29uGAQgASgJIiYKBUNodW5rEgwKBGRhdGEYASABKAwSDwoHb2Zmc2V0cxgCIAMoAyJlCg1FbmNvZGVSZXF1ZXN0EioKBHNwZWMYASABKAsyHC56YXJyZ2F0ZS5jb2RlYy52MS5DaHVua1NwZWMSKAoGY2h1bmtzGAIgAygLMhguemFycmdhdGUuY29kZWMudjEuQ2h1bmsiIQoORW5jb2RlUmVzcG9uc2USDwoHZW5jb2RlZBgBIAMoDCJMCg1EZWNvZGVSZXF1ZXN0EioKBHNwZWMYASABKAsyHC56YXJyZ2F0ZS5jb2RlYy52MS5DaHVua1NwZWMSDwoHZW5jb2RlZBgCIAMoDCI6Cg5EZWNvZGVSZXNwb25zZRIoCgZjaHVua3MYASADKAsyGC56YXJyZ2F0ZS5jb2RlYy52MS5DaHVuayJTCgpCYXRjaEVycm9yEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCRIXCgppdGVtX2luZGV4GAMgASgFSACIAQFCDQoLX2l0ZW1faW5kZXgi8gIKDlByb2Nlc3NSZXF1ZXN0EgoKAmlkGAEgASgEEjIKBmVuY29kZRgCIAEoCzIgLnphcnJnYXRlLmNvZGVjLnYxLkVuY29kZVJlcXVlc3RIABIyCgZkZWNvZGUYAyABKAsyIC56YXJyZ2F0ZS5jb2RlYy52MS5EZWNvZGVSZXF1ZXN0SAASMgoGY2FuY2VsGAUgASgLMiAuemFycmdhdGUuY29kZWMudjEuQ2FuY2VsUmVxdWVzdEgAEhsKE2RlYWRsaW5lX3VuaXhfbmFub3MYBCABKAMSSgoNdHJhY2VfY29udGV4dBgGIAMoCzIzLnphcnJnYXRlLmNvZGVjLnYxLlByb2Nlc3NSZXF1ZXN0LlRyYWNlQ29udGV4dEVudHJ5EhIKCnJlcXVlc3RfaWQYByABKAkaMwoRVHJhY2VDb250ZXh0RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIGCgR3b3JrIg8KDUNhbmNlbFJlcXVlc3Qi8gEKD1Byb2Nlc3NSZXNwb25zZRIKCgJpZBgBIAEoBBIzCgZlbmNvZGUYAiABKAsyIS56YXJyZ2F0ZS5jb2RlYy52MS5FbmNvZGVSZXNwb25zZUgAEjMKBmRlY29kZRgDIAEoCzIhLnphcnJnYXRlLmNvZGVjLnYxLkRlY29kZVJlc3BvbnNlSAASLgoFZXJyb3IYBCABKAsyHS56YXJyZ2F0ZS5jb2RlYy52MS5CYXRjaEVycm9ySAASLwoIZHJhaW5pbmcYBSABKAsyGy56YXJyZ2F0ZS5jb2RlYy52MS5EcmFpbmluZ0gAQggKBnJlc3VsdCIKCghEcmFpbmluZzKCAgoMQ29kZWNTZXJ2aWNlEk0KBkVuY29kZRIgLnphcnJnYXRlLmNvZGVjLnYxLkVuY29kZVJlcXVlc3QaIS56YXJyZ2F0ZS5jb2RlYy52MS5FbmNvZGVSZXNwb25zZRJNCgZEZWNvZGUSIC56YXJyZ2F0ZS5jb2RlYy52MS5EZWNvZGVSZXF1ZXN0GiEuemFycmdhdGUuY29kZWMudjEuRGVjb2RlUmVzcG9uc2USVAoHUHJvY2VzcxIhLnphcnJnYXRlLmNvZGVjLnYxLlByb2Nlc3NSZXF1ZXN0GiIuemFycmdhdGUuY29kZWMudjEuUHJvY2Vzc1Jlc3BvbnNlKAEwAUI8WjpnaXRodWIuY29tL3phcnJnYXRlL3phcnJnYXRlL2dlbi96YXJyZ2F0ZS9jb2RlYy92MTtjb2RlY3YxYgZwcm90bzM");
+  fileDesc("Ch16YXJyZ2F0ZS9jb2RlYy92MS9jb2RlYy5wcm90bxIRemFycmdhdGUuY29kZWMudjEiXAoJQ2h1bmtTcGVjEhEKCWRhdGFfdHlwZRgBIAEoCRITCgtjaHVua19zaGFwZRgCIAMoBBISCgpmaWxsX3ZhbHVlGAMgASgMEhMKC2NvZGVjc19qc29uGAQgASgJIjcKBUNodW5rEgwKBGRhdGEYASABKAwSDwoHb2Zmc2V0cxgCIAMoAxIPCgdtaXNzaW5nGAMgASgIImUKDUVuY29kZVJlcXVlc3QSKgoEc3BlYxgBIAEoCzIcLnphcnJnYXRlLmNvZGVjLnYxLkNodW5rU3BlYxIoCgZjaHVua3MYAiADKAsyGC56YXJyZ2F0ZS5jb2RlYy52MS5DaHVuayIhCg5FbmNvZGVSZXNwb25zZRIPCgdlbmNvZGVkGAEgAygMIqkBCg1EZWNvZGVSZXF1ZXN0EioKBHNwZWMYASABKAsyHC56YXJyZ2F0ZS5jb2RlYy52MS5DaHVua1NwZWMSDwoHZW5jb2RlZBgCIAMoDBIwCgpzZWxlY3Rpb25zGAMgAygLMhwuemFycmdhdGUuY29kZWMudjEuU2VsZWN0aW9uEikKBHJlZnMYBCADKAsyGy56YXJyZ2F0ZS5jb2RlYy52MS5DaHVua1JlZiI3CghDaHVua1JlZhILCgNrZXkYASABKAkSDgoGb2Zmc2V0GAIgASgEEg4KBmxlbmd0aBgDIAEoBCJQCglTZWxlY3Rpb24SLQoEZGltcxgBIAMoCzIfLnphcnJnYXRlLmNvZGVjLnYxLkRpbVNlbGVjdGlvbhIUCgxlbGVtZW50X3NpemUYAiABKA0iOQoMRGltU2VsZWN0aW9uEg0KBXN0YXJ0GAEgASgEEgwKBHN0b3AYAiABKAQSDAoEc3RlcBgDIAEoBCI6Cg5EZWNvZGVSZXNwb25zZRIoCgZjaHVua3MYASADKAsyGC56YXJyZ2F0ZS5jb2RlYy52MS5DaHVuayJTCgpCYXRjaEVycm9yEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCRIXCgppdGVtX2luZGV4GAMgASgFSACIAQFCDQoLX2l0ZW1faW5kZXgi8gIKDlByb2Nlc3NSZXF1ZXN0EgoKAmlkGAEgASgEEjIKBmVuY29kZRgCIAEoCzIgLnphcnJnYXRlLmNvZGVjLnYxLkVuY29kZVJlcXVlc3RIABIyCgZkZWNvZGUYAyABKAsyIC56YXJyZ2F0ZS5jb2RlYy52MS5EZWNvZGVSZXF1ZXN0SAASMgoGY2FuY2VsGAUgASgLMiAuemFycmdhdGUuY29kZWMudjEuQ2FuY2VsUmVxdWVzdEgAEhsKE2RlYWRsaW5lX3VuaXhfbmFub3MYBCABKAMSSgoNdHJhY2VfY29udGV4dBgGIAMoCzIzLnphcnJnYXRlLmNvZGVjLnYxLlByb2Nlc3NSZXF1ZXN0LlRyYWNlQ29udGV4dEVudHJ5EhIKCnJlcXVlc3RfaWQYByABKAkaMwoRVHJhY2VDb250ZXh0RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIGCgR3b3JrIg8KDUNhbmNlbFJlcXVlc3Qi8gEKD1Byb2Nlc3NSZXNwb25zZRIKCgJpZBgBIAEoBBIzCgZlbmNvZGUYAiABKAsyIS56YXJyZ2F0ZS5jb2RlYy52MS5FbmNvZGVSZXNwb25zZUgAEjMKBmRlY29kZRgDIAEoCzIhLnphcnJnYXRlLmNvZGVjLnYxLkRlY29kZVJlc3BvbnNlSAASLgoFZXJyb3IYBCABKAsyHS56YXJyZ2F0ZS5jb2RlYy52MS5CYXRjaEVycm9ySAASLwoIZHJhaW5pbmcYBSABKAsyGy56YXJyZ2F0ZS5jb2RlYy52MS5EcmFpbmluZ0gAQggKBnJlc3VsdCIKCghEcmFpbmluZzKCAgoMQ29kZWNTZXJ2aWNlEk0KBkVuY29kZRIgLnphcnJnYXRlLmNvZGVjLnYxLkVuY29kZVJlcXVlc3QaIS56YXJyZ2F0ZS5jb2RlYy52MS5FbmNvZGVSZXNwb25zZRJNCgZEZWNvZGUSIC56YXJyZ2F0ZS5jb2RlYy52MS5EZWNvZGVSZXF1ZXN0GiEuemFycmdhdGUuY29kZWMudjEuRGVjb2RlUmVzcG9uc2USVAoHUHJvY2VzcxIhLnphcnJnYXRlLmNvZGVjLnYxLlByb2Nlc3NSZXF1ZXN0GiIuemFycmdhdGUuY29kZWMudjEuUHJvY2Vzc1Jlc3BvbnNlKAEwAUI8WjpnaXRodWIuY29tL3phcnJnYXRlL3phcnJnYXRlL2dlbi96YXJyZ2F0ZS9jb2RlYy92MTtjb2RlY3YxYgZwcm90bzM");
 
 /**
  * ChunkSpec describes the chunks of one array and how they are encoded.
@@ -76,6 +76,14 @@ export type Chunk = Message<"zarrgate.codec.v1.Chunk"> & {
    * @generated from field: repeated int64 offsets = 2;
    */
   offsets: bigint[];
+
+  /**
+   * missing says the chunk's key held no value (a DecodeRequest with refs):
+   * the caller fills it with the fill value. data and offsets are empty.
+   *
+   * @generated from field: bool missing = 3;
+   */
+  missing: boolean;
 };
 
 /**
@@ -153,6 +161,33 @@ export type DecodeRequest = Message<"zarrgate.codec.v1.DecodeRequest"> & {
    * @generated from field: repeated bytes encoded = 2;
    */
   encoded: Uint8Array[];
+
+  /**
+   * selections, when set, has one entry per encoded chunk: the part of the
+   * chunk to answer with. The chunk is decoded whole and only the selected
+   * elements are returned, packed in C order (the answer's Chunk holds
+   * them alone), so that a caller reading part of a chunk receives only
+   * that part. An entry with no dims selects its chunk whole. Empty: every
+   * chunk whole. Fixed-size data types only (a selection of a
+   * variable-length one is Unimplemented); a selection that does not fit
+   * its chunk, or a count of entries other than the chunks', is
+   * InvalidArgument.
+   *
+   * @generated from field: repeated zarrgate.codec.v1.Selection selections = 3;
+   */
+  selections: Selection[];
+
+  /**
+   * refs, instead of encoded, names the encoded chunks in the store tier,
+   * for a codec worker started with a store tier (worker-fetch) to read
+   * itself, so that the caller sends keys instead of bytes. Each answer
+   * Chunk is missing when its key holds no value. Keys are checked by the
+   * store tier's rules; a worker without a store tier answers
+   * FailedPrecondition; both encoded and refs set is InvalidArgument.
+   *
+   * @generated from field: repeated zarrgate.codec.v1.ChunkRef refs = 4;
+   */
+  refs: ChunkRef[];
 };
 
 /**
@@ -161,6 +196,105 @@ export type DecodeRequest = Message<"zarrgate.codec.v1.DecodeRequest"> & {
  */
 export const DecodeRequestSchema: GenMessage<DecodeRequest> = /*@__PURE__*/
   messageDesc(file_zarrgate_codec_v1_codec, 4);
+
+/**
+ * ChunkRef names one encoded chunk in the store tier: the value under key,
+ * or a byte range of it (a shard's inner chunk).
+ *
+ * @generated from message zarrgate.codec.v1.ChunkRef
+ */
+export type ChunkRef = Message<"zarrgate.codec.v1.ChunkRef"> & {
+  /**
+   * key of the value, relative to the store's root.
+   *
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * offset of the range's first byte.
+   *
+   * @generated from field: uint64 offset = 2;
+   */
+  offset: bigint;
+
+  /**
+   * length of the range; 0 reads from offset to the value's end.
+   *
+   * @generated from field: uint64 length = 3;
+   */
+  length: bigint;
+};
+
+/**
+ * Describes the message zarrgate.codec.v1.ChunkRef.
+ * Use `create(ChunkRefSchema)` to create a new message.
+ */
+export const ChunkRefSchema: GenMessage<ChunkRef> = /*@__PURE__*/
+  messageDesc(file_zarrgate_codec_v1_codec, 5);
+
+/**
+ * Selection is a strided box of one chunk, in chunk-local element
+ * coordinates.
+ *
+ * @generated from message zarrgate.codec.v1.Selection
+ */
+export type Selection = Message<"zarrgate.codec.v1.Selection"> & {
+  /**
+   * dims has one entry per dimension of the chunk, or none (the whole
+   * chunk).
+   *
+   * @generated from field: repeated zarrgate.codec.v1.DimSelection dims = 1;
+   */
+  dims: DimSelection[];
+
+  /**
+   * element_size is the size in bytes of one element, as the caller
+   * expects it: zero, or the data type's size (anything else is
+   * InvalidArgument).
+   *
+   * @generated from field: uint32 element_size = 2;
+   */
+  elementSize: number;
+};
+
+/**
+ * Describes the message zarrgate.codec.v1.Selection.
+ * Use `create(SelectionSchema)` to create a new message.
+ */
+export const SelectionSchema: GenMessage<Selection> = /*@__PURE__*/
+  messageDesc(file_zarrgate_codec_v1_codec, 6);
+
+/**
+ * DimSelection selects the indices start, start+step, ... below stop of
+ * one dimension: at least one (start < stop <= the chunk's extent, step >=
+ * 1).
+ *
+ * @generated from message zarrgate.codec.v1.DimSelection
+ */
+export type DimSelection = Message<"zarrgate.codec.v1.DimSelection"> & {
+  /**
+   * @generated from field: uint64 start = 1;
+   */
+  start: bigint;
+
+  /**
+   * @generated from field: uint64 stop = 2;
+   */
+  stop: bigint;
+
+  /**
+   * @generated from field: uint64 step = 3;
+   */
+  step: bigint;
+};
+
+/**
+ * Describes the message zarrgate.codec.v1.DimSelection.
+ * Use `create(DimSelectionSchema)` to create a new message.
+ */
+export const DimSelectionSchema: GenMessage<DimSelection> = /*@__PURE__*/
+  messageDesc(file_zarrgate_codec_v1_codec, 7);
 
 /**
  * DecodeResponse carries the decoded chunks, in request order.
@@ -181,7 +315,7 @@ export type DecodeResponse = Message<"zarrgate.codec.v1.DecodeResponse"> & {
  * Use `create(DecodeResponseSchema)` to create a new message.
  */
 export const DecodeResponseSchema: GenMessage<DecodeResponse> = /*@__PURE__*/
-  messageDesc(file_zarrgate_codec_v1_codec, 5);
+  messageDesc(file_zarrgate_codec_v1_codec, 8);
 
 /**
  * BatchError is why one batch of a Process stream failed.
@@ -217,7 +351,7 @@ export type BatchError = Message<"zarrgate.codec.v1.BatchError"> & {
  * Use `create(BatchErrorSchema)` to create a new message.
  */
 export const BatchErrorSchema: GenMessage<BatchError> = /*@__PURE__*/
-  messageDesc(file_zarrgate_codec_v1_codec, 6);
+  messageDesc(file_zarrgate_codec_v1_codec, 9);
 
 /**
  * ProcessRequest is one batch on a Process stream, or the cancellation of
@@ -296,7 +430,7 @@ export type ProcessRequest = Message<"zarrgate.codec.v1.ProcessRequest"> & {
  * Use `create(ProcessRequestSchema)` to create a new message.
  */
 export const ProcessRequestSchema: GenMessage<ProcessRequest> = /*@__PURE__*/
-  messageDesc(file_zarrgate_codec_v1_codec, 7);
+  messageDesc(file_zarrgate_codec_v1_codec, 10);
 
 /**
  * CancelRequest abandons the batch named by the request's id.
@@ -311,7 +445,7 @@ export type CancelRequest = Message<"zarrgate.codec.v1.CancelRequest"> & {
  * Use `create(CancelRequestSchema)` to create a new message.
  */
 export const CancelRequestSchema: GenMessage<CancelRequest> = /*@__PURE__*/
-  messageDesc(file_zarrgate_codec_v1_codec, 8);
+  messageDesc(file_zarrgate_codec_v1_codec, 11);
 
 /**
  * ProcessResponse answers one batch of a Process stream.
@@ -375,7 +509,7 @@ export type ProcessResponse = Message<"zarrgate.codec.v1.ProcessResponse"> & {
  * Use `create(ProcessResponseSchema)` to create a new message.
  */
 export const ProcessResponseSchema: GenMessage<ProcessResponse> = /*@__PURE__*/
-  messageDesc(file_zarrgate_codec_v1_codec, 9);
+  messageDesc(file_zarrgate_codec_v1_codec, 12);
 
 /**
  * Draining is the notice of a worker that is shutting down gracefully.
@@ -390,7 +524,7 @@ export type Draining = Message<"zarrgate.codec.v1.Draining"> & {
  * Use `create(DrainingSchema)` to create a new message.
  */
 export const DrainingSchema: GenMessage<Draining> = /*@__PURE__*/
-  messageDesc(file_zarrgate_codec_v1_codec, 10);
+  messageDesc(file_zarrgate_codec_v1_codec, 13);
 
 /**
  * CodecService encodes and decodes chunks through a Zarr codec chain, so that

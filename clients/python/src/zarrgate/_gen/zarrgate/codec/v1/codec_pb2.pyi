@@ -19,12 +19,14 @@ class ChunkSpec(_message.Message):
     def __init__(self, data_type: _Optional[str] = ..., chunk_shape: _Optional[_Iterable[int]] = ..., fill_value: _Optional[bytes] = ..., codecs_json: _Optional[str] = ...) -> None: ...
 
 class Chunk(_message.Message):
-    __slots__ = ("data", "offsets")
+    __slots__ = ("data", "offsets", "missing")
     DATA_FIELD_NUMBER: _ClassVar[int]
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
     data: bytes
     offsets: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, data: _Optional[bytes] = ..., offsets: _Optional[_Iterable[int]] = ...) -> None: ...
+    missing: bool
+    def __init__(self, data: _Optional[bytes] = ..., offsets: _Optional[_Iterable[int]] = ..., missing: _Optional[bool] = ...) -> None: ...
 
 class EncodeRequest(_message.Message):
     __slots__ = ("spec", "chunks")
@@ -41,12 +43,44 @@ class EncodeResponse(_message.Message):
     def __init__(self, encoded: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class DecodeRequest(_message.Message):
-    __slots__ = ("spec", "encoded")
+    __slots__ = ("spec", "encoded", "selections", "refs")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     ENCODED_FIELD_NUMBER: _ClassVar[int]
+    SELECTIONS_FIELD_NUMBER: _ClassVar[int]
+    REFS_FIELD_NUMBER: _ClassVar[int]
     spec: ChunkSpec
     encoded: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, spec: _Optional[_Union[ChunkSpec, _Mapping]] = ..., encoded: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    selections: _containers.RepeatedCompositeFieldContainer[Selection]
+    refs: _containers.RepeatedCompositeFieldContainer[ChunkRef]
+    def __init__(self, spec: _Optional[_Union[ChunkSpec, _Mapping]] = ..., encoded: _Optional[_Iterable[bytes]] = ..., selections: _Optional[_Iterable[_Union[Selection, _Mapping]]] = ..., refs: _Optional[_Iterable[_Union[ChunkRef, _Mapping]]] = ...) -> None: ...
+
+class ChunkRef(_message.Message):
+    __slots__ = ("key", "offset", "length")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    offset: int
+    length: int
+    def __init__(self, key: _Optional[str] = ..., offset: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
+
+class Selection(_message.Message):
+    __slots__ = ("dims", "element_size")
+    DIMS_FIELD_NUMBER: _ClassVar[int]
+    ELEMENT_SIZE_FIELD_NUMBER: _ClassVar[int]
+    dims: _containers.RepeatedCompositeFieldContainer[DimSelection]
+    element_size: int
+    def __init__(self, dims: _Optional[_Iterable[_Union[DimSelection, _Mapping]]] = ..., element_size: _Optional[int] = ...) -> None: ...
+
+class DimSelection(_message.Message):
+    __slots__ = ("start", "stop", "step")
+    START_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    start: int
+    stop: int
+    step: int
+    def __init__(self, start: _Optional[int] = ..., stop: _Optional[int] = ..., step: _Optional[int] = ...) -> None: ...
 
 class DecodeResponse(_message.Message):
     __slots__ = ("chunks",)

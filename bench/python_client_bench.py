@@ -1,0 +1,130 @@
+"""One system's full read of an array, in a process of its own, for
+BenchmarkPythonClient (e2e/pyclient_bench_test.go), which runs this once per
+system per round, interleaved with the Go client's runs.
+
+    python bench/python_client_bench.py SYSTEM TARGET PATH [READS]
+
+SYSTEM: zarrgate-socket, zarrgate-shared (the slab client, sync, with
+shared memory off / on), zarrgate-aio-socket, zarrgate-aio-shared (the
+asyncio client), zarrgate-socket-fixed-window (the sync client through the
+socket with gRPC's BDP probe off: a receive window that does not grow), or
+zarr-python (zarr.open_array on the directory).
+TARGET: the gateway's address, or for zarr-python the directory (the
+gateway's --root). PATH: the array.
+
+The zarrgate systems read the whole array once with ``a[...]`` (a fresh
+result, as a user's first read), then READS times into that result
+(``a.read(out=...)``, as the Go client's ReadInto into one slice); zarr-python
+reads ``a[...]`` READS + 1 times, dropping each result before the next.
+Prints one JSON object: the best timed read in MB/s, the first read's MB/s,
+the least CPU time of a timed read (the whole process: all its threads),
+the process's peak resident memory (VmHWM) in MiB, and the CRC-32 of the
+result's bytes (the driver checks that every system read the same bytes).
+"""
+
+import asyncio
+import json
+import sys
+import time
+import zlib
+
+
+def peak_rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def crc(x) -> int:
+    return zlib.crc32(memoryview(x).cast("B"))
+
+
+def zarrgate_sync(addr, path, reads, shared, options=()):
+    import zarrgate
+
+    with zarrgate.connect(addr, shared_memory=shared, channel_options=options) as c:
+        a = c.open_array(path)
+        t0 = time.perf_counter()
+        x = a[...]
+        first = time.perf_counter() - t0
+        best = cpu = float("inf")
+        for _ in range(reads):
+            t0, c0 = time.perf_counter(), time.process_time()
+            a.read(out=x)
+            best = min(best, time.perf_counter() - t0)
+            cpu = min(cpu, time.process_time() - c0)
+        want = "shared_reads" if shared else "socket_reads"
+        if getattr(c.stats, want) != reads + 1:
+            raise SystemExit(f"expected {reads + 1} {want}, stats say {c.stats}")
+        return x, first, best, cpu
+
+
+def zarrgate_aio(addr, path, reads, shared):
+    import zarrgate.aio
+
+    async def run():
+        async with zarrgate.aio.connect(addr, shared_memory=shared) as c:
+            a = await c.open_array(path)
+            t0 = time.perf_counter()
+            x = await a[...]
+            first = time.perf_counter() - t0
+            best = cpu = float("inf")
+            for _ in range(reads):
+                t0, c0 = time.perf_counter(), time.process_time()
+                await a.read(out=x)
+                best = min(best, time.perf_counter() - t0)
+                cpu = min(cpu, time.process_time() - c0)
+            want = "shared_reads" if shared else "socket_reads"
+            if getattr(c.stats, want) != reads + 1:
+                raise SystemExit(f"expected {reads + 1} {want}, stats say {c.stats}")
+            return x, first, best, cpu
+
+    return asyncio.run(run())
+
+
+def zarr_python(root, path, reads):
+    import zarr
+    from zarr.storage import LocalStore
+
+    a = zarr.open_array(store=LocalStore(root, read_only=True), path=path, mode="r")
+    t0 = time.perf_counter()
+    x = a[...]
+    first = time.perf_counter() - t0
+    best = cpu = float("inf")
+    for _ in range(reads):
+        del x
+        t0, c0 = time.perf_counter(), time.process_time()
+        x = a[...]
+        best = min(best, time.perf_counter() - t0)
+        cpu = min(cpu, time.process_time() - c0)
+    return x, first, best, cpu
+
+
+def main():
+    system, target, path = sys.argv[1:4]
+    reads = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+    if system == "zarr-python":
+        x, first, best, cpu = zarr_python(target, path, reads)
+    elif system == "zarrgate-socket-fixed-window":
+        x, first, best, cpu = zarrgate_sync(target, path, reads, False, [("grpc.http2.bdp_probe", 0)])
+    elif system.startswith("zarrgate-aio-"):
+        x, first, best, cpu = zarrgate_aio(target, path, reads, system.endswith("-shared"))
+    elif system.startswith("zarrgate-"):
+        x, first, best, cpu = zarrgate_sync(target, path, reads, system.endswith("-shared"))
+    else:
+        raise SystemExit(f"unknown system {system!r}")
+    print(json.dumps({
+        "system": system,
+        "mb_per_s": round(x.nbytes / best / 1e6, 1),
+        "first_mb_per_s": round(x.nbytes / first / 1e6, 1),
+        "cpu_ms": round(cpu * 1e3, 1),
+        "peak_rss_mib": round(peak_rss_mib(), 1),
+        "nbytes": x.nbytes,
+        "crc32": crc(x),
+    }), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+package remote
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/zarrgate/zarrgate/codec"
+	"github.com/zarrgate/zarrgate/codecsvc"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
+)
+
+// Costs are the measured costs of offloading's cost model
+// (docs/architecture.md, "Offloading codecs"), in nanoseconds of the
+// caller's CPU: per byte it sends or receives on the codec hop, and per
+// decoded byte each codec costs to decode in process.
+type Costs struct {
+	HopPerByte float64
+	// DecodePerByte is by codec name; codecs not named cost Default.
+	DecodePerByte map[string]float64
+	Default       float64
+}
+
+// DefaultCosts are the costs measured on loopback on a 2-core Xeon VM
+// (docs/benchmarks.md): ≈ 0.35 ns per byte at each end of the hop
+// (BenchmarkOffloadOverhead), and the decode rates of the codec table on
+// one core; codecs not measured (bz2, lzma, the numcodecs filters...)
+// cost 1 ns per byte.
+func DefaultCosts() Costs {
+	return Costs{HopPerByte: 0.35, Default: 1, DecodePerByte: map[string]float64{
+		"bytes": 0, "transpose": 0.3, "crc32c": 0.1, "numcodecs.crc32c": 0.1, "numcodecs.crc32": 0.1,
+		"zstd": 0.8, "numcodecs.zstd": 0.8, "gzip": 4.5, "numcodecs.gzip": 4.5, "numcodecs.zlib": 4.5,
+		"blosc": 0.35, "numcodecs.lz4": 0.3, "numcodecs.shuffle": 0.5,
+	}}
+}
+
+// decodeCost is what decoding d bytes of spec costs in process.
+func (c Costs) decodeCost(spec *codec.BatchSpec, d int64) float64 {
+	per := 0.0
+	for _, cs := range spec.Codecs {
+		v, ok := c.DecodePerByte[cs.Name]
+		if !ok {
+			v = c.Default
+		}
+		per += v
+	}
+	return per * float64(d)
+}
+
+// Auto is a codec engine that chooses, per decode batch, between decoding
+// in process and offloading to codec workers, by the cost model: it
+// offloads when decoding the batch here would cost more of this process's
+// CPU than moving it over the hop (the encoded bytes there, the decoded or
+// selected bytes back). Encoding always goes to the workers (encoders cost
+// more than decoders, and writes are not latency-bound). Layouts are
+// answered in process, as by the remote engine.
+type Auto struct {
+	codecsvc.Layouts
+	local  *codecsvc.Local
+	remote *Client
+	costs  Costs
+
+	offloaded, embedded atomic.Uint64
+}
+
+var (
+	_ codec.Engine        = (*Auto)(nil)
+	_ codec.SelectDecoder = (*Auto)(nil)
+)
+
+// NewAuto returns an engine choosing between local and remote by costs.
+func NewAuto(local *codecsvc.Local, remote *Client, costs Costs) *Auto {
+	return &Auto{local: local, remote: remote, costs: costs}
+}
+
+// Batches reports how many decode batches were offloaded and how many
+// decoded in process.
+func (a *Auto) Batches() (offloaded, embedded uint64) {
+	return a.offloaded.Load(), a.embedded.Load()
+}
+
+// offload applies the model to a batch of encoded chunks of spec of which
+// selected decoded bytes are wanted back.
+func (a *Auto) offload(spec *codec.BatchSpec, encoded [][]byte, selected int64) bool {
+	var e int64
+	for _, b := range encoded {
+		e += int64(len(b))
+	}
+	d := int64(len(encoded)) * wholeSize(spec)
+	if spec.DataType.VariableLength() {
+		d = e // no size before decoding: assume the stored size
+		selected = e
+	}
+	if a.costs.decodeCost(spec, d) > a.costs.HopPerByte*float64(e+selected) {
+		a.offloaded.Add(1)
+		return true
+	}
+	a.embedded.Add(1)
+	return false
+}
+
+func wholeSize(spec *codec.BatchSpec) int64 {
+	n := int64(spec.DataType.Size)
+	for _, d := range spec.Shape {
+		n *= d
+	}
+	return n
+}
+
+// Decode implements codec.Engine.
+func (a *Auto) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte) ([]codec.Chunk, error) {
+	if a.offload(spec, encoded, int64(len(encoded))*wholeSize(spec)) {
+		return a.remote.Decode(ctx, spec, encoded)
+	}
+	return a.local.Decode(ctx, spec, encoded)
+}
+
+// DecodeSelected implements codec.SelectDecoder: offloaded, the workers
+// answer with the selections; in process, the chunks are decoded whole and
+// the selections packed here.
+func (a *Auto) DecodeSelected(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte, sel []codec.Selection) ([]codec.Chunk, error) {
+	var s int64
+	elem := spec.DataType.Size
+	for _, x := range sel {
+		if x.Whole() {
+			s += wholeSize(spec)
+		} else {
+			s += x.Elems() * int64(elem)
+		}
+	}
+	if a.offload(spec, encoded, s) {
+		return a.remote.DecodeSelected(ctx, spec, encoded, sel)
+	}
+	out, err := a.local.Decode(ctx, spec, encoded)
+	if err != nil {
+		return nil, err
+	}
+	for i, x := range sel {
+		if x.Whole() {
+			continue
+		}
+		n, err := codec.CheckSelection(x, spec.Shape, elem)
+		if err != nil {
+			return nil, &codec.ItemError{Index: i, Err: err}
+		}
+		buf := bufpool.Get(int(n))
+		codec.Pack(buf, out[i].Data, spec.Shape, elem, x)
+		out[i].Release()
+		out[i] = codec.Lend(buf, nil, buf, bufpool.Put)
+	}
+	return out, nil
+}
+
+// Encode implements codec.Engine: on the workers.
+func (a *Auto) Encode(ctx context.Context, spec *codec.BatchSpec, chunks []codec.Chunk) ([][]byte, error) {
+	return a.remote.Encode(ctx, spec, chunks)
+}

@@ -1,0 +1,156 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
+
+	"github.com/zarrgate/zarrgate/codec"
+	"github.com/zarrgate/zarrgate/codecsvc"
+	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
+	"github.com/zarrgate/zarrgate/internal/wire"
+)
+
+// recvResponse receives one answer of a Process stream without
+// allocating its size: the message stays in gRPC's receive buffers
+// (wire.Frame) and each large decoded chunk (at least wire.Large bytes) is
+// copied from them once, into a buffer of internal/bufpool that the chunk
+// is then lent in (lendChunks), so that the gateway hands it back when it
+// is done with the chunk and the next batch reuses it. Gathering the
+// message into a fresh buffer instead cost an allocation, the zeroing of
+// its size and the garbage collector's work for every batch.
+func recvResponse(s grpc.ClientStream) (*codecv1.ProcessResponse, error) {
+	var f wire.Frame
+	if err := s.RecvMsg(&f); err != nil {
+		return nil, err
+	}
+	defer f.Free()
+	resp := new(codecv1.ProcessResponse)
+	err := f.Decode(resp, func(in protoreflect.Message, fd protoreflect.FieldDescriptor, pieces [][]byte) {
+		n := 0
+		for _, p := range pieces {
+			n += len(p)
+		}
+		buf := bufpool.Get(n)[:0]
+		for _, p := range pieces {
+			buf = append(buf, p...)
+		}
+		in.Set(fd, protoreflect.ValueOfBytes(buf))
+	})
+	if err != nil {
+		return nil, errs.New(errs.DataLoss, "codec worker sent a malformed answer: %v", err)
+	}
+	// Large encoded chunks (repeated bytes) alias the frame: copied out
+	// before it is freed.
+	if enc := resp.GetEncode(); enc != nil {
+		for i, e := range enc.Encoded {
+			if len(e) >= wire.Large {
+				enc.Encoded[i] = bytes.Clone(e)
+			}
+		}
+	}
+	return resp, nil
+}
+
+// lendChunks converts decoded chunks received by recvResponse into dst:
+// those of at least wire.Large bytes lie in whole bufpool buffers of their
+// own, and are lent to the caller (codec.Chunk.Release hands them back).
+func lendChunks(dst []codec.Chunk, p []*codecv1.Chunk) {
+	for i, c := range p {
+		data, offs := c.GetData(), c.GetOffsets()
+		if len(offs) == 0 {
+			offs = nil
+		}
+		if len(data) >= wire.Large {
+			dst[i] = codec.Lend(data, offs, data, bufpool.Put)
+		} else {
+			dst[i] = codec.Chunk{Data: data, Offsets: offs}
+		}
+	}
+}
+
+var _ codec.SelectDecoder = (*Client)(nil)
+
+// DecodeSelected implements codec.SelectDecoder: the worker decodes each
+// chunk whole and answers with the part sel selects, so that a partial
+// read moves only that part back.
+func (c *Client) DecodeSelected(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte, sel []codec.Selection) ([]codec.Chunk, error) {
+	if len(sel) != len(encoded) {
+		return nil, errs.New(errs.InvalidArgument, "decode: %d selections for %d chunks", len(sel), len(encoded))
+	}
+	ps, err := codecsvc.SpecToProto(spec)
+	if err != nil {
+		return nil, err
+	}
+	psel := codecsvc.SelectionsToProto(sel, spec.DataType.Size)
+	out := make([]codec.Chunk, len(encoded))
+	g, gctx := errgroup.WithContext(ctx)
+	for _, r := range split(spec, len(encoded)) {
+		g.Go(func() error {
+			resp, err := c.do(gctx, &codecv1.ProcessRequest{Work: &codecv1.ProcessRequest_Decode{Decode: &codecv1.DecodeRequest{
+				Spec: ps, Encoded: encoded[r[0]:r[1]], Selections: psel[r[0]:r[1]]}}})
+			if err != nil {
+				return shift(err, r[0])
+			}
+			chunks := resp.GetDecode().GetChunks()
+			if len(chunks) != r[1]-r[0] {
+				return errs.New(errs.DataLoss, "codec worker answered %d chunks for %d", len(chunks), r[1]-r[0])
+			}
+			lendChunks(out[r[0]:r[1]], chunks)
+			return nil
+		})
+	}
+	return out, g.Wait()
+}
+
+var _ codec.FetchDecoder = (*Client)(nil)
+
+// DecodeFetched implements codec.FetchDecoder: the workers, started with
+// a store tier, read the chunks refs names themselves, so that only keys
+// go to them and only the selections come back. A worker without a store
+// tier answers FailedPrecondition.
+func (c *Client) DecodeFetched(ctx context.Context, spec *codec.BatchSpec, refs []codec.Ref, sel []codec.Selection) ([]codec.Chunk, []bool, error) {
+	if sel != nil && len(sel) != len(refs) {
+		return nil, nil, errs.New(errs.InvalidArgument, "decode: %d selections for %d refs", len(sel), len(refs))
+	}
+	ps, err := codecsvc.SpecToProto(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	psel := codecsvc.SelectionsToProto(sel, spec.DataType.Size)
+	prefs := codecsvc.RefsToProto(refs)
+	out := make([]codec.Chunk, len(refs))
+	found := make([]bool, len(refs))
+	g, gctx := errgroup.WithContext(ctx)
+	for _, r := range split(spec, len(refs)) {
+		g.Go(func() error {
+			req := &codecv1.DecodeRequest{Spec: ps, Refs: prefs[r[0]:r[1]]}
+			if psel != nil {
+				req.Selections = psel[r[0]:r[1]]
+			}
+			resp, err := c.do(gctx, &codecv1.ProcessRequest{Work: &codecv1.ProcessRequest_Decode{Decode: req}})
+			if err != nil {
+				return shift(err, r[0])
+			}
+			chunks := resp.GetDecode().GetChunks()
+			if len(chunks) != r[1]-r[0] {
+				return errs.New(errs.DataLoss, "codec worker answered %d chunks for %d", len(chunks), r[1]-r[0])
+			}
+			lendChunks(out[r[0]:r[1]], chunks)
+			for i, ch := range chunks {
+				found[r[0]+i] = !ch.GetMissing()
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
+	}
+	return out, found, nil
+}
