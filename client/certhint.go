@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"strings"
 	"sync"
 
 	"github.com/zarrgate/zarrgate/internal/tlsbatch"
@@ -98,8 +99,14 @@ func (c *hintConn) Read(p []byte) (int, error) {
 
 // explain replaces the error of a call that failed on a connection the
 // server refused for want of a client certificate.
+// The server's alert itself, when the transport got to read it, says so
+// too: that is checked as well, since a reconnection that began after the
+// failure may already have reset the hint.
 func (h *certHint) explain(err error) error {
-	if err == nil || status.Code(err) != codes.Unavailable || !h.refused() {
+	if err == nil || status.Code(err) != codes.Unavailable {
+		return err
+	}
+	if !h.refused() && !strings.Contains(status.Convert(err).Message(), "tls: certificate required") {
 		return err
 	}
 	return status.Errorf(codes.Unauthenticated, "%s (%s)", missingCertMessage, status.Convert(err).Message())

@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"context"
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -19,11 +20,22 @@ import (
 // whole process, caller and worker together (added-cpu-µs/chunk), and the
 // bytes each chunk puts on the wire (request and response, per decoded
 // byte: wire-B/B). The caller releases every decoded chunk, as the gateway
-// does.
+// does. The worker listens on loopback TCP (batch=N), then on a unix
+// socket (unix-batch=N), which a codec worker on the gateway's host can
+// use instead (gateway --codec unix:///path, codec-worker --listen
+// unix:///path).
 func BenchmarkOffloadOverhead(b *testing.B) {
+	for _, network := range []string{"tcp", "unix"} {
+		offloadOverhead(b, network)
+	}
+}
+
+// offloadOverhead is BenchmarkOffloadOverhead with the worker on network:
+// loopback TCP (batch=N) or a unix socket (unix-batch=N).
+func offloadOverhead(b *testing.B, network string) {
 	ctx := context.Background()
 	l := codecsvc.NewLocal()
-	w := remote.New(serveWorker(b))
+	w := remote.New(serveWorkerOn(b, network))
 	defer w.Close()
 	s := spec(zstdChain, 256, 256)
 	for _, n := range []int{1, 16} {
@@ -47,9 +59,9 @@ func BenchmarkOffloadOverhead(b *testing.B) {
 			}
 			return time.Since(t0), cpuTime(b) - c0
 		}
-		name := "batch=1"
-		if n > 1 {
-			name = "batch=16"
+		name := fmt.Sprintf("batch=%d", n)
+		if network != "tcp" {
+			name = network + "-" + name
 		}
 		b.Run(name, func(b *testing.B) {
 			run(w) // the stream is open before timing

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,15 +30,27 @@ import (
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
-func serveWorker(t testing.TB) *grpc.ClientConn {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+func serveWorker(t testing.TB) *grpc.ClientConn { return serveWorkerOn(t, "tcp") }
+
+// serveWorkerOn serves a codec worker on loopback TCP or, for "unix", on
+// a unix socket.
+func serveWorkerOn(t testing.TB, network string) *grpc.ClientConn {
+	addr := "127.0.0.1:0"
+	if network == "unix" {
+		addr = filepath.Join(t.TempDir(), "w.sock")
+	}
+	lis, err := net.Listen(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	codecsvc.NewServer(codecsvc.NewLocal()).Register(srv)
 	go srv.Serve(lis)
-	cc, err := rpc.Dial(lis.Addr().String())
+	target := lis.Addr().String()
+	if network == "unix" {
+		target = "unix://" + target
+	}
+	cc, err := rpc.Dial(target)
 	if err != nil {
 		t.Fatal(err)
 	}
