@@ -21,6 +21,9 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	if addr := os.Getenv(bigReadEnv); addr != "" {
+		os.Exit(bigReader(addr))
+	}
 	dir, err := os.MkdirTemp("", "zarrgate-e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

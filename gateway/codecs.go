@@ -32,7 +32,21 @@ type engineCodec struct {
 	c       Codecs
 	spec    *ChunkSpec
 	retries *retrybudget.Budget // the codec tier's
+	// local says the engine runs here: its batches take a slot of the
+	// call's share of the processors (fair.go).
+	local bool
 }
+
+// slot takes a slot of the share of the call ctx carries, for a batch of
+// codec work on this process's processors.
+func (e engineCodec) slot(ctx context.Context) (func(), error) {
+	if !e.local {
+		return func() {}, nil
+	}
+	return callOf(ctx).acquire(ctx)
+}
+
+func (e engineCodec) inProcess() bool { return e.local }
 
 func (e engineCodec) decode(ctx context.Context, encoded [][]byte) ([]chunk, error) {
 	if len(encoded) == 0 {
@@ -66,6 +80,11 @@ func (e engineCodec) encode(ctx context.Context, chunks []chunk) ([][]byte, erro
 	for i, c := range chunks {
 		in[i] = Chunk{Data: c.data, Offsets: c.offsets}
 	}
+	done, err := e.slot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	ctx, span := startSpan(ctx, "gateway.encode", len(in))
 	out, err := retry(ctx, e.retries, func() ([][]byte, error) { return e.c.Encode(ctx, e.spec, in) })
 	endSpan(span, err)
@@ -143,7 +162,7 @@ func (g *Gateway) newLayout(n *node) (*layout, error) {
 		}
 		l.raw = raw
 	}
-	l.codec = engineCodec{g.codecs, spec, g.cfg.CodecRetries}
+	l.codec = engineCodec{g.codecs, spec, g.cfg.CodecRetries, g.inProcess}
 	l.fill = newFill(a, l.unit)
 	return l, nil
 }

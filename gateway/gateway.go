@@ -136,6 +136,10 @@ type Gateway struct {
 	idleMu sync.Mutex
 	idle   []idleSegment // segments kept for later calls, the latest last
 	stats  Stats
+	sched  *scheduler // processor shares between calls (fair.go)
+	// inProcess says the codec engine decodes and encodes in this
+	// process, on its processors (which the scheduler shares out).
+	inProcess bool
 }
 
 // idleSegment is a shared-memory segment kept for a later call, with the
@@ -158,7 +162,17 @@ func New(store storesvc.Store, codecs Codecs, cfg Config) *Gateway {
 		cfg:    cfg,
 		cache:  newMetaCache(cfg.MetadataTTL, cacheMaxEntries, cacheMaxBytes),
 		shared: make(chan struct{}, cfg.MaxSharedReads),
+		sched:  newScheduler(cfg.Parallelism),
+		// An engine that says nothing is taken to run here.
+		inProcess: !isRemote(codecs),
 	}
+}
+
+// isRemote reports whether a codec engine says it runs its work in other
+// processes (codec workers), where it uses none of this one's processors.
+func isRemote(c Codecs) bool {
+	r, ok := c.(interface{ Remote() bool })
+	return ok && r.Remote()
 }
 
 // Store is the store behind the gateway.

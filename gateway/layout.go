@@ -25,6 +25,12 @@ type chunk struct {
 type unitCodec interface {
 	decode(ctx context.Context, encoded [][]byte) ([]chunk, error)
 	encode(ctx context.Context, chunks []chunk) ([][]byte, error)
+	// slot takes a slot of the share of the call ctx carries (fair.go)
+	// for a batch of work on this process's processors, and returns the
+	// function that gives it back.
+	slot(ctx context.Context) (func(), error)
+	// inProcess says the codec work runs on this process's processors.
+	inProcess() bool
 }
 
 // layout is how an array's elements map to stored objects.

@@ -212,6 +212,11 @@ type BlockSink interface {
 // garbage collector. If sink is set, the workers put blocks into it
 // before emit sees them.
 func (g *Gateway) ReadSlabTo(ctx context.Context, path string, sel []zarr.Range, start func(SlabInfo) error, sink BlockSink, emit func(Block) error) error {
+	// The call counts as sharing the gateway from its start: a small read
+	// is mostly this planning and one batch.
+	call := g.sched.begin(false)
+	defer call.end()
+	ctx = withCall(ctx, call)
 	l, a, proj, err := g.planRead(ctx, path, sel)
 	if err != nil {
 		return err
@@ -244,6 +249,8 @@ func (g *Gateway) ReadSlabTo(ctx context.Context, path string, sel []zarr.Range,
 		return nil
 	}
 
+	// With workers, the call's decodes take slots of its share.
+	call.useSlots()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	tasks := make(chan []readTask)
@@ -510,30 +517,80 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 			dims = append(dims, batch[i].dims)
 		}
 	}
-	decoded, selected, err := decodeUnits(ctx, l, encoded, dims)
-	if err != nil {
-		return g.blameChunk(err, reqs, vals)
+	// Decoding, placing and sending the blocks is the batch's work on
+	// this process's processors: it takes a slot of the call's share, for
+	// the whole batch, or, while other calls share the gateway, for each
+	// chunk, so that the call's slots turn over often (fair.go); codec
+	// workers get whole batches always (their slot is free).
+	step := len(encoded)
+	if l.codec.inProcess() && callOf(ctx).shared() {
+		step = 1
 	}
-	k := 0
-	for i, t := range batch {
-		if !vals[i].Found {
-			if err := emitFill(l, t.dims, out); err != nil {
-				return err
+	i, k := 0, 0 // the next task, the next encoded chunk
+	for i < len(batch) {
+		hi := min(k+step, len(encoded))
+		err := func() error {
+			var decoded []chunk
+			selected := false
+			if hi > k {
+				done, err := l.codec.slot(ctx)
+				if err != nil {
+					return err
+				}
+				defer done()
+				decoded, selected, err = decodeUnits(ctx, l, encoded[k:hi], dims[k:hi])
+				if err != nil {
+					return g.blameChunk(shiftItem(err, k), reqs, vals)
+				}
+				if len(decoded) != hi-k {
+					for _, u := range decoded {
+						if u.release != nil {
+							u.release()
+						}
+					}
+					return errs.New(errs.DataLoss, "codec engine answered %d chunks for %d", len(decoded), hi-k)
+				}
 			}
-			continue
-		}
-		u := decoded[k]
-		k++
-		recycle(vals[i], []*chunk{&u})
-		b, err := place(l, u, t.dims, selected)
+			for d := 0; i < len(batch); i++ {
+				t := batch[i]
+				if !vals[i].Found {
+					if err := emitFill(l, t.dims, out); err != nil {
+						return err
+					}
+					continue
+				}
+				if d == len(decoded) {
+					break
+				}
+				u := decoded[d]
+				d++
+				recycle(vals[i], []*chunk{&u})
+				b, err := place(l, u, t.dims, selected)
+				if err != nil {
+					return fmt.Errorf("chunk %q: %w", reqs[i].Key, err)
+				}
+				if err := out(b); err != nil {
+					return err
+				}
+			}
+			return nil
+		}()
 		if err != nil {
-			return fmt.Errorf("chunk %q: %w", reqs[i].Key, err)
-		}
-		if err := out(b); err != nil {
 			return err
 		}
+		k = hi
 	}
 	return nil
+}
+
+// shiftItem moves the batch item a codec error blames by k: for a decode
+// of part of a batch, from k on.
+func shiftItem(err error, k int) error {
+	var ie *codec.ItemError
+	if k == 0 || !errors.As(err, &ie) {
+		return err
+	}
+	return &codec.ItemError{Index: ie.Index + k, Err: ie.Err}
 }
 
 // recycle hands the pooled buffer of a value read from the store back once
@@ -726,6 +783,11 @@ func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, k
 	for i, v := range vals {
 		encoded[i], dims[i] = v.Data, batch[i].dims
 	}
+	done, err := l.codec.slot(ctx) // as in readChunks
+	if err != nil {
+		return err
+	}
+	defer done()
 	decoded, selected, err := decodeUnits(ctx, l, encoded, dims)
 	if err != nil {
 		var ie *codec.ItemError

@@ -53,6 +53,11 @@ type WriteStats struct {
 // Every buffer the call holds is reserved from Config.Budget first; a
 // reservation that fails ends the call with ResourceExhausted.
 func (g *Gateway) WriteSlab(ctx context.Context, path string, sel []zarr.Range, next func() (Block, error)) (WriteStats, error) {
+	// A write of more than one chunk or shard encodes them in parallel:
+	// its encodes take slots of its share (fair.go).
+	call := g.sched.begin(false)
+	defer call.end()
+	ctx = withCall(ctx, call)
 	n, err := g.array(ctx, path)
 	if err != nil {
 		return WriteStats{}, err
@@ -71,6 +76,9 @@ func (g *Gateway) WriteSlab(ctx context.Context, path string, sel []zarr.Range, 
 	}
 	if err := g.checkSlabSize(path, a, proj.Shape); err != nil {
 		return WriteStats{}, err
+	}
+	if proj.NumChunks() > 1 {
+		call.useSlots()
 	}
 	if nc := proj.NumChunks(); nc > g.cfg.MaxSlabChunks {
 		what := "chunks"

@@ -497,6 +497,10 @@ func split(spec *codec.BatchSpec, n int) [][2]int {
 	return runs
 }
 
+// Remote says the engine's work runs on codec workers, not in this
+// process (the gateway's scheduler shares out only its own processors).
+func (c *Client) Remote() bool { return true }
+
 // Decode implements codec.Engine.
 func (c *Client) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte) ([]codec.Chunk, error) {
 	ps, err := codecsvc.SpecToProto(spec)

@@ -467,3 +467,11 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestClientIsRemote: the client says its codec work runs on workers, so
+// that a gateway does not count it against its own processors' shares.
+func TestClientIsRemote(t *testing.T) {
+	if !remote.New(nil).Remote() {
+		t.Error("the codec workers' client says its work runs in process")
+	}
+}

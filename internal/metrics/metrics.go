@@ -354,6 +354,13 @@ func (e *engine) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]
 	return out, err
 }
 
+// Remote passes on whether the wrapped engine runs on codec workers (the
+// gateway shares out only its own processors' codec work).
+func (e *engine) Remote() bool {
+	r, ok := e.Engine.(interface{ Remote() bool })
+	return ok && r.Remote()
+}
+
 func (e *engine) Encode(ctx context.Context, spec *codec.BatchSpec, chunks []codec.Chunk) ([][]byte, error) {
 	start := time.Now()
 	out, err := e.Engine.Encode(ctx, spec, chunks)

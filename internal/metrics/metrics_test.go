@@ -252,3 +252,54 @@ zarrgate_metadata_cache_hits_total{kind="shard_index"} 0
 		t.Error(err)
 	}
 }
+
+// remoteEngine is an engine that says it runs on codec workers.
+type remoteEngine struct{ codec.Engine }
+
+func (remoteEngine) Remote() bool { return true }
+
+// remoteSelect is a remote engine that takes selections (as the codec
+// workers' client does).
+type remoteSelect struct{ selectLocal }
+
+func (remoteSelect) Remote() bool { return true }
+
+// remoteFetch is a remote engine whose workers also fetch.
+type remoteFetch struct{ remoteSelect }
+
+func (remoteFetch) DecodeFetched(context.Context, *codec.BatchSpec, []codec.Ref, []codec.Selection) ([]codec.Chunk, []bool, error) {
+	return nil, nil, nil
+}
+
+// TestEngineSaysRemote: every observed engine (Engine wraps an engine in
+// one of three types, by the capabilities it offers) passes on whether the
+// engine it wraps runs on codec workers, which the gateway asks to know
+// whether its processors do the codec work (its scheduler shares only
+// those), and keeps those capabilities.
+func TestEngineSaysRemote(t *testing.T) {
+	r := New()
+	local := codecsvc.NewLocal()
+	for _, c := range []struct {
+		e              codec.Engine
+		want           bool
+		select_, fetch bool
+	}{
+		{local, false, false, false},
+		{remoteEngine{local}, true, false, false},
+		{selectLocal{local}, false, true, false},
+		{remoteSelect{selectLocal{local}}, true, true, false},
+		{remoteFetch{remoteSelect{selectLocal{local}}}, true, true, true},
+	} {
+		e := r.Engine(c.e)
+		got, ok := e.(interface{ Remote() bool })
+		if !ok || got.Remote() != c.want {
+			t.Errorf("observed %T (as %T): Remote() = %v (implemented: %v), want %v", c.e, e, ok && got.Remote(), ok, c.want)
+		}
+		if _, ok := e.(codec.SelectDecoder); ok != c.select_ {
+			t.Errorf("observed %T (as %T): offers selections %v, want %v", c.e, e, ok, c.select_)
+		}
+		if _, ok := e.(codec.FetchDecoder); ok != c.fetch {
+			t.Errorf("observed %T (as %T): offers worker-fetch %v, want %v", c.e, e, ok, c.fetch)
+		}
+	}
+}
