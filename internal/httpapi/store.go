@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/auth"
 	"github.com/zarrgate/zarrgate/internal/authz"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/storesvc"
 )
 
@@ -149,12 +151,43 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, p auth.Principal, k
 	if r.Method == http.MethodHead {
 		return
 	}
-	if _, err := storesvc.CopyContext(ctx, w, io.LimitReader(obj, obj.Length)); err != nil && ctx.Err() == nil {
+	if err := copyValue(ctx, w, obj); err != nil && ctx.Err() == nil {
 		// The status is sent: all that is left is to cut the response
 		// short, which the client sees as a short body.
 		s.logger.Warn("http: reading a value failed mid-response", "key", key, "error", err)
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// copyStep bounds the buffer of one response (from the buffer pool): a
+// value streams through it, whatever its size.
+const copyStep = 1 << 20
+
+// copyValue streams obj's Length bytes to w through a pooled buffer no
+// larger than the value, checking ctx between steps.
+func copyValue(ctx context.Context, w io.Writer, obj *storesvc.Object) error {
+	n := obj.Length
+	if n == 0 {
+		return nil
+	}
+	buf := bufpool.Get(int(min(n, copyStep)))
+	defer bufpool.Put(buf)
+	for n > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		m, err := io.ReadFull(obj, buf[:min(n, int64(len(buf)))])
+		if m > 0 {
+			if _, werr := w.Write(buf[:m]); werr != nil {
+				return werr
+			}
+			n -= int64(m)
+		}
+		if err != nil && n > 0 {
+			return err
+		}
+	}
+	return nil
 }
 
 // open opens the range of key; a bounded range reaching past the end is
