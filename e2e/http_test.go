@@ -3,13 +3,18 @@ package e2e
 import (
 	"bytes"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/zarrgate/zarrgate/internal/testenv"
@@ -138,4 +143,115 @@ func TestHTTPClientsReadFixtures(t *testing.T) {
 		r := runClient(t, exec.Command("node", "http/read_zarrita.mjs", url, fx))
 		mustRead(t, r, 42, "v3/dtypes/string", "v3/shard/strings", "v3/shard/end", "v3/codecs/transpose", "v3/dtypes/int64")
 	})
+}
+
+func httpDo(t *testing.T, c *http.Client, method, url, token, body string, hdr ...string) (int, string, http.Header) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+// TestHTTPListenSecurity: the HTTP listener of `serve` takes the gRPC
+// listener's tokens, policy and audit log (--tokens, --policy,
+// --audit-log), writes only with --http-writes, and its TLS with mTLS
+// identities (--tls-cert, --client-ca); a plaintext address other hosts
+// can reach is refused without --insecure.
+func TestHTTPListenSecurity(t *testing.T) {
+	dir := t.TempDir()
+	tokens, policy, audit := filepath.Join(dir, "tokens"), filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "audit.log")
+	alice := strings.TrimSpace(mustZg(t, "", "token", "new", "--user", "alice", "--append", tokens))
+	bob := strings.TrimSpace(mustZg(t, "", "token", "new", "--user", "bob", "--append", tokens))
+	writePolicy(t, policy, "rules:\n  - principals: [user:alice]\n    permissions: [read, write, delete]\n    prefixes: [\"\"]\n  - principals: [user:bob]\n    permissions: [read]\n    prefixes: [a]\n")
+	s := startServer(t, "--root", filepath.Join(dir, "data"), "--tokens", tokens, "--policy", policy, "--audit-log", audit, "--http-listen", "127.0.0.1:0", "--http-writes")
+	url := httpURLRE.FindStringSubmatch(s.logs.String())[1]
+	c := http.DefaultClient
+	for _, step := range []struct {
+		method, key, token, body string
+		want                     int
+	}{
+		{"PUT", "a/k", alice, "hello", 204},
+		{"PUT", "b/k", alice, "secret", 204},
+		{"GET", "a/k", "", "", 401},
+		{"GET", "a/k", "zg_" + strings.Repeat("x", 43), "", 401},
+		{"GET", "a/k", bob, "", 200},
+		{"GET", "b/k", bob, "", 403},
+		{"PUT", "a/k", bob, "x", 403},
+		{"DELETE", "a/k", bob, "", 403},
+		{"GET", "b/k", alice, "", 200},
+		{"DELETE", "b/k", alice, "", 204},
+		{"GET", "b/k", alice, "", 404},
+	} {
+		code, body, _ := httpDo(t, c, step.method, url+step.key, step.token, step.body)
+		if code != step.want {
+			t.Errorf("%s %s: %d, want %d (%s)", step.method, step.key, code, step.want, body)
+		}
+	}
+	// The gRPC side sees what HTTP wrote.
+	if out := mustZg(t, "", "get", "a/k", "--addr", s.addr, "--token", bob); out != "hello" {
+		t.Errorf("zarrgate get over gRPC: %q", out)
+	}
+	recs, _ := os.ReadFile(audit)
+	if !strings.Contains(string(recs), `"method":"HTTP PUT"`) || !strings.Contains(string(recs), `"principal":"user:bob"`) {
+		t.Errorf("audit log lacks the HTTP writes and refusals:\n%s", recs)
+	}
+
+	// Without --http-writes: 405.
+	ro := startServer(t, "--root", filepath.Join(dir, "data"), "--http-listen", "127.0.0.1:0")
+	rurl := httpURLRE.FindStringSubmatch(ro.logs.String())[1]
+	if code, _, h := httpDo(t, c, "PUT", rurl+"a/k", "", "x"); code != 405 || h.Get("Allow") != "GET, HEAD, OPTIONS" {
+		t.Errorf("PUT without --http-writes: %d Allow %q", code, h.Get("Allow"))
+	}
+
+	// TLS with client certificates: the certificate's identity meets the policy.
+	f := newTLSFiles(t)
+	tp := filepath.Join(f.dir, "policy.yaml")
+	writePolicy(t, tp, "rules:\n  - principals: [user:e2e-client]\n    permissions: [read]\n    prefixes: [\"\"]\n")
+	ts := startServer(t, "--root", filepath.Join(dir, "data"), "--tls-cert", f.cert, "--tls-key", f.key, "--client-ca", f.ca, "--policy", tp, "--http-listen", "127.0.0.1:0")
+	turl := httpURLRE.FindStringSubmatch(ts.logs.String())[1]
+	if !strings.HasPrefix(turl, "https://") {
+		t.Fatalf("TLS listener's URL %q", turl)
+	}
+	caPEM, _ := os.ReadFile(f.ca)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	cert, err := tls.LoadX509KeyPair(f.clientCert, f.clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtls := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}
+	if code, body, _ := httpDo(t, mtls, "GET", turl+"a/k", "", ""); code != 200 || body != "hello" {
+		t.Errorf("GET with a client certificate: %d %q", code, body)
+	}
+	noCert := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	if _, err := noCert.Get(turl + "a/k"); err == nil {
+		t.Error("a client without a certificate was served")
+	}
+	// (Go's TLS server answers a plaintext request with a 400 of its own.)
+	if code, body, _ := httpDo(t, c, "GET", strings.Replace(turl, "https://", "http://", 1)+"a/k", "", ""); code != 400 || strings.Contains(body, "hello") {
+		t.Errorf("plaintext on the TLS listener: %d %q", code, body)
+	}
+
+	// Plaintext on an address other hosts reach: refused at start-up.
+	if _, errOut, code := zg(t, "", "serve", "--root", dir, "--http-listen", "0.0.0.0:0"); code != 2 || !strings.Contains(errOut, "--http-listen") || !strings.Contains(errOut, "--insecure") {
+		t.Errorf("plaintext --http-listen 0.0.0.0: exit %d, %q", code, errOut)
+	}
 }
