@@ -255,3 +255,32 @@ func TestHTTPListenSecurity(t *testing.T) {
 		t.Errorf("plaintext --http-listen 0.0.0.0: exit %d, %q", code, errOut)
 	}
 }
+
+// TestGatewayHTTPListen: `gateway --http-listen` serves its store tier's
+// data over HTTP, and a write over HTTP (--http-writes) is seen at once
+// by the gateway's array calls: it goes through the gateway's raw store,
+// which drops the metadata it had cached.
+func TestGatewayHTTPListen(t *testing.T) {
+	root := t.TempDir()
+	sw := startCommand(t, "store-worker", "--root", root)
+	gw := startCommand(t, "gateway", "--store", sw.addr, "--http-listen", "127.0.0.1:0", "--http-writes", "--metadata-ttl", "1h")
+	m := httpURLRE.FindStringSubmatch(gw.logs.String())
+	if m == nil {
+		t.Fatalf("no http_url in the gateway's log:\n%s", gw.logs.String())
+	}
+	url := m[1]
+	mustZg(t, "", "mkgroup", "g", "--addr", gw.addr)
+	code, body, h := httpDo(t, http.DefaultClient, "GET", url+"g/zarr.json", "", "")
+	if code != 200 || !strings.Contains(body, `"node_type":"group"`) && !strings.Contains(body, `"node_type": "group"`) {
+		t.Fatalf("GET g/zarr.json from the gateway: %d %s", code, body)
+	}
+	// Cached by the gateway (ls), then replaced over HTTP with attributes.
+	mustZg(t, "", "ls", "g", "--addr", gw.addr)
+	doc := `{"zarr_format":3,"node_type":"group","attributes":{"from":"http"}}`
+	if code, body, _ := httpDo(t, http.DefaultClient, "PUT", url+"g/zarr.json", "", doc, "If-Match", h.Get("ETag")); code != 204 {
+		t.Fatalf("PUT g/zarr.json: %d %s", code, body)
+	}
+	if out := mustZg(t, "", "info", "g", "--addr", gw.addr); !strings.Contains(out, "http") {
+		t.Errorf("the gateway still shows the old metadata after an HTTP write:\n%s", out)
+	}
+}
