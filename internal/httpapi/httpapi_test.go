@@ -430,3 +430,73 @@ func TestMount(t *testing.T) {
 		t.Errorf("mounted handler: %d %q", r.StatusCode, body)
 	}
 }
+
+// TestConcurrencyLimit: beyond MaxConcurrent requests in flight, a request
+// is refused at once with 503 and Retry-After, and served again once one
+// finishes.
+func TestConcurrencyLimit(t *testing.T) {
+	st := storesvc.Wrap(memory.New())
+	defer st.Close()
+	s := httpapi.New(st, httpapi.Options{MaxConcurrent: 1})
+	entered, release := make(chan struct{}), make(chan struct{})
+	s.Mount("/block/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+	}))
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	done := make(chan int)
+	go func() {
+		resp, err := http.Get(srv.URL + "/block/")
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	<-entered
+	r, body := do(t, "GET", srv.URL+"/zarr/k", nil, "")
+	if r.StatusCode != 503 || r.Header.Get("Retry-After") == "" || !strings.Contains(body, "concurrent") {
+		t.Errorf("request over the limit: %d %q %v", r.StatusCode, body, r.Header)
+	}
+	close(release)
+	if code := <-done; code != 200 {
+		t.Errorf("the blocked request: %d", code)
+	}
+	if r, _ := do(t, "GET", srv.URL+"/zarr/k", nil, ""); r.StatusCode != 404 {
+		t.Errorf("after the limit freed: %d, want 404", r.StatusCode)
+	}
+}
+
+// TestAdversarialHeaders: oversized or repeated credentials and absurd
+// ranges are client errors, never a 500 or a large allocation.
+func TestAdversarialHeaders(t *testing.T) {
+	toks, _ := auth.ParseTokens(strings.NewReader(""))
+	srv, _ := newServer(t, httpapi.Options{Authenticator: &auth.Authenticator{Tokens: func() *auth.Tokens { return toks }, AllowAnonymous: true}})
+	for _, h := range []map[string]string{
+		{"Authorization": "Bearer " + strings.Repeat("a", 20<<10)},
+		{"Authorization": "Basic dXNlcjpwYXNz"},
+		{"Authorization": "Bearer !!"},
+	} {
+		if r, _ := do(t, "GET", srv.URL+"/zarr/a/c/0", h, ""); r.StatusCode != 401 {
+			t.Errorf("%.40v: %d, want 401", h, r.StatusCode)
+		}
+	}
+	for _, rng := range []string{"bytes=" + strings.Repeat("1", 300) + "-", "bytes=9223372036854775807-", "bytes=-9223372036854775807", "bytes=0-9223372036854775807"} {
+		r, _ := do(t, "GET", srv.URL+"/zarr/a/c/0", map[string]string{"Range": rng}, "")
+		if r.StatusCode >= 500 {
+			t.Errorf("Range %.40s: %d", rng, r.StatusCode)
+		}
+	}
+	if r, _ := do(t, "GET", srv.URL+"/zarr/a/c/0", map[string]string{"Range": "bytes=9223372036854775806-"}, ""); r.StatusCode != 416 {
+		t.Errorf("Range far past the end: %d, want 416", r.StatusCode)
+	}
+	// Mount refuses prefixes that would shadow the store.
+	defer func() {
+		if recover() == nil {
+			t.Error("Mount(/zarr/) did not panic")
+		}
+	}()
+	httpapi.New(storesvc.Wrap(memory.New()), httpapi.Options{}).Mount("/zarr/", http.NotFoundHandler())
+}

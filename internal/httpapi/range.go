@@ -24,6 +24,9 @@ type httpRange struct {
 	n           int64
 }
 
+// maxPos is beyond the size of any value a store holds.
+const maxPos = 1 << 60
+
 // maxRangeHeader bounds the Range header that is parsed at all.
 const maxRangeHeader = 256
 
@@ -44,7 +47,7 @@ func parseRange(h string) (r httpRange, ranged bool, err error) {
 		return r, false, nil
 	}
 	num := func(s string) (int64, bool) {
-		if s == "" || len(s) > 18 {
+		if s == "" || len(s) > 19 {
 			return 0, false
 		}
 		for i := 0; i < len(s); i++ {
@@ -76,6 +79,11 @@ func parseRange(h string) (r httpRange, ranged bool, err error) {
 	l, ok2 := num(b)
 	if !ok1 || !ok2 || l < f {
 		return r, false, nil
+	}
+	if l > maxPos {
+		// No value is that large: "to the end" is the same range, and
+		// its length cannot overflow.
+		return httpRange{kind: rangeFrom, first: f}, true, nil
 	}
 	return httpRange{kind: rangeBounded, first: f, last: l}, true, nil
 }
