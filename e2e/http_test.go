@@ -112,7 +112,7 @@ func TestHTTPClientsReadFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, url := startHTTPServer(t, filepath.Join(fx, "data"))
+	_, url := startHTTPServer(t, filepath.Join(fx, "data"), "--http-consolidate")
 	mustRead := func(t *testing.T, r clientResult, min int, paths ...string) {
 		t.Helper()
 		if len(r.Read) < min {
@@ -131,7 +131,7 @@ func TestHTTPClientsReadFixtures(t *testing.T) {
 		// Every v3 array, strings and sharding included, and a group's
 		// members found through the virtual consolidated metadata.
 		mustRead(t, r, 56, "v3/dtypes/string", "v3/shard/strings", "v3/shard/nested", "v3/shard/partial[corner]", "v3/codecs/blosc-zstd-bitshuffle",
-			"v3/shard?consolidated:end,nested,partial,start,strings")
+			"v3/shard members:end,nested,partial,start,strings")
 	})
 	t.Run("tensorstore", func(t *testing.T) {
 		py := needPython(t, "tensorstore")

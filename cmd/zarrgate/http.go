@@ -21,7 +21,7 @@ import (
 // internal/httpapi, docs/http.md).
 type httpFlags struct {
 	listen, cors, cacheControl *string
-	writes                     *bool
+	writes, consolidate        *bool
 	maxBody                    *int64
 	// store is the store to serve, set by the command's register
 	// function (the gateway's raw store, which drops cached metadata
@@ -35,6 +35,7 @@ func addHTTPFlags(fs *flag.FlagSet, tlsf listenTLSFlags) *httpFlags {
 		cors:         fs.String("http-cors-origins", "", "comma-separated origins browsers may read the HTTP store from (* for any); empty: no CORS headers"),
 		cacheControl: fs.String("http-cache-control", "", "Cache-Control header of values served over HTTP (e.g. \"public, max-age=60\"); empty: none"),
 		writes:       fs.Bool("http-writes", false, "allow PUT and DELETE over HTTP (conditional with If-Match / If-None-Match: *), still subject to --policy and --read-only"),
+		consolidate:  fs.Bool("http-consolidate", false, "serve every group's zarr.json over HTTP with consolidated metadata describing the nodes below it, so that readers that cannot list (zarr-python's open_group over HTTP) find them; costs a listing of the group's keys per request"),
 		maxBody:      sizeFlag(fs, "http-max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest body of an HTTP PUT"),
 	}
 	afterParse(fs, func() error {
@@ -107,14 +108,15 @@ func (f serverFlags) startHTTP(ctx context.Context, logger *slog.Logger, st *sec
 		}
 	}
 	api := httpapi.New(h.store, httpapi.Options{
-		CORSOrigins:   origins,
-		CacheControl:  *h.cacheControl,
-		Writes:        *h.writes,
-		Authenticator: st.Authenticator,
-		Policy:        st.Policy,
-		Audit:         st.Audit,
-		MaxBodyBytes:  *h.maxBody,
-		Logger:        logger,
+		CORSOrigins:       origins,
+		CacheControl:      *h.cacheControl,
+		Writes:            *h.writes,
+		ConsolidateGroups: *h.consolidate,
+		Authenticator:     st.Authenticator,
+		Policy:            st.Policy,
+		Audit:             st.Audit,
+		MaxBodyBytes:      *h.maxBody,
+		Logger:            logger,
 	})
 	srv := httpapi.NewHTTPServer(api, logger)
 	go func() {

@@ -63,9 +63,13 @@ func (s *Server) nodeDocs(r *http.Request, p auth.Principal, dir string, names m
 	}
 	pol := s.policy()
 	var keys []string
+	scanned := 0
 	for k, err := range s.store.ListPrefix(ctx, prefix) {
 		if err != nil {
 			return nil, err
+		}
+		if scanned++; scanned > s.opts.MaxListEntries {
+			return nil, errs.New(errs.ResourceExhausted, "consolidated metadata of %q: more than %d keys to look through; read the nodes' documents one by one", dir, s.opts.MaxListEntries)
 		}
 		if !names[k[strings.LastIndexByte(k, '/')+1:]] {
 			continue

@@ -68,6 +68,14 @@ type Options struct {
 	Policy func() *authz.Policy
 	// Audit, when set, records writes and refusals.
 	Audit *authz.Auditor
+	// ConsolidateGroups serves every group's zarr.json (Zarr v3) with
+	// "consolidated_metadata" describing the nodes below it, so that
+	// readers that cannot list (over HTTP, none can) and open groups with
+	// consolidated metadata (zarr-python's open_group, open_consolidated)
+	// find every node. A group with more keys below it than
+	// MaxListEntries, or more nodes than MaxNodes, gets its stored
+	// document.
+	ConsolidateGroups bool
 	// MaxBodyBytes bounds a PUT body (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
 	// MaxListEntries bounds the entries of one listing (default

@@ -500,3 +500,30 @@ func TestAdversarialHeaders(t *testing.T) {
 	}()
 	httpapi.New(storesvc.Wrap(memory.New()), httpapi.Options{}).Mount("/zarr/", http.NotFoundHandler())
 }
+
+// TestConsolidateGroups: with ConsolidateGroups a group's zarr.json carries
+// its nodes; an array's is served as stored, and so is a group's too large
+// to consolidate.
+func TestConsolidateGroups(t *testing.T) {
+	srv, _ := newServer(t, httpapi.Options{ConsolidateGroups: true})
+	r, body := do(t, "GET", srv.URL+"/zarr/zarr.json", nil, "")
+	if r.StatusCode != 200 || !strings.Contains(body, `"consolidated_metadata"`) || !strings.Contains(body, `"a":{`) {
+		t.Errorf("root group: %d %s", r.StatusCode, body)
+	}
+	r, body = do(t, "GET", srv.URL+"/zarr/a/zarr.json", nil, "")
+	if r.StatusCode != 200 || strings.Contains(body, "consolidated") || r.Header.Get("ETag") == "" {
+		t.Errorf("array: %d %s", r.StatusCode, body)
+	}
+	if r, _ := do(t, "GET", srv.URL+"/zarr/zarr.json", map[string]string{"Range": "bytes=0-3"}, ""); r.StatusCode != 206 {
+		t.Errorf("a range of the group's document: %d, want 206 of the stored one", r.StatusCode)
+	}
+	few, _ := newServer(t, httpapi.Options{ConsolidateGroups: true, MaxListEntries: 2})
+	r, body = do(t, "GET", few.URL+"/zarr/zarr.json", nil, "")
+	if r.StatusCode != 200 || strings.Contains(body, "consolidated") {
+		t.Errorf("group too large to consolidate: %d %s", r.StatusCode, body)
+	}
+	plain, _ := newServer(t, httpapi.Options{})
+	if _, body := do(t, "GET", plain.URL+"/zarr/zarr.json", nil, ""); strings.Contains(body, "consolidated") {
+		t.Errorf("consolidated without ConsolidateGroups: %s", body)
+	}
+}

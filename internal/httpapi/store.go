@@ -111,6 +111,11 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, p auth.Principal, k
 			ranged, rng = false, httpRange{}
 		}
 	}
+	if s.opts.ConsolidateGroups && !ranged && strings.HasSuffix("/"+key, "/zarr.json") {
+		if s.consolidatedGroup(w, r, p, key) {
+			return
+		}
+	}
 	obj, err := s.open(r, key, rng)
 	if err != nil {
 		if errs.CodeOf(err) == errs.CodeNotFound && strings.HasSuffix("/"+key, "/.zmetadata") {
@@ -432,4 +437,43 @@ func writeJSON(w http.ResponseWriter, r *http.Request, v any) {
 	if r.Method != http.MethodHead {
 		w.Write(b)
 	}
+}
+
+// consolidatedGroup answers a GET of a group's zarr.json with its
+// consolidated metadata (ConsolidateGroups) and reports true; false when
+// key is not a group's document or the group is too large to
+// consolidate: then the stored document is served.
+func (s *Server) consolidatedGroup(w http.ResponseWriter, r *http.Request, p auth.Principal, key string) bool {
+	// Only groups: an array's document is served as stored, without
+	// listing its chunks.
+	obj, err := s.store.Get(r.Context(), key, storesvc.ByteRange{})
+	if err != nil {
+		return false // served (or refused) as any key
+	}
+	small := obj.Size <= s.opts.MaxConsolidatedBytes
+	obj.Close()
+	if !small {
+		return false
+	}
+	b, _, err := storesvc.ReadAll(r.Context(), s.store, key)
+	var head struct {
+		NodeType string `json:"node_type"`
+	}
+	if err != nil || json.Unmarshal(b, &head) != nil || head.NodeType != "group" {
+		return false
+	}
+	dir := strings.TrimSuffix(strings.TrimSuffix(key, "zarr.json"), "/")
+	doc, err := s.consolidatedV3(r, p, dir)
+	switch errs.CodeOf(err) {
+	case errs.CodeOK:
+		if s.opts.CacheControl != "" {
+			w.Header().Set("Cache-Control", s.opts.CacheControl)
+		}
+		writeJSON(w, r, doc)
+		return true
+	case errs.CodeInvalidArgument, errs.CodeResourceExhausted, errs.CodeFailedPrecondition:
+		return false // an array, or too large: the stored document
+	}
+	writeError(w, r, err)
+	return true
 }
