@@ -142,12 +142,14 @@ func (s *Server) Mount(prefix string, h http.Handler) {
 	slices.SortFunc(s.mounts, func(a, b mount) int { return len(b.prefix) - len(a.prefix) })
 }
 
-// Timeouts of the http.Server that NewHTTPServer returns. Reads have no
-// overall write timeout: a large value streams for as long as the client
-// reads it, and IdleTimeout and the client's own cancellation end it.
+// Timeouts of the http.Server that NewHTTPServer returns, and of a PUT's
+// body (BodyReadTimeout, set per request). There is no overall read or
+// write timeout: net/http's ReadTimeout would also cancel a long response
+// (its background read of the connection times out), and a large value
+// streams for as long as the client keeps reading it (WriteStepTimeout).
 const (
 	ReadHeaderTimeout = 10 * time.Second
-	ReadTimeout       = 5 * time.Minute
+	BodyReadTimeout   = 5 * time.Minute
 	IdleTimeout       = 2 * time.Minute
 	MaxHeaderBytes    = 64 << 10
 )
@@ -157,7 +159,6 @@ func NewHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: ReadHeaderTimeout,
-		ReadTimeout:       ReadTimeout,
 		IdleTimeout:       IdleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),

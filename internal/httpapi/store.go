@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/auth"
@@ -168,9 +169,16 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, p auth.Principal, k
 // value streams through it, whatever its size.
 const copyStep = 1 << 20
 
+// WriteStepTimeout bounds how long the client may take to take one step
+// (up to 1 MiB) of a value: a large value streams for as long as the client
+// keeps reading, but a client that stops reading is cut off.
+const WriteStepTimeout = time.Minute
+
 // copyValue streams obj's Length bytes to w through a pooled buffer no
-// larger than the value, checking ctx between steps.
-func copyValue(ctx context.Context, w io.Writer, obj *storesvc.Object) error {
+// larger than the value, checking ctx between steps and giving each step
+// WriteStepTimeout.
+func copyValue(ctx context.Context, w http.ResponseWriter, obj *storesvc.Object) error {
+	rc := http.NewResponseController(w)
 	n := obj.Length
 	if n == 0 {
 		return nil
@@ -183,6 +191,7 @@ func copyValue(ctx context.Context, w io.Writer, obj *storesvc.Object) error {
 		}
 		m, err := io.ReadFull(obj, buf[:min(n, int64(len(buf)))])
 		if m > 0 {
+			rc.SetWriteDeadline(time.Now().Add(WriteStepTimeout)) // not every ResponseWriter can: then none
 			if _, werr := w.Write(buf[:m]); werr != nil {
 				return werr
 			}
@@ -277,6 +286,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, p auth.Principal, k
 		writeError(w, r, errs.New(errs.InvalidArgument, "body of %d bytes is larger than the %d bytes a PUT may carry", r.ContentLength, s.opts.MaxBodyBytes))
 		return
 	}
+	http.NewResponseController(w).SetReadDeadline(time.Now().Add(BodyReadTimeout))
 	body := http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
 	gen, err := s.store.Set(ctx, key, body, cond)
 	var mbe *http.MaxBytesError
