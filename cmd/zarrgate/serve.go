@@ -23,6 +23,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
 	root, readOnly := storeFlags(fs)
 	sf := addServerFlags(fs, DefaultListen)
+	sf.http = addHTTPFlags(fs, sf.tls)
 	gcfg := gatewayFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -53,6 +54,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 			reg.Gateway(g)
 		}
 		arrayserver.NewServer(g).Register(srv)
+		sf.http.store = g.RawStore()
 	}, "root", *root, "read_only", *readOnly)
 }
 

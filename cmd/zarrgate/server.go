@@ -142,6 +142,9 @@ type serverFlags struct {
 	tls                         listenTLSFlags
 	fs                          *flag.FlagSet // all the command's flags, for the effective configuration
 	admin                       *adminState
+	// http is the store over HTTP (serve and gateway only; nil for the
+	// workers).
+	http *httpFlags
 	// extra are server options of the command's own (the workers'
 	// --inject-latency).
 	extra []grpc.ServerOption
@@ -245,11 +248,12 @@ func (f serverFlags) serveWith(ctx context.Context, logger *slog.Logger, msg str
 	}
 	// The policy, then authentication (which lets callers without
 	// credentials in while the policy grants anonymous something).
-	authOpts, extra, release, err := security.Auth(ctx, logger, f.auth.config(*f.tls.clientCA != ""), f.authz.config())
+	sec, err := security.Load(ctx, logger, f.auth.config(*f.tls.clientCA != ""), f.authz.config())
 	if err != nil {
 		return err
 	}
-	defer release()
+	defer sec.Close()
+	authOpts, extra := sec.AuthnOptions, sec.AuthzOptions
 	if err := f.startAdmin(ctx, logger); err != nil {
 		return err
 	}
@@ -272,6 +276,13 @@ func (f serverFlags) serveWith(ctx context.Context, logger *slog.Logger, msg str
 	if reg := f.admin.reg; reg != nil {
 		reg.InitServer(srv.Server)
 	}
+	// The HTTP store endpoint stops with the gRPC server: after its
+	// drain, with the same grace.
+	waitHTTP, err := f.startHTTP(ctx, logger, sec, *f.drainDelay, *f.shutdownGrace)
+	if err != nil {
+		lis.Close()
+		return err
+	}
 	srv.Health.SetServingStatus("", grpc_health_v1.HealthCheckResponse_SERVING)
 	f.admin.phase.Store(phaseServing)
 	go func() {
@@ -280,6 +291,7 @@ func (f serverFlags) serveWith(ctx context.Context, logger *slog.Logger, msg str
 	}()
 	logger.Info(msg, append(append([]any{"addr", addr}, tlsAttrs...), attrs...)...)
 	err = serveUntilDone(ctx, logger, srv, lis, *f.drainDelay, *f.shutdownGrace)
+	waitHTTP()
 	if stop := *f.stopTracing; stop != nil {
 		// The spans of the last calls are still in the batch.
 		if serr := stop(context.Background()); serr != nil {

@@ -176,6 +176,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	tierWait := fs.Duration("tier-wait", rpc.DefaultTierWait, "how long a call waits for a ready store or codec worker when a tier has none, before it fails with UNAVAILABLE")
 	refresh := fs.Duration("worker-refresh", rpc.DefaultRefresh, "how often the --store and --codec targets are resolved again (DNS names looked up, file:/// lists read again), so that workers added are used and removed ones left; 0: only when a connection fails")
 	sf := addServerFlags(fs, DefaultListen)
+	sf.http = addHTTPFlags(fs, sf.tls)
 	gcfg := gatewayFlags(fs)
 	peerTLS := peerTLSFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -271,6 +272,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 			reg.Gateway(g)
 		}
 		arrayserver.NewServer(g).Register(srv)
+		sf.http.store = g.RawStore()
 	}, "store", *storeTarget, "codec", *codecTarget, "codec_fetch", *codecFetch, "codec_choice", *codecChoice, "tier_wait", *tierWait, "worker_refresh", *refresh, "peer_tls", peer != nil)
 }
 

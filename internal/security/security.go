@@ -77,15 +77,27 @@ type Authentication struct {
 // unreachable issuer fails start-up; the token file is then watched until
 // ctx is done.
 func (a Authentication) ServerOptions(ctx context.Context, logger *slog.Logger) ([]grpc.ServerOption, string, error) {
+	au, err := a.Authenticator(ctx, logger)
+	if err != nil || au == nil {
+		return nil, "", err
+	}
+	return authgrpc.ServerOptions(au), au.Accepted(), nil
+}
+
+// Authenticator returns the authenticator of the settings (nil when no
+// source is configured: every call is then anonymous), for listeners
+// other than gRPC's (the HTTP one, internal/httpapi). The token file and
+// the issuer's keys are read here, as in ServerOptions.
+func (a Authentication) Authenticator(ctx context.Context, logger *slog.Logger) (*auth.Authenticator, error) {
 	if a.TokensFile == "" && a.JWT == nil && !a.MTLS {
-		return nil, "", nil
+		return nil, nil
 	}
 	au := &auth.Authenticator{MTLS: a.MTLS, AllowAnonymous: a.AllowAnonymous, AnonymousIf: a.AnonymousIf}
 	sources := []any{"mtls", a.MTLS, "allow_anonymous", a.AllowAnonymous, "anonymous_by_policy", a.AnonymousIf != nil}
 	if a.TokensFile != "" {
 		w, err := auth.NewTokenWatcher(a.TokensFile, logger)
 		if err != nil {
-			return nil, "", fmt.Errorf("--tokens: %w", err)
+			return nil, fmt.Errorf("--tokens: %w", err)
 		}
 		go w.Run(ctx, auth.DefaultReloadInterval)
 		au.Tokens = w.Tokens
@@ -94,13 +106,13 @@ func (a Authentication) ServerOptions(ctx context.Context, logger *slog.Logger) 
 	if a.JWT != nil {
 		v, err := auth.NewJWTVerifier(ctx, *a.JWT)
 		if err != nil {
-			return nil, "", fmt.Errorf("JWT verification (--oidc-issuer or --jwks-url): %w", err)
+			return nil, fmt.Errorf("JWT verification (--oidc-issuer or --jwks-url): %w", err)
 		}
 		au.JWT = v
 		sources = append(sources, "jwt_issuer", v.Issuer(), "jwt_audience", a.JWT.Audience)
 	}
 	logger.Info("authentication required", sources...)
-	return authgrpc.ServerOptions(au), au.Accepted(), nil
+	return au, nil
 }
 
 // Authorization is what callers may do (--policy) and the record of what
@@ -192,19 +204,51 @@ func (z *Authorizer) Close() { z.release() }
 // then the authorization interceptors. It returns both sets of server
 // options (for Chain) and what closes the audit log.
 func Auth(ctx context.Context, logger *slog.Logger, authn Authentication, authz Authorization) (authnOpts, authzOpts []grpc.ServerOption, closeAll func(), err error) {
-	z, err := authz.Load(ctx, logger)
+	st, err := Load(ctx, logger, authn, authz)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	return st.AuthnOptions, st.AuthzOptions, st.Close, nil
+}
+
+// Stack is the security of a server, loaded once and applied to each of
+// its listeners: the gRPC interceptors, and the same authenticator,
+// policy and audit log for the HTTP listener (internal/httpapi).
+type Stack struct {
+	// AuthnOptions and AuthzOptions are the gRPC server options (for
+	// Chain).
+	AuthnOptions, AuthzOptions []grpc.ServerOption
+	// Authenticator is nil when no credentials are configured.
+	Authenticator *auth.Authenticator
+	// Policy returns the policy in force; nil without one.
+	Policy func() *authz.Policy
+	// Audit is the audit log; nil without one.
+	Audit *authz.Auditor
+	// Close closes the audit log.
+	Close func()
+}
+
+// Load is Auth, returning the whole Stack.
+func Load(ctx context.Context, logger *slog.Logger, authn Authentication, az Authorization) (*Stack, error) {
+	z, err := az.Load(ctx, logger)
+	if err != nil {
+		return nil, err
 	}
 	if authn.AnonymousIf == nil {
 		authn.AnonymousIf = z.GrantsAnonymous()
 	}
-	authnOpts, accepted, err := authn.ServerOptions(ctx, logger)
+	au, err := authn.Authenticator(ctx, logger)
 	if err != nil {
 		z.Close()
-		return nil, nil, nil, err
+		return nil, err
 	}
-	return authnOpts, z.ServerOptions(accepted), z.Close, nil
+	st := &Stack{Authenticator: au, Policy: z.c.Policy, Audit: z.c.Audit, Close: z.Close}
+	accepted := ""
+	if au != nil {
+		st.AuthnOptions, accepted = authgrpc.ServerOptions(au), au.Accepted()
+	}
+	st.AuthzOptions = z.ServerOptions(accepted)
+	return st, nil
 }
 
 // Chain returns the server options in the order they must run: TLS first
