@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"io"
@@ -16,7 +18,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/zarrgate/zarrgate/client"
 	"github.com/zarrgate/zarrgate/internal/testenv"
 )
 
@@ -282,5 +286,73 @@ func TestGatewayHTTPListen(t *testing.T) {
 	}
 	if out := mustZg(t, "", "info", "g", "--addr", gw.addr); !strings.Contains(out, "http") {
 		t.Errorf("the gateway still shows the old metadata after an HTTP write:\n%s", out)
+	}
+}
+
+// TestHTTPSlabAndUIServed: `serve --http-listen` also serves the slab
+// endpoint (/slab/) and the browser view (/ui/), behind the listener's
+// authentication and the policy: a reader gets the .npy of what it may
+// read, 403 for what it may not, 401 without a token; the view's tree
+// leaves out the nodes the caller may not read.
+func TestHTTPSlabAndUIServed(t *testing.T) {
+	dir := t.TempDir()
+	tokens, policy := filepath.Join(dir, "tokens"), filepath.Join(dir, "policy.yaml")
+	alice := strings.TrimSpace(mustZg(t, "", "token", "new", "--user", "alice", "--append", tokens))
+	bob := strings.TrimSpace(mustZg(t, "", "token", "new", "--user", "bob", "--append", tokens))
+	writePolicy(t, policy, "rules:\n  - principals: [user:alice]\n    permissions: [read, write, delete]\n    prefixes: [\"\"]\n  - principals: [user:bob]\n    permissions: [read]\n    prefixes: [a]\n")
+	s := startServer(t, "--root", filepath.Join(dir, "data"), "--tokens", tokens, "--policy", policy, "--http-listen", "127.0.0.1:0")
+	base := strings.TrimSuffix(httpURLRE.FindStringSubmatch(s.logs.String())[1], "/zarr/")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.Dial(ctx, s.addr, client.WithToken(alice))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	want := make([]int32, 4*6)
+	for i := range want {
+		want[i] = int32(i*7 - 5)
+	}
+	for _, p := range []string{"a/x", "b/y"} {
+		a, err := c.CreateArray(ctx, p, client.ArraySpec{Shape: []int64{4, 6}, DataType: "int32", ChunkShape: []int64{2, 3}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.Write(ctx, a, nil, want); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	hc := http.DefaultClient
+	code, body, hdr := httpDo(t, hc, "GET", base+"/slab/a/x?sel=1:3,0:6", bob, "")
+	if code != 200 || !strings.HasPrefix(body, "\x93NUMPY") {
+		t.Fatalf("GET /slab/a/x as bob: %d %q", code, body[:min(len(body), 80)])
+	}
+	var wantBytes bytes.Buffer
+	binary.Write(&wantBytes, binary.LittleEndian, want[6:18])
+	if !strings.HasSuffix(body, wantBytes.String()) || !strings.Contains(body, "'shape': (2, 6)") {
+		t.Errorf("GET /slab/a/x?sel=1:3,0:6: .npy does not hold rows 1..2 (Content-Type %s, %d bytes)", hdr.Get("Content-Type"), len(body))
+	}
+	if code, body, _ := httpDo(t, hc, "GET", base+"/slab/b/y", bob, ""); code != 403 {
+		t.Errorf("GET /slab/b/y as bob: %d, want 403 (%s)", code, body)
+	}
+	if code, body, _ := httpDo(t, hc, "GET", base+"/slab/a/x", "", ""); code != 401 {
+		t.Errorf("GET /slab/a/x without a token: %d, want 401 (%s)", code, body)
+	}
+	// The page, like everything on the listener, needs the caller
+	// authenticated when the server authenticates (docs/slab-http.md).
+	if code, _, _ := httpDo(t, hc, "GET", base+"/ui/", "", ""); code != 401 {
+		t.Errorf("GET /ui/ without a token: %d, want 401", code)
+	}
+	if code, body, _ := httpDo(t, hc, "GET", base+"/ui/", bob, ""); code != 200 || !strings.Contains(strings.ToLower(body), "<html") {
+		t.Errorf("GET /ui/: %d %q", code, body[:min(len(body), 80)])
+	}
+	code, body, _ = httpDo(t, hc, "GET", base+"/ui/api/tree", bob, "")
+	if code != 200 || !strings.Contains(body, `a/x"`) || strings.Contains(body, `b/y"`) {
+		t.Errorf("GET /ui/api/tree as bob: %d %s; want a/x and not b/y", code, body)
+	}
+	if code, _, _ := httpDo(t, hc, "GET", base+"/ui/api/tree", alice, ""); code != 200 {
+		t.Errorf("GET /ui/api/tree as alice: %d", code)
 	}
 }

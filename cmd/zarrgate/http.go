@@ -11,9 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zarrgate/zarrgate/gateway"
+	"github.com/zarrgate/zarrgate/gateway/httpslab"
 	"github.com/zarrgate/zarrgate/internal/httpapi"
 	"github.com/zarrgate/zarrgate/internal/security"
 	"github.com/zarrgate/zarrgate/internal/tlsconf"
+	"github.com/zarrgate/zarrgate/internal/webui"
 	"github.com/zarrgate/zarrgate/storesvc"
 )
 
@@ -27,6 +30,10 @@ type httpFlags struct {
 	// function (the gateway's raw store, which drops cached metadata
 	// after writes).
 	store storesvc.Store
+	// gw, set with store, serves the slab endpoint (/slab/) and the
+	// browser view (/ui/) beside it: the gRPC ArrayService's gateway, so
+	// that limits, memory budget and metadata cache are shared.
+	gw *gateway.Gateway
 }
 
 func addHTTPFlags(fs *flag.FlagSet, tlsf listenTLSFlags) *httpFlags {
@@ -118,6 +125,12 @@ func (f serverFlags) startHTTP(ctx context.Context, logger *slog.Logger, st *sec
 		MaxBodyBytes:      *h.maxBody,
 		Logger:            logger,
 	})
+	if h.gw != nil {
+		slab := httpslab.Handler(h.gw, httpslab.Options{Authorize: api.Authorize("GET /slab")})
+		api.Mount("/slab/", http.StripPrefix("/slab", slab))
+		ui := webui.Handler(h.gw, webui.Options{Authorize: api.Authorize("GET /ui")})
+		api.Mount("/ui/", http.StripPrefix("/ui", ui))
+	}
 	srv := httpapi.NewHTTPServer(api, logger)
 	go func() {
 		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -54,7 +54,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 			reg.Gateway(g)
 		}
 		arrayserver.NewServer(g).Register(srv)
-		sf.http.store = g.RawStore()
+		sf.http.store, sf.http.gw = g.RawStore(), g
 	}, "root", *root, "read_only", *readOnly)
 }
 

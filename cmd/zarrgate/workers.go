@@ -272,7 +272,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 			reg.Gateway(g)
 		}
 		arrayserver.NewServer(g).Register(srv)
-		sf.http.store = g.RawStore()
+		sf.http.store, sf.http.gw = g.RawStore(), g
 	}, "store", *storeTarget, "codec", *codecTarget, "codec_fetch", *codecFetch, "codec_choice", *codecChoice, "tier_wait", *tierWait, "worker_refresh", *refresh, "peer_tls", peer != nil)
 }
 

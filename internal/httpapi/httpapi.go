@@ -356,6 +356,20 @@ func (s *Server) policy() *authz.Policy {
 	return s.opts.Policy()
 }
 
+// Authorize is the policy check for the handlers mounted on s (the slab
+// endpoint, the browser view): whether the caller of r, as s authenticated
+// it, may read the node at path (no leading "/"; "" is the root). what
+// names the endpoint in the denial and the audit log.
+func (s *Server) Authorize(what string) func(r *http.Request, path string) error {
+	return func(r *http.Request, path string) error {
+		p, ok := auth.FromContext(r.Context())
+		if !ok {
+			return errs.New(errs.Unauthenticated, "%s: the request was not authenticated", what)
+		}
+		return s.check(r.Context(), p, authz.Read, path, what)
+	}
+}
+
 // check refuses what the policy does not allow p on path.
 func (s *Server) check(ctx context.Context, p auth.Principal, perm authz.Perm, path, what string) error {
 	pol := s.policy()
