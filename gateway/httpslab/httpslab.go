@@ -48,6 +48,7 @@ import (
 	"github.com/zarrgate/zarrgate/client"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/gateway"
+	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -561,14 +562,19 @@ func numeric(dt zarr.DataType) (func([]byte) float64, bool) {
 //	AlreadyExists        409
 //	FailedPrecondition   422  (a group where an array was asked for)
 //	OutOfRange           416  selection bounds outside the array
-//	ResourceExhausted    413  slab or chunk count over the limits, memory
-//	                          budget exhausted: read in parts
-//	Unavailable, Aborted 503  (with Retry-After: 1)
+//	ResourceExhausted    413  slab or chunk count over the limits, or more
+//	                          than the whole memory budget: read in parts
+//	  the budget busy    503  memory held by other calls for the budget's
+//	                          wait (membudget.IsBusy): try again later
+//	Unavailable, Aborted 503  (both 503s with Retry-After: 1)
 //	DeadlineExceeded     504
 //	Canceled             499  (the client went away; nginx's convention)
 //	Unimplemented        501
 //	DataLoss and others  500
 func Status(err error) int {
+	if membudget.IsBusy(err) {
+		return http.StatusServiceUnavailable // the budget is in use: later
+	}
 	switch errs.CodeOf(err) {
 	case errs.CodeOK:
 		return http.StatusOK

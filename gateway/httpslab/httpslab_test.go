@@ -21,11 +21,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/gateway"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
+	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/testenv"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
@@ -582,6 +584,17 @@ func TestStatus(t *testing.T) {
 			t.Errorf("%v: %d, want %d", code, got, want)
 		}
 	}
+	// The memory budget: too large for it is 413, busy is 503 (later).
+	b := membudget.New(1<<20, 10*time.Millisecond)
+	if _, err := b.Acquire(context.Background(), 2<<20, "too large"); Status(err) != 413 || membudget.IsBusy(err) {
+		t.Errorf("a request over the whole budget: %d (%v)", Status(err), err)
+	}
+	held, _ := b.Acquire(context.Background(), 1<<20, "held")
+	_, err := b.Acquire(context.Background(), 1<<10, "waits")
+	if Status(err) != 503 || !membudget.IsBusy(err) || errs.CodeOf(err) != errs.CodeResourceExhausted {
+		t.Errorf("a request the busy budget refused: %d, code %v (%v)", Status(err), errs.CodeOf(err), err)
+	}
+	held.Release()
 	if Status(context.Canceled) != 499 || Status(errors.New("plain")) != 500 {
 		t.Error("context.Canceled or an uncoded error")
 	}

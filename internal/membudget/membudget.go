@@ -142,7 +142,7 @@ func (b *Budget) Acquire(ctx context.Context, n int64, what string) (Reservation
 			if ctx.Err() != nil {
 				return Reservation{}, ctx.Err()
 			}
-			return Reservation{}, errs.New(errs.ResourceExhausted, "%s needs %s; the server's memory budget of %s (--memory-limit) stayed in use by other calls for %v; try again later or read in smaller parts", what, Size(n), Size(b.limit), b.maxWait)
+			return Reservation{}, busyError{errs.New(errs.ResourceExhausted, "%s needs %s; the server's memory budget of %s (--memory-limit) stayed in use by other calls for %v; try again later or read in smaller parts", what, Size(n), Size(b.limit), b.maxWait)}
 		}
 	}
 	u := b.used.Add(n)
@@ -209,3 +209,18 @@ func (b *Budget) LimitRuntime() int64 {
 
 // IsExhausted reports whether err is a budget refusal.
 func IsExhausted(err error) bool { return errors.Is(err, errs.ResourceExhausted) }
+
+// busyError is the refusal of a reservation that waited MaxWait for memory
+// other calls held: the same request may succeed later, unlike one larger
+// than the whole budget (still ResourceExhausted, for gRPC; HTTP answers
+// 503 with Retry-After instead of 413).
+type busyError struct{ error }
+
+func (e busyError) Unwrap() error { return e.error }
+
+// IsBusy reports whether err is a refusal for memory in use by other calls
+// (try again later), not one for a request too large for the budget.
+func IsBusy(err error) bool {
+	var b busyError
+	return errors.As(err, &b)
+}
