@@ -129,7 +129,10 @@ func (f serverFlags) startHTTP(ctx context.Context, logger *slog.Logger, st *sec
 		slab := httpslab.Handler(h.gw, httpslab.Options{Authorize: api.Authorize("GET /slab")})
 		api.Mount("/slab/", http.StripPrefix("/slab", slab))
 		ui := webui.Handler(h.gw, webui.Options{Authorize: api.Authorize("GET /ui")})
-		api.Mount("/ui/", http.StripPrefix("/ui", ui))
+		// The page's own files (HTML, script, style: no data) need no
+		// credentials, so that a browser can load it and then send a
+		// token with the data requests under /ui/api/.
+		api.MountPublic("/ui/", http.StripPrefix("/ui", ui), webui.Public)
 	}
 	srv := httpapi.NewHTTPServer(api, logger)
 	go func() {

@@ -104,6 +104,7 @@ type Server struct {
 type mount struct {
 	prefix string
 	h      http.Handler
+	public func(*http.Request) bool
 }
 
 // New returns a Server of store.
@@ -135,10 +136,19 @@ func New(store storesvc.Store, opts Options) *Server {
 // authentication: h finds the caller with auth.FromContext, and decides
 // on it with the policy itself.
 func (s *Server) Mount(prefix string, h http.Handler) {
+	s.MountPublic(prefix, h, nil)
+}
+
+// MountPublic is Mount with requests that need no authentication: those
+// public reports true for (such as the browser view's own page and
+// scripts, which hold no data, so that a browser can load the page and
+// then send a token with the page's data requests). They reach h without a
+// principal in their context (auth.FromContext reports none).
+func (s *Server) MountPublic(prefix string, h http.Handler, public func(*http.Request) bool) {
 	if !strings.HasPrefix(prefix, "/") || !strings.HasSuffix(prefix, "/") || prefix == Prefix {
 		panic(fmt.Sprintf("httpapi: Mount(%q): want a prefix /like/this/ other than %s", prefix, Prefix))
 	}
-	s.mounts = append(s.mounts, mount{prefix, h})
+	s.mounts = append(s.mounts, mount{prefix, h, public})
 	slices.SortFunc(s.mounts, func(a, b mount) int { return len(b.prefix) - len(a.prefix) })
 }
 
@@ -186,6 +196,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		for _, m := range s.mounts {
 			if strings.HasPrefix(r.URL.Path, m.prefix) {
 				h = m.h
+				if m.public != nil && m.public(r) {
+					h.ServeHTTP(w, r)
+					return
+				}
 				break
 			}
 		}

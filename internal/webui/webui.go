@@ -71,7 +71,7 @@ func Handler(g *gateway.Gateway, opts Options) http.Handler {
 			http.Redirect(w, r, "ui/", http.StatusMovedPermanently)
 			return
 		}
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Referrer-Policy", "no-referrer")
 		if !strings.HasPrefix(r.URL.Path, "/api/") && r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -81,6 +81,18 @@ func Handler(g *gateway.Gateway, opts Options) http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// Public reports whether r, for a path under /ui/, asks for one of the
+// page's own files (GET or HEAD outside /ui/api/): they hold no data and
+// may be served without authentication (httpapi.Server.MountPublic).
+func Public(r *http.Request) bool {
+	p := r.URL.Path
+	if strings.Contains(p, "..") || strings.Contains(p, "//") || strings.Contains(p, "/./") {
+		return false // not clean: authenticated like the rest
+	}
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+		strings.HasPrefix(p, "/ui/") && !strings.HasPrefix(p, "/ui/api/")
 }
 
 type handler struct {

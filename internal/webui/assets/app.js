@@ -18,8 +18,35 @@ const el = (tag, attrs = {}, ...kids) => {
 };
 const selftest = new URLSearchParams(location.search).has("selftest");
 
+// A server that authenticates by token answers the data requests 401: the
+// page then asks for a token (kept in this tab's sessionStorage only) and
+// sends it as "Authorization: Bearer" with every data request. The page's
+// own files need none.
+const TOKEN_KEY = "zarrgate-token";
+const token = () => sessionStorage.getItem(TOKEN_KEY) || "";
+const authHeaders = () => (token() ? { Authorization: "Bearer " + token() } : {});
+
+function askToken(why) {
+  const form = el("form", { id: "login" },
+    el("label", { for: "token", text: why + " Token: " }),
+    el("input", { id: "token", type: "password", autocomplete: "off", size: "40" }),
+    el("button", { type: "submit", text: "use" }));
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, $("#token").value.trim());
+    location.reload();
+  });
+  $("#tree").replaceChildren(form);
+}
+
 async function getJSON(url) {
-  const r = await fetch(url);
+  const r = await fetch(url, { headers: authHeaders() });
+  if (r.status === 401) {
+    askToken(token() ? "The token was refused." : "This server needs a token.");
+    const e = new Error("a token is needed");
+    e.asked = true;
+    throw e;
+  }
   if (!r.ok) throw new Error(`${url}: ${r.status} ${(await r.text()).trim()}`);
   return r.json();
 }
@@ -112,8 +139,16 @@ function sliceView(path, m) {
   function draw() {
     const sel = shape.map((n, d) => d === xd ? `::${sx}` : d === yd ? `::${sy}` : String(index[d]));
     const q = new URLSearchParams({ sel: sel.join(","), format: "png", cmap: cmap.value });
-    img.src = "api/slab/" + path.split("/").map(encodeURIComponent).join("/") + "?" + q;
+    const url = "api/slab/" + path.split("/").map(encodeURIComponent).join("/") + "?" + q;
     range.textContent = (sx > 1 || sy > 1) ? `every ${sy} × ${sx} element` : "";
+    if (!token()) { img.src = url; return; }
+    // With a token the image is fetched (an <img> cannot send a header).
+    fetch(url, { headers: authHeaders() }).then(async (r) => {
+      if (!r.ok) throw new Error(`${r.status} ${(await r.text()).trim()}`);
+      const old = img.src;
+      img.src = URL.createObjectURL(await r.blob());
+      if (old.startsWith("blob:")) URL.revokeObjectURL(old);
+    }).catch((e) => status("the slice could not be drawn: " + (e.message || e)));
   }
   if (m.data_type && /^(bool|u?int\d+|float\d+|complex\d+)$/.test(m.data_type)) draw();
   else box.replaceChildren(el("p", { class: "muted", text: `no image for ${m.data_type} elements` }));
@@ -164,7 +199,7 @@ async function main() {
     if (t.truncated) tree.append(el("p", { class: "muted", text: `first ${t.nodes.length} nodes shown` }));
     if (!t.nodes.length) tree.replaceChildren(el("p", { class: "muted", text: "no groups or arrays" }));
   } catch (e) {
-    $("#tree").replaceChildren(el("p", { class: "error", text: String(e.message || e) }));
+    if (!e.asked) $("#tree").replaceChildren(el("p", { class: "error", text: String(e.message || e) }));
   }
   const path = () => decodeURIComponent(location.hash.slice(1));
   window.addEventListener("hashchange", () => show(path()));
