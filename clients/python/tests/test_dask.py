@@ -99,6 +99,22 @@ def test_to_dask_chunks_and_names(client) -> None:
         zarrgate.to_dask(data)
 
 
+async def test_to_dask_of_an_asyncio_array(zarrgate_server) -> None:
+    # An array opened with zarrgate.aio: its tasks read through this
+    # process's synchronous client with the same settings.
+    import zarrgate.aio
+
+    data = np.arange(40 * 30, dtype="int16").reshape(40, 30)
+    async with zarrgate.aio.connect(zarrgate_server.addr) as c:
+        a = await c.create_array("aio-dask/x", data.shape, "int16", (16, 16))
+        await a.write(..., data)
+        x = zarrgate.to_dask(a)
+        assert x.chunks == ((16, 16, 8), (16, 14))
+        np.testing.assert_array_equal(x.compute(scheduler="threads"), data)
+        with zarrgate.connect(zarrgate_server.addr) as s:
+            assert x.name == zarrgate.to_dask(s.open_array("aio-dask/x")).name
+
+
 def test_to_dask_edge_arrays(client) -> None:
     z = client.create_array("e/z", (), "float64")
     z[()] = 3.5

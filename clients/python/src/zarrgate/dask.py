@@ -37,13 +37,20 @@ except ImportError as e:  # pragma: no cover - the tests have dask
 
 import numpy as np
 
-from zarrgate import _slab
+from zarrgate import _pool, _slab
 from zarrgate.client import Array
 
 __all__ = ["to_dask", "to_zarrgate"]
 
 
 def _check(array: Any, what: str) -> Array:
+    from zarrgate import aio
+
+    if isinstance(array, aio.Array):
+        # Tasks run synchronously: the same array (its metadata, as opened)
+        # on this process's synchronous client with the same settings, as
+        # a pickled array is in a worker (zarrgate._pool).
+        return _pool.reopen_array(*_pool.array_reduce(array)[1])
     if not isinstance(array, Array):
         raise TypeError(
             f"{what} takes a zarrgate.Array (from zarrgate.connect(...).open_array), "
