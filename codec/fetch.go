@@ -3,10 +3,15 @@ package codec
 import "context"
 
 // Ref names an encoded chunk in the store tier: the value under Key, or
-// Length bytes of it from Offset (Length 0: to the value's end).
+// Length bytes of it from Offset (Length 0: to the value's end): a
+// shard's inner chunk, at the range its index gives. Generation, when not
+// empty, is the generation of the value the range must be read from (the
+// one the index was read from): a value of another generation fails the
+// batch with Aborted (the caller reads the index again).
 type Ref struct {
 	Key            string
 	Offset, Length int64
+	Generation     string
 }
 
 // FetchDecoder is an Engine whose workers read encoded chunks from the

@@ -15,8 +15,9 @@ import (
 // started with one (worker-fetch, SetFetcher). Fetch returns the value of
 // each ref, at most max bytes each (a larger one fails the call), and
 // found false for a key that holds no value. A key the store's rules
-// refuse is InvalidArgument. The worker reads with its own identity: the
-// caller has authorized the keys (docs/security.md).
+// refuse is InvalidArgument; a ref with a Generation read from a value of
+// another generation is Aborted. The worker reads with its own identity:
+// the caller has authorized the keys (docs/security.md).
 type Fetcher interface {
 	Fetch(ctx context.Context, refs []codec.Ref, max int64) (vals [][]byte, found []bool, err error)
 }
@@ -29,7 +30,7 @@ func (s *Server) SetFetcher(f Fetcher) { s.fetch = f }
 func RefsToProto(refs []codec.Ref) []*codecv1.ChunkRef {
 	out := make([]*codecv1.ChunkRef, len(refs))
 	for i, r := range refs {
-		out[i] = &codecv1.ChunkRef{Key: r.Key, Offset: uint64(r.Offset), Length: uint64(r.Length)}
+		out[i] = &codecv1.ChunkRef{Key: r.Key, Offset: uint64(r.Offset), Length: uint64(r.Length), Generation: r.Generation}
 	}
 	return out
 }
@@ -50,13 +51,18 @@ func (s *Server) fetchEncoded(ctx context.Context, spec *codec.BatchSpec, p []*c
 		if r.GetOffset() > math.MaxInt64 || r.GetLength() > math.MaxInt64-r.GetOffset() {
 			return nil, nil, noRelease, errs.New(errs.InvalidArgument, "decode: ref %d (%q): offset %d and length %d overflow", i, r.GetKey(), r.GetOffset(), r.GetLength())
 		}
-		refs[i] = codec.Ref{Key: r.GetKey(), Offset: int64(r.GetOffset()), Length: int64(r.GetLength())}
+		refs[i] = codec.Ref{Key: r.GetKey(), Offset: int64(r.GetOffset()), Length: int64(r.GetLength()), Generation: r.GetGeneration()}
 	}
 	c, err := s.local.Chain(spec)
 	if err != nil {
 		return nil, nil, noRelease, err
 	}
 	_, _, bound := c.boundsFor(c.Limits().MaxVariableBytes)
+	for i, r := range refs {
+		if bound > 0 && r.Length > bound {
+			return nil, nil, noRelease, errs.New(errs.InvalidArgument, "decode: ref %d (%q) asks for %d bytes, more than any encoding of a %v %s chunk (%d)", i, r.Key, r.Length, spec.Shape, spec.DataType, bound)
+		}
+	}
 	release = noRelease
 	if s.budget != nil {
 		n := int64(len(refs))
@@ -69,9 +75,21 @@ func (s *Server) fetchEncoded(ctx context.Context, spec *codec.BatchSpec, p []*c
 		}
 		release = r.Release
 	}
-	vals, found, err := s.fetch.Fetch(ctx, refs, bound)
-	if err == nil && (len(vals) != len(refs) || len(found) != len(refs)) {
-		err = errs.New(errs.DataLoss, "decode: the store tier answered %d values for %d refs", len(vals), len(refs))
+	// Ranges of one value that follow each other (a shard's inner chunks,
+	// written in order) are read as one run: one store read, not one per
+	// chunk. Every piece is within bound, so a run holds no more than the
+	// memory reserved for its pieces.
+	runs, pieces := coalesceRefs(refs)
+	runMax := bound
+	for _, r := range runs {
+		runMax = max(runMax, r.Length)
+	}
+	vals, found, err := s.fetch.Fetch(ctx, runs, runMax)
+	if err == nil && (len(vals) != len(runs) || len(found) != len(runs)) {
+		err = errs.New(errs.DataLoss, "decode: the store tier answered %d values for %d refs", len(vals), len(runs))
+	}
+	if err == nil && len(runs) != len(refs) {
+		vals, found, err = uncoalesceRefs(refs, vals, found, pieces)
 	}
 	if err != nil {
 		release()
@@ -83,4 +101,57 @@ func (s *Server) fetchEncoded(ctx context.Context, spec *codec.BatchSpec, p []*c
 		}
 	}
 	return encoded, found, release, nil
+}
+
+// maxRunBytes bounds a run of coalesced ranges (as the gateway's own).
+const maxRunBytes = 8 << 20
+
+// refPiece locates a ref in the value of a coalesced run.
+type refPiece struct {
+	run    int
+	off, n int64
+}
+
+// coalesceRefs merges bounded ranges of one value (same key, same
+// generation) that follow each other into single refs, up to maxRunBytes a
+// run; piece i says where ref i lies in which run. Refs that read to a
+// value's end are never merged.
+func coalesceRefs(refs []codec.Ref) (runs []codec.Ref, pieces []refPiece) {
+	pieces = make([]refPiece, len(refs))
+	var end int64
+	for i, r := range refs {
+		if k := len(runs) - 1; i > 0 && r.Length > 0 && runs[k].Length > 0 && r.Key == runs[k].Key && r.Generation == runs[k].Generation &&
+			r.Offset == end && runs[k].Length+r.Length <= maxRunBytes {
+			pieces[i] = refPiece{run: k, off: r.Offset - runs[k].Offset, n: r.Length}
+			runs[k].Length += r.Length
+			end += r.Length
+			continue
+		}
+		runs = append(runs, r)
+		pieces[i] = refPiece{run: len(runs) - 1, n: r.Length}
+		end = r.Offset + r.Length
+	}
+	return runs, pieces
+}
+
+// uncoalesceRefs cuts the values of coalesced runs back into the refs'
+// ranges (a run that came back short, its value shrunk since, is
+// OutOfRange, as a range past a value's end is).
+func uncoalesceRefs(refs []codec.Ref, vals [][]byte, found []bool, pieces []refPiece) ([][]byte, []bool, error) {
+	out, fout := make([][]byte, len(pieces)), make([]bool, len(pieces))
+	for i, p := range pieces {
+		if fout[i] = found[p.run]; !fout[i] {
+			continue
+		}
+		v := vals[p.run]
+		if p.n == 0 { // a ref to the value's end is a run of its own
+			out[i] = v
+			continue
+		}
+		if p.off+p.n > int64(len(v)) {
+			return nil, nil, errs.New(errs.OutOfRange, "decode: %q: read %d bytes where %d were asked for", refs[i].Key, len(v), p.off+p.n)
+		}
+		out[i] = v[p.off : p.off+p.n : p.off+p.n]
+	}
+	return out, fout, nil
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,6 +38,12 @@ func (f storeFetcher) Fetch(ctx context.Context, refs []codec.Ref, max int64) ([
 			return nil, nil, err
 		}
 		reqs[i] = storesvc.KeyRange{Key: r.Key}
+		switch {
+		case r.Length > 0:
+			reqs[i].Range = storesvc.Bounded(r.Offset, r.Length)
+		case r.Offset > 0:
+			reqs[i].Range = storesvc.FromOffset(r.Offset)
+		}
 	}
 	vals, err := storesvc.Wrap(f.s).GetPartialValuesMax(ctx, reqs, max)
 	if err != nil {
@@ -44,6 +51,9 @@ func (f storeFetcher) Fetch(ctx context.Context, refs []codec.Ref, max int64) ([
 	}
 	out, found := make([][]byte, len(vals)), make([]bool, len(vals))
 	for i, v := range vals {
+		if g := refs[i].Generation; v.Found && g != "" && v.Generation != g {
+			return nil, nil, errs.New(errs.Aborted, "%q changed (generation %q, want %q)", refs[i].Key, v.Generation, g)
+		}
 		out[i], found[i] = v.Data, v.Found
 	}
 	f.keys.Add(int64(len(refs)))
@@ -87,11 +97,14 @@ func TestWorkerFetchMatchesEmbedded(t *testing.T) {
 	w := fetchingWorker(t, store, &keys)
 	embedded := New(store, codecsvc.NewLocal(), Config{})
 	fetching := New(store, w, Config{WorkerFetch: true})
-	for it := range 60 {
+	var sharded, strings int
+	for it := range 90 {
 		c := randCaseFor(r, true)
-		c.shards, c.shardIndex = nil, ""
+		if c.shards != nil {
+			sharded++
+		}
 		if c.dtype == "string" {
-			continue // fixed-size types only
+			strings++
 		}
 		path := fmt.Sprintf("a%d", it)
 		ref := c.create(t, embedded, path)
@@ -102,15 +115,51 @@ func TestWorkerFetchMatchesEmbedded(t *testing.T) {
 		}
 		for range 3 {
 			rsel := randSel(r, c.shape)
-			want, _ := readAll(t, embedded, path, rsel, ref.elem)
-			got, _ := readAll(t, fetching, path, rsel, ref.elem)
-			if string(got) != string(want) {
+			want, wantVals := readAll(t, embedded, path, rsel, ref.elem)
+			got, gotVals := readAll(t, fetching, path, rsel, ref.elem)
+			if string(got) != string(want) || !slices.Equal(gotVals, wantVals) {
 				t.Fatalf("case %d %+v: ReadSlab(%v) through worker-fetch differs\n got %v\nwant %v", it, c, rsel, got, want)
 			}
 		}
 	}
-	if keys.Load() == 0 {
-		t.Fatal("no chunk was fetched by the worker")
+	if keys.Load() == 0 || sharded == 0 || strings == 0 {
+		t.Fatalf("%d chunks fetched by the worker, %d sharded cases, %d of strings", keys.Load(), sharded, strings)
+	}
+}
+
+// With worker-fetch, a shard rewritten after the gateway cached its index
+// is read as it is now, never as a mix: the worker reads the inner chunks'
+// ranges only from the generation the index was read at, and the gateway,
+// told the shard changed, reads the index again.
+func TestWorkerFetchShardRewritten(t *testing.T) {
+	store := memory.New()
+	var keys atomic.Int64
+	w := fetchingWorker(t, store, &keys)
+	writer := New(store, codecsvc.NewLocal(), Config{})
+	fetching := New(store, w, Config{WorkerFetch: true})
+	c := slabCase{shape: []int64{32, 32}, chunks: []int64{4, 4}, shards: []int64{16, 16}, dtype: "float32", codecs: realChains[0]}
+	ref := c.create(t, writer, "s")
+	all := []zarr.Range{{Start: 0, Stop: 32, Step: 1}, {Start: 0, Stop: 32, Step: 1}}
+	part := []zarr.Range{{Start: 1, Stop: 30, Step: 3}, {Start: 2, Stop: 31, Step: 2}}
+	for round := range 3 {
+		// Each round writes values of other sizes once compressed, so that
+		// the inner chunks move within their shards.
+		r := rand.New(rand.NewPCG(uint64(round), 5))
+		blocks, _ := ref.blocksFor(r, all, func([]int64) any {
+			b := make([]byte, 4)
+			b[0], b[1] = byte(r.IntN(1+round*100)), byte(round)
+			return b
+		})
+		if _, err := writer.WriteSlab(ctx, "s", all, nextFrom(blocks)); err != nil {
+			t.Fatal(err)
+		}
+		for _, sel := range [][]zarr.Range{all, part} {
+			want, _ := readAll(t, writer, "s", sel, ref.elem)
+			got, _ := readAll(t, fetching, "s", sel, ref.elem)
+			if string(got) != string(want) {
+				t.Fatalf("round %d: ReadSlab(%v) through worker-fetch differs (%d index misses) from the shard as written", round, sel, fetching.stats.IndexMisses.Load())
+			}
+		}
 	}
 }
 
@@ -147,6 +196,11 @@ func TestWorkerFetchRefusals(t *testing.T) {
 	refs := []codec.Ref{{Key: "a"}, {Key: "b"}, {Key: "c"}, {Key: "d"}, {Key: "e"}}
 	if _, _, err := small.DecodeFetched(ctx, big, refs, nil); !errors.Is(err, errs.ResourceExhausted) || keys.Load() != before {
 		t.Fatalf("5 chunks of 256 KiB under a 1 MiB budget: %v (%d keys read)", err, keys.Load()-before)
+	}
+	// A range longer than any encoding of the chunk is refused before the
+	// store is called (its bytes would exceed what was reserved).
+	if _, _, err := small.DecodeFetched(ctx, big, []codec.Ref{{Key: "a", Length: 1 << 30}}, nil); !errors.Is(err, errs.InvalidArgument) || keys.Load() != before {
+		t.Fatalf("a 1 GiB range of a 256 KiB chunk: %v (%d keys read)", err, keys.Load()-before)
 	}
 	plain := fetchingWorker(t, nil, nil)
 	if _, _, err := plain.DecodeFetched(ctx, spec, []codec.Ref{{Key: "k"}}, nil); !errors.Is(err, errs.FailedPrecondition) {

@@ -751,6 +751,10 @@ var errStaleIndex = errors.New("stale shard index")
 // chunks, with memory reserved for the encoded bytes and the decoded
 // units; errStaleIndex if the shard changed since idx was read.
 func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, key string, idx *shardIdx, reqs []storesvc.KeyRange, batch []want, encBytes int64, out func(Block) error) error {
+	fd := g.workerFetch(l)
+	if fd != nil {
+		encBytes = 0 // the codec workers fetch them: only the decoded units come here
+	}
 	refs, err := mem.reserve(ctx, encBytes+int64(len(batch))*l.unitBytes(), func() string {
 		return fmt.Sprintf("%d inner chunks of shard %q", len(batch), key)
 	})
@@ -759,6 +763,9 @@ func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, k
 	}
 	defer refs.Release()
 	out = hold(refs, out)
+	if fd != nil {
+		return g.readShardFetched(ctx, l, fd, key, idx, reqs, batch, out)
+	}
 	runs, parts := coalesce(reqs)
 	fctx, span := startSpan(ctx, "gateway.fetch", len(reqs))
 	runVals, err := retry(fctx, g.cfg.StoreRetries, func() ([]storesvc.PartialValue, error) { return g.store.GetPartialValues(fctx, runs) })

@@ -7,6 +7,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -95,30 +96,35 @@ func place(l *layout, u chunk, dims []zarr.DimProjection, selected bool) (Block,
 	return b, nil
 }
 
-// workerFetch is the engine's codec.FetchDecoder when the chunks of l are
-// to be read by the codec workers themselves (Config.WorkerFetch; arrays
-// of fixed-size elements), nil otherwise.
+// workerFetch is the engine's codec.FetchDecoder when the units of l are
+// to be read by the codec workers themselves (Config.WorkerFetch): the
+// chunks of unsharded arrays by key, the inner chunks of shards by the
+// ranges of the shard's index (read by the gateway, cached), for arrays
+// of fixed-size and of variable-length elements; nil otherwise.
 func (g *Gateway) workerFetch(l *layout) codec.FetchDecoder {
-	if !g.cfg.WorkerFetch || l.shard != nil {
+	if !g.cfg.WorkerFetch {
 		return nil
 	}
-	if l.selector() == nil {
+	ec, ok := l.codec.(engineCodec)
+	if !ok {
 		return nil
 	}
-	fd, _ := l.codec.(engineCodec).c.(codec.FetchDecoder)
+	fd, _ := ec.c.(codec.FetchDecoder)
 	return fd
 }
 
-// readFetched reads a batch of unsharded chunks through codec workers
-// that fetch them from the store tier: the keys go out (the caller's
-// read of this array was authorized; the keys are the array's own), the
-// selected elements come back, and missing chunks become fill.
-func (g *Gateway) readFetched(ctx context.Context, l *layout, fd codec.FetchDecoder, batch []readTask, out func(Block) error) error {
-	refs := make([]codec.Ref, len(batch))
-	sel := make([]codec.Selection, len(batch))
-	for i, t := range batch {
-		refs[i] = codec.Ref{Key: l.key(t.coords)}
-		sel[i] = selection(l, t.dims)
+// fetchUnits has the codec workers fetch the units refs names and decode
+// them, the i-th to be read through dims[i]: fixed-size elements with
+// their selections (only the selected elements come back: selected says
+// so), variable-length ones whole. found[i] is false for a value the
+// store tier does not hold.
+func fetchUnits(ctx context.Context, l *layout, fd codec.FetchDecoder, refs []codec.Ref, dims [][]zarr.DimProjection) (_ []chunk, found []bool, selected bool, _ error) {
+	var sel []codec.Selection
+	if l.elem > 0 {
+		sel = make([]codec.Selection, len(refs))
+		for i := range refs {
+			sel[i] = selection(l, dims[i])
+		}
 	}
 	ec := l.codec.(engineCodec)
 	ctx, span := startSpan(ctx, "gateway.decode", len(refs))
@@ -134,24 +140,48 @@ func (g *Gateway) readFetched(ctx context.Context, l *layout, fd codec.FetchDeco
 	})
 	endSpan(span, err)
 	if err != nil {
+		return nil, nil, false, err
+	}
+	if len(a.chunks) != len(refs) || len(a.found) != len(refs) {
+		for _, c := range fromEngine(a.chunks) {
+			if c.release != nil {
+				c.release()
+			}
+		}
+		return nil, nil, false, errs.New(errs.DataLoss, "codec engine answered %d chunks for %d", len(a.chunks), len(refs))
+	}
+	return fromEngine(a.chunks), a.found, sel != nil, nil
+}
+
+// readFetched reads a batch of unsharded chunks through codec workers
+// that fetch them from the store tier: the keys go out (the caller's
+// read of this array was authorized; the keys are the array's own), the
+// selected elements come back, and missing chunks become fill.
+func (g *Gateway) readFetched(ctx context.Context, l *layout, fd codec.FetchDecoder, batch []readTask, out func(Block) error) error {
+	refs := make([]codec.Ref, len(batch))
+	dims := make([][]zarr.DimProjection, len(batch))
+	for i, t := range batch {
+		refs[i] = codec.Ref{Key: l.key(t.coords)}
+		dims[i] = t.dims
+	}
+	decoded, found, selected, err := fetchUnits(ctx, l, fd, refs, dims)
+	if err != nil {
 		var ie *codec.ItemError
 		if errors.As(err, &ie) && ie.Index < len(refs) {
 			return fmt.Errorf("chunk %q: %w", refs[ie.Index].Key, ie.Err)
 		}
 		return err
 	}
-	if len(a.chunks) != len(batch) || len(a.found) != len(batch) {
-		return errs.New(errs.DataLoss, "codec engine answered %d chunks for %d", len(a.chunks), len(batch))
-	}
-	decoded := fromEngine(a.chunks)
+	defer releaseFrom(decoded, 0)
 	for i, t := range batch {
-		if !a.found[i] {
+		if !found[i] {
 			if err := emitFill(l, t.dims, out); err != nil {
 				return err
 			}
 			continue
 		}
-		b, err := place(l, decoded[i], t.dims, true)
+		b, err := place(l, decoded[i], t.dims, selected)
+		decoded[i].release = nil // place handed it on
 		if err != nil {
 			return fmt.Errorf("chunk %q: %w", refs[i].Key, err)
 		}
@@ -160,4 +190,58 @@ func (g *Gateway) readFetched(ctx context.Context, l *layout, fd codec.FetchDeco
 		}
 	}
 	return nil
+}
+
+// readShardFetched reads a batch of a shard's inner chunks through codec
+// workers that fetch them from the store tier: the shard's key and the
+// ranges its index gives go out, with the generation the index was read
+// at, and the selected elements come back. errStaleIndex if the shard
+// changed since idx was read (the worker found another generation, a
+// shorter or no shard).
+func (g *Gateway) readShardFetched(ctx context.Context, l *layout, fd codec.FetchDecoder, key string, idx *shardIdx, reqs []storesvc.KeyRange, batch []want, out func(Block) error) error {
+	refs := make([]codec.Ref, len(batch))
+	dims := make([][]zarr.DimProjection, len(batch))
+	for i, w := range batch {
+		off, n := reqs[i].Range.Parts()
+		refs[i] = codec.Ref{Key: key, Offset: off, Length: n, Generation: idx.generation}
+		dims[i] = w.dims
+	}
+	decoded, found, selected, err := fetchUnits(ctx, l, fd, refs, dims)
+	if errors.Is(err, errs.Aborted) || errors.Is(err, errs.OutOfRange) {
+		return errStaleIndex
+	}
+	if err != nil {
+		var ie *codec.ItemError
+		if errors.As(err, &ie) && ie.Index < len(batch) {
+			return fmt.Errorf("shard %q inner chunk %d: %w", key, batch[ie.Index].entry, ie.Err)
+		}
+		return fmt.Errorf("shard %q: %w", key, err)
+	}
+	defer releaseFrom(decoded, 0)
+	for _, f := range found {
+		if !f {
+			return errStaleIndex // the shard is gone since its index was read
+		}
+	}
+	for i, w := range batch {
+		b, err := place(l, decoded[i], w.dims, selected)
+		decoded[i].release = nil // place handed it on
+		if err != nil {
+			return fmt.Errorf("shard %q inner chunk %d: %w", key, w.entry, err)
+		}
+		if err := out(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseFrom hands back the buffers of the decoded units from i on that
+// were not handed on.
+func releaseFrom(units []chunk, i int) {
+	for _, u := range units[i:] {
+		if u.release != nil {
+			u.release()
+		}
+	}
 }

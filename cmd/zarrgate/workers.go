@@ -154,6 +154,9 @@ func (f storeFetcher) Fetch(ctx context.Context, refs []codec.Ref, max int64) ([
 	}
 	out, found := make([][]byte, len(vals)), make([]bool, len(vals))
 	for i, v := range vals {
+		if g := refs[i].Generation; v.Found && g != "" && v.Generation != "" && v.Generation != g {
+			return nil, nil, errs.New(errs.Aborted, "%q changed since its index was read (generation %q, want %q)", refs[i].Key, v.Generation, g)
+		}
 		out[i], found[i] = v.Data, v.Found
 	}
 	return out, found, nil
@@ -171,7 +174,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("gateway", stderr)
 	storeTarget := fs.String("store", "", "store workers: host:port,host:port,..., file:///path (a file listing addresses, read again every --worker-refresh), or a gRPC target such as dns:///store-workers:50052 (required)")
 	codecTarget := fs.String("codec", "", "codec workers, in the same forms; empty runs codecs in this process")
-	codecFetch := fs.String("codec-fetch", "gateway", "with --codec: who reads the encoded chunks of unsharded arrays from the store tier: the gateway, which sends them on to the codec workers (gateway), or the codec workers themselves, given only keys (worker: the workers need --store; needs --codec-choice offload)")
+	codecFetch := fs.String("codec-fetch", "gateway", "with --codec: who reads the encoded chunks from the store tier: the gateway, which sends them on to the codec workers (gateway), or the codec workers themselves, given only keys (and, for a shard's inner chunks, the ranges of the shard's index, which the gateway reads) (worker: the workers need --store; needs --codec-choice offload)")
 	codecChoice := fs.String("codec-choice", "offload", "with --codec: offload every codec batch to the workers (offload), or decode each batch where the cost model says it costs this process less CPU (auto: docs/architecture.md)")
 	tierWait := fs.Duration("tier-wait", rpc.DefaultTierWait, "how long a call waits for a ready store or codec worker when a tier has none, before it fails with UNAVAILABLE")
 	refresh := fs.Duration("worker-refresh", rpc.DefaultRefresh, "how often the --store and --codec targets are resolved again (DNS names looked up, file:/// lists read again), so that workers added are used and removed ones left; 0: only when a connection fails")

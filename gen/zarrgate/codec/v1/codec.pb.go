@@ -358,7 +358,12 @@ type ChunkRef struct {
 	// offset of the range's first byte.
 	Offset uint64 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
 	// length of the range; 0 reads from offset to the value's end.
-	Length        uint64 `protobuf:"varint,3,opt,name=length,proto3" json:"length,omitempty"`
+	Length uint64 `protobuf:"varint,3,opt,name=length,proto3" json:"length,omitempty"`
+	// generation, when not empty, is the generation of the value the range
+	// must be read from (the shard whose index gave the range): a value of
+	// another generation fails the batch with ABORTED, and the caller reads
+	// the index again.
+	Generation    string `protobuf:"bytes,4,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -412,6 +417,13 @@ func (x *ChunkRef) GetLength() uint64 {
 		return x.Length
 	}
 	return 0
+}
+
+func (x *ChunkRef) GetGeneration() string {
+	if x != nil {
+		return x.Generation
+	}
+	return ""
 }
 
 // Selection is a strided box of one chunk, in chunk-local element
@@ -1029,11 +1041,14 @@ const file_zarrgate_codec_v1_codec_proto_rawDesc = "" +
 	"\n" +
 	"selections\x18\x03 \x03(\v2\x1c.zarrgate.codec.v1.SelectionR\n" +
 	"selections\x12/\n" +
-	"\x04refs\x18\x04 \x03(\v2\x1b.zarrgate.codec.v1.ChunkRefR\x04refs\"L\n" +
+	"\x04refs\x18\x04 \x03(\v2\x1b.zarrgate.codec.v1.ChunkRefR\x04refs\"l\n" +
 	"\bChunkRef\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x16\n" +
-	"\x06length\x18\x03 \x01(\x04R\x06length\"c\n" +
+	"\x06length\x18\x03 \x01(\x04R\x06length\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\tR\n" +
+	"generation\"c\n" +
 	"\tSelection\x123\n" +
 	"\x04dims\x18\x01 \x03(\v2\x1f.zarrgate.codec.v1.DimSelectionR\x04dims\x12!\n" +
 	"\felement_size\x18\x02 \x01(\rR\velementSize\"L\n" +

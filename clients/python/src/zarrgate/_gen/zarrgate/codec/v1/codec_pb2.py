@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dzarrgate/codec/v1/codec.proto\x12\x11zarrgate.codec.v1\"\x89\x01\n\tChunkSpec\x12\x1b\n\tdata_type\x18\x01 \x01(\tR\x08\x64\x61taType\x12\x1f\n\x0b\x63hunk_shape\x18\x02 \x03(\x04R\nchunkShape\x12\x1d\n\nfill_value\x18\x03 \x01(\x0cR\tfillValue\x12\x1f\n\x0b\x63odecs_json\x18\x04 \x01(\tR\ncodecsJson\"O\n\x05\x43hunk\x12\x12\n\x04\x64\x61ta\x18\x01 \x01(\x0cR\x04\x64\x61ta\x12\x18\n\x07offsets\x18\x02 \x03(\x03R\x07offsets\x12\x18\n\x07missing\x18\x03 \x01(\x08R\x07missing\"s\n\rEncodeRequest\x12\x30\n\x04spec\x18\x01 \x01(\x0b\x32\x1c.zarrgate.codec.v1.ChunkSpecR\x04spec\x12\x30\n\x06\x63hunks\x18\x02 \x03(\x0b\x32\x18.zarrgate.codec.v1.ChunkR\x06\x63hunks\"*\n\x0e\x45ncodeResponse\x12\x18\n\x07\x65ncoded\x18\x01 \x03(\x0cR\x07\x65ncoded\"\xca\x01\n\rDecodeRequest\x12\x30\n\x04spec\x18\x01 \x01(\x0b\x32\x1c.zarrgate.codec.v1.ChunkSpecR\x04spec\x12\x18\n\x07\x65ncoded\x18\x02 \x03(\x0cR\x07\x65ncoded\x12<\n\nselections\x18\x03 \x03(\x0b\x32\x1c.zarrgate.codec.v1.SelectionR\nselections\x12/\n\x04refs\x18\x04 \x03(\x0b\x32\x1b.zarrgate.codec.v1.ChunkRefR\x04refs\"L\n\x08\x43hunkRef\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x16\n\x06length\x18\x03 \x01(\x04R\x06length\"c\n\tSelection\x12\x33\n\x04\x64ims\x18\x01 \x03(\x0b\x32\x1f.zarrgate.codec.v1.DimSelectionR\x04\x64ims\x12!\n\x0c\x65lement_size\x18\x02 \x01(\rR\x0b\x65lementSize\"L\n\x0c\x44imSelection\x12\x14\n\x05start\x18\x01 \x01(\x04R\x05start\x12\x12\n\x04stop\x18\x02 \x01(\x04R\x04stop\x12\x12\n\x04step\x18\x03 \x01(\x04R\x04step\"B\n\x0e\x44\x65\x63odeResponse\x12\x30\n\x06\x63hunks\x18\x01 \x03(\x0b\x32\x18.zarrgate.codec.v1.ChunkR\x06\x63hunks\"m\n\nBatchError\x12\x12\n\x04\x63ode\x18\x01 \x01(\x05R\x04\x63ode\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\"\n\nitem_index\x18\x03 \x01(\x05H\x00R\titemIndex\x88\x01\x01\x42\r\n\x0b_item_index\"\xc6\x03\n\x0eProcessRequest\x12\x0e\n\x02id\x18\x01 \x01(\x04R\x02id\x12:\n\x06\x65ncode\x18\x02 \x01(\x0b\x32 .zarrgate.codec.v1.EncodeRequestH\x00R\x06\x65ncode\x12:\n\x06\x64\x65\x63ode\x18\x03 \x01(\x0b\x32 .zarrgate.codec.v1.DecodeRequestH\x00R\x06\x64\x65\x63ode\x12:\n\x06\x63\x61ncel\x18\x05 \x01(\x0b\x32 .zarrgate.codec.v1.CancelRequestH\x00R\x06\x63\x61ncel\x12.\n\x13\x64\x65\x61\x64line_unix_nanos\x18\x04 \x01(\x03R\x11\x64\x65\x61\x64lineUnixNanos\x12X\n\rtrace_context\x18\x06 \x03(\x0b\x32\x33.zarrgate.codec.v1.ProcessRequest.TraceContextEntryR\x0ctraceContext\x12\x1d\n\nrequest_id\x18\x07 \x01(\tR\trequestId\x1a?\n\x11TraceContextEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\x42\x06\n\x04work\"\x0f\n\rCancelRequest\"\x97\x02\n\x0fProcessResponse\x12\x0e\n\x02id\x18\x01 \x01(\x04R\x02id\x12;\n\x06\x65ncode\x18\x02 \x01(\x0b\x32!.zarrgate.codec.v1.EncodeResponseH\x00R\x06\x65ncode\x12;\n\x06\x64\x65\x63ode\x18\x03 \x01(\x0b\x32!.zarrgate.codec.v1.DecodeResponseH\x00R\x06\x64\x65\x63ode\x12\x35\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x1d.zarrgate.codec.v1.BatchErrorH\x00R\x05\x65rror\x12\x39\n\x08\x64raining\x18\x05 \x01(\x0b\x32\x1b.zarrgate.codec.v1.DrainingH\x00R\x08\x64rainingB\x08\n\x06result\"\n\n\x08\x44raining2\x82\x02\n\x0c\x43odecService\x12M\n\x06\x45ncode\x12 .zarrgate.codec.v1.EncodeRequest\x1a!.zarrgate.codec.v1.EncodeResponse\x12M\n\x06\x44\x65\x63ode\x12 .zarrgate.codec.v1.DecodeRequest\x1a!.zarrgate.codec.v1.DecodeResponse\x12T\n\x07Process\x12!.zarrgate.codec.v1.ProcessRequest\x1a\".zarrgate.codec.v1.ProcessResponse(\x01\x30\x01\x42<Z:github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1;codecv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dzarrgate/codec/v1/codec.proto\x12\x11zarrgate.codec.v1\"\x89\x01\n\tChunkSpec\x12\x1b\n\tdata_type\x18\x01 \x01(\tR\x08\x64\x61taType\x12\x1f\n\x0b\x63hunk_shape\x18\x02 \x03(\x04R\nchunkShape\x12\x1d\n\nfill_value\x18\x03 \x01(\x0cR\tfillValue\x12\x1f\n\x0b\x63odecs_json\x18\x04 \x01(\tR\ncodecsJson\"O\n\x05\x43hunk\x12\x12\n\x04\x64\x61ta\x18\x01 \x01(\x0cR\x04\x64\x61ta\x12\x18\n\x07offsets\x18\x02 \x03(\x03R\x07offsets\x12\x18\n\x07missing\x18\x03 \x01(\x08R\x07missing\"s\n\rEncodeRequest\x12\x30\n\x04spec\x18\x01 \x01(\x0b\x32\x1c.zarrgate.codec.v1.ChunkSpecR\x04spec\x12\x30\n\x06\x63hunks\x18\x02 \x03(\x0b\x32\x18.zarrgate.codec.v1.ChunkR\x06\x63hunks\"*\n\x0e\x45ncodeResponse\x12\x18\n\x07\x65ncoded\x18\x01 \x03(\x0cR\x07\x65ncoded\"\xca\x01\n\rDecodeRequest\x12\x30\n\x04spec\x18\x01 \x01(\x0b\x32\x1c.zarrgate.codec.v1.ChunkSpecR\x04spec\x12\x18\n\x07\x65ncoded\x18\x02 \x03(\x0cR\x07\x65ncoded\x12<\n\nselections\x18\x03 \x03(\x0b\x32\x1c.zarrgate.codec.v1.SelectionR\nselections\x12/\n\x04refs\x18\x04 \x03(\x0b\x32\x1b.zarrgate.codec.v1.ChunkRefR\x04refs\"l\n\x08\x43hunkRef\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x16\n\x06length\x18\x03 \x01(\x04R\x06length\x12\x1e\n\ngeneration\x18\x04 \x01(\tR\ngeneration\"c\n\tSelection\x12\x33\n\x04\x64ims\x18\x01 \x03(\x0b\x32\x1f.zarrgate.codec.v1.DimSelectionR\x04\x64ims\x12!\n\x0c\x65lement_size\x18\x02 \x01(\rR\x0b\x65lementSize\"L\n\x0c\x44imSelection\x12\x14\n\x05start\x18\x01 \x01(\x04R\x05start\x12\x12\n\x04stop\x18\x02 \x01(\x04R\x04stop\x12\x12\n\x04step\x18\x03 \x01(\x04R\x04step\"B\n\x0e\x44\x65\x63odeResponse\x12\x30\n\x06\x63hunks\x18\x01 \x03(\x0b\x32\x18.zarrgate.codec.v1.ChunkR\x06\x63hunks\"m\n\nBatchError\x12\x12\n\x04\x63ode\x18\x01 \x01(\x05R\x04\x63ode\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\"\n\nitem_index\x18\x03 \x01(\x05H\x00R\titemIndex\x88\x01\x01\x42\r\n\x0b_item_index\"\xc6\x03\n\x0eProcessRequest\x12\x0e\n\x02id\x18\x01 \x01(\x04R\x02id\x12:\n\x06\x65ncode\x18\x02 \x01(\x0b\x32 .zarrgate.codec.v1.EncodeRequestH\x00R\x06\x65ncode\x12:\n\x06\x64\x65\x63ode\x18\x03 \x01(\x0b\x32 .zarrgate.codec.v1.DecodeRequestH\x00R\x06\x64\x65\x63ode\x12:\n\x06\x63\x61ncel\x18\x05 \x01(\x0b\x32 .zarrgate.codec.v1.CancelRequestH\x00R\x06\x63\x61ncel\x12.\n\x13\x64\x65\x61\x64line_unix_nanos\x18\x04 \x01(\x03R\x11\x64\x65\x61\x64lineUnixNanos\x12X\n\rtrace_context\x18\x06 \x03(\x0b\x32\x33.zarrgate.codec.v1.ProcessRequest.TraceContextEntryR\x0ctraceContext\x12\x1d\n\nrequest_id\x18\x07 \x01(\tR\trequestId\x1a?\n\x11TraceContextEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\x42\x06\n\x04work\"\x0f\n\rCancelRequest\"\x97\x02\n\x0fProcessResponse\x12\x0e\n\x02id\x18\x01 \x01(\x04R\x02id\x12;\n\x06\x65ncode\x18\x02 \x01(\x0b\x32!.zarrgate.codec.v1.EncodeResponseH\x00R\x06\x65ncode\x12;\n\x06\x64\x65\x63ode\x18\x03 \x01(\x0b\x32!.zarrgate.codec.v1.DecodeResponseH\x00R\x06\x64\x65\x63ode\x12\x35\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x1d.zarrgate.codec.v1.BatchErrorH\x00R\x05\x65rror\x12\x39\n\x08\x64raining\x18\x05 \x01(\x0b\x32\x1b.zarrgate.codec.v1.DrainingH\x00R\x08\x64rainingB\x08\n\x06result\"\n\n\x08\x44raining2\x82\x02\n\x0c\x43odecService\x12M\n\x06\x45ncode\x12 .zarrgate.codec.v1.EncodeRequest\x1a!.zarrgate.codec.v1.EncodeResponse\x12M\n\x06\x44\x65\x63ode\x12 .zarrgate.codec.v1.DecodeRequest\x1a!.zarrgate.codec.v1.DecodeResponse\x12T\n\x07Process\x12!.zarrgate.codec.v1.ProcessRequest\x1a\".zarrgate.codec.v1.ProcessResponse(\x01\x30\x01\x42<Z:github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1;codecv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,25 +45,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DECODEREQUEST']._serialized_start=435
   _globals['_DECODEREQUEST']._serialized_end=637
   _globals['_CHUNKREF']._serialized_start=639
-  _globals['_CHUNKREF']._serialized_end=715
-  _globals['_SELECTION']._serialized_start=717
-  _globals['_SELECTION']._serialized_end=816
-  _globals['_DIMSELECTION']._serialized_start=818
-  _globals['_DIMSELECTION']._serialized_end=894
-  _globals['_DECODERESPONSE']._serialized_start=896
-  _globals['_DECODERESPONSE']._serialized_end=962
-  _globals['_BATCHERROR']._serialized_start=964
-  _globals['_BATCHERROR']._serialized_end=1073
-  _globals['_PROCESSREQUEST']._serialized_start=1076
-  _globals['_PROCESSREQUEST']._serialized_end=1530
-  _globals['_PROCESSREQUEST_TRACECONTEXTENTRY']._serialized_start=1459
-  _globals['_PROCESSREQUEST_TRACECONTEXTENTRY']._serialized_end=1522
-  _globals['_CANCELREQUEST']._serialized_start=1532
-  _globals['_CANCELREQUEST']._serialized_end=1547
-  _globals['_PROCESSRESPONSE']._serialized_start=1550
-  _globals['_PROCESSRESPONSE']._serialized_end=1829
-  _globals['_DRAINING']._serialized_start=1831
-  _globals['_DRAINING']._serialized_end=1841
-  _globals['_CODECSERVICE']._serialized_start=1844
-  _globals['_CODECSERVICE']._serialized_end=2102
+  _globals['_CHUNKREF']._serialized_end=747
+  _globals['_SELECTION']._serialized_start=749
+  _globals['_SELECTION']._serialized_end=848
+  _globals['_DIMSELECTION']._serialized_start=850
+  _globals['_DIMSELECTION']._serialized_end=926
+  _globals['_DECODERESPONSE']._serialized_start=928
+  _globals['_DECODERESPONSE']._serialized_end=994
+  _globals['_BATCHERROR']._serialized_start=996
+  _globals['_BATCHERROR']._serialized_end=1105
+  _globals['_PROCESSREQUEST']._serialized_start=1108
+  _globals['_PROCESSREQUEST']._serialized_end=1562
+  _globals['_PROCESSREQUEST_TRACECONTEXTENTRY']._serialized_start=1491
+  _globals['_PROCESSREQUEST_TRACECONTEXTENTRY']._serialized_end=1554
+  _globals['_CANCELREQUEST']._serialized_start=1564
+  _globals['_CANCELREQUEST']._serialized_end=1579
+  _globals['_PROCESSRESPONSE']._serialized_start=1582
+  _globals['_PROCESSRESPONSE']._serialized_end=1861
+  _globals['_DRAINING']._serialized_start=1863
+  _globals['_DRAINING']._serialized_end=1873
+  _globals['_CODECSERVICE']._serialized_start=1876
+  _globals['_CODECSERVICE']._serialized_end=2134
 # @@protoc_insertion_point(module_scope)

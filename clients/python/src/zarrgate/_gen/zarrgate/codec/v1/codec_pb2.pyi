@@ -55,14 +55,16 @@ class DecodeRequest(_message.Message):
     def __init__(self, spec: _Optional[_Union[ChunkSpec, _Mapping]] = ..., encoded: _Optional[_Iterable[bytes]] = ..., selections: _Optional[_Iterable[_Union[Selection, _Mapping]]] = ..., refs: _Optional[_Iterable[_Union[ChunkRef, _Mapping]]] = ...) -> None: ...
 
 class ChunkRef(_message.Message):
-    __slots__ = ("key", "offset", "length")
+    __slots__ = ("key", "offset", "length", "generation")
     KEY_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     LENGTH_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     key: str
     offset: int
     length: int
-    def __init__(self, key: _Optional[str] = ..., offset: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
+    generation: str
+    def __init__(self, key: _Optional[str] = ..., offset: _Optional[int] = ..., length: _Optional[int] = ..., generation: _Optional[str] = ...) -> None: ...
 
 class Selection(_message.Message):
     __slots__ = ("dims", "element_size")
