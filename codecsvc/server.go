@@ -259,6 +259,11 @@ func (s *Server) decodeBudgeted(ctx context.Context, spec *codec.BatchSpec, enco
 	if err != nil {
 		return nil, noRelease, err
 	}
+	if len(encoded) == 0 {
+		// Nothing to decode (a worker-fetch batch whose chunks are all
+		// missing, or an empty request): nothing to reserve either.
+		return nil, noRelease, nil
+	}
 	n := int64(len(encoded))
 	var in int64
 	for _, e := range encoded {

@@ -202,6 +202,13 @@ func TestWorkerFetchRefusals(t *testing.T) {
 	if _, _, err := small.DecodeFetched(ctx, big, []codec.Ref{{Key: "a", Length: 1 << 30}}, nil); !errors.Is(err, errs.InvalidArgument) || keys.Load() != before {
 		t.Fatalf("a 1 GiB range of a 256 KiB chunk: %v (%d keys read)", err, keys.Load()-before)
 	}
+	// A batch of strings whose chunks are all missing decodes nothing
+	// (the budgeted worker once indexed its last result: a crash).
+	strs := &codec.BatchSpec{Codecs: []zarr.CodecSpec{{Name: "vlen-utf8"}}, Shape: []int64{2}, DataType: zarr.MustDataType("string")}
+	budgeted := fetchingWorker(t, store, &keys, membudget.New(512<<20, time.Second))
+	if _, found, err := budgeted.DecodeFetched(ctx, strs, []codec.Ref{{Key: "missing"}, {Key: "missing/too"}}, nil); err != nil || found[0] || found[1] {
+		t.Fatalf("strings, all missing: %v %v", found, err)
+	}
 	plain := fetchingWorker(t, nil, nil)
 	if _, _, err := plain.DecodeFetched(ctx, spec, []codec.Ref{{Key: "k"}}, nil); !errors.Is(err, errs.FailedPrecondition) {
 		t.Fatalf("a worker without a store tier: %v", err)
