@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -73,7 +72,10 @@ type wholeOnly struct{ Codecs }
 // box ([128:896) in each dimension, edge chunks read in part) reads, with
 // codecs embedded, offloaded decoding whole chunks, offloaded with
 // selections, and worker-fetch (the worker reads the store: counted as
-// worker-store-B/B). store-B/B is the encoded bytes read from the store (every
+// worker-store-B/B, and its store reads as worker-store-reads/op: the
+// ranges of a shard's inner chunks that follow each other are read as one),
+// for unsharded chunks and for the same chunks as the inner chunks of 4
+// shards (sharded-*). store-B/B is the encoded bytes read from the store (every
 // read touches every chunk), codec-B/B what crossed the codec hop (TCP
 // payload both ways, counted at the worker's socket).
 func BenchmarkWireBytes(b *testing.B) {
@@ -102,37 +104,44 @@ func BenchmarkWireBytes(b *testing.B) {
 	if _, err := setup.CreateArray(ctx, "a", spec); err != nil {
 		b.Fatal(err)
 	}
+	// The same chunks as inner chunks of 4 shards of 2×2.
+	spec.ShardShape = []int64{512, 512}
+	if _, err := setup.CreateArray(ctx, "s", spec); err != nil {
+		b.Fatal(err)
+	}
 	data := make([]byte, side*side*4)
 	for i := range side * side {
 		v := math.Float32bits(float32(math.Sin(float64(i)*0.001) * 1000))
 		data[4*i], data[4*i+1], data[4*i+2], data[4*i+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 	}
 	full := zarr.FullSelection([]int64{side, side})
-	if _, err := setup.WriteSlab(ctx, "a", full, nextFrom([]Block{{Origin: []int64{0, 0}, Shape: []int64{side, side}, Data: data}})); err != nil {
-		b.Fatal(err)
-	}
-	var stored int64
-	for k, err := range store.ListPrefix(ctx, "a/c/") {
-		if err != nil {
+	stored := map[string]int64{}
+	for _, path := range []string{"a", "s"} {
+		if _, err := setup.WriteSlab(ctx, path, full, nextFrom([]Block{{Origin: []int64{0, 0}, Shape: []int64{side, side}, Data: data}})); err != nil {
 			b.Fatal(err)
 		}
-		obj, err := store.Get(ctx, k, storesvc.ByteRange{})
-		if err != nil {
-			b.Fatal(err)
+		for k, err := range store.ListPrefix(ctx, path+"/c/") {
+			if err != nil {
+				b.Fatal(err)
+			}
+			obj, err := store.Get(ctx, k, storesvc.ByteRange{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			stored[path] += obj.Length
+			obj.Close()
 		}
-		stored += obj.Length
-		obj.Close()
 	}
 	// A second worker, reading the store itself (worker-fetch), on its own
 	// counted socket; its store reads are counted too.
-	var fhop, fread atomic.Int64
+	var fhop, fread, freads atomic.Int64
 	flis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	fsrv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	fs := codecsvc.NewServer(codecsvc.NewLocal())
-	fs.SetFetcher(countingFetcher{storeFetcher{store, new(atomic.Int64)}, &fread})
+	fs.SetFetcher(countingFetcher{storeFetcher{store, &freads}, &fread})
 	fs.Register(fsrv)
 	go fsrv.Serve(countingListener{flis, &fhop})
 	defer fsrv.Stop()
@@ -156,36 +165,50 @@ func BenchmarkWireBytes(b *testing.B) {
 		e     Codecs
 		fetch bool
 	}{{"embedded", codecsvc.NewLocal(), false}, {"offloaded-whole", wholeOnly{rc}, false}, {"offloaded-selection", rc, false}, {"worker-fetch", frc, true}}
-	for _, r := range reads {
-		for _, e := range engines {
-			b.Run(r.name+"/"+e.name, func(b *testing.B) {
-				g := New(store, e.e, Config{WorkerFetch: e.fetch})
-				var delivered int64
-				hop.Store(0)
-				fhop.Store(0)
-				fread.Store(0)
-				for range b.N {
-					if err := g.ReadSlab(ctx, "a", r.sel, func(SlabInfo) error { return nil }, func(bl Block) error {
-						delivered += int64(len(bl.Data))
-						bl.Free()
-						return nil
-					}); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if e.fetch {
-					b.ReportMetric(0, "store-B/B")
-					b.ReportMetric(float64(fread.Load())/float64(delivered), "worker-store-B/B")
-					b.ReportMetric(float64(fhop.Load())/float64(delivered), "codec-B/B")
-					b.ReportMetric(float64(fhop.Load())/float64(b.N)/16, "codec-B/chunk")
-					return
-				}
-				b.ReportMetric(float64(b.N)*float64(stored)/float64(delivered), "store-B/B")
-				b.ReportMetric(float64(hop.Load())/float64(delivered), "codec-B/B")
-				if strings.HasPrefix(e.name, "offloaded") {
-					b.ReportMetric(float64(hop.Load())/float64(b.N)/16, "codec-B/chunk")
-				}
-			})
+	for _, path := range []string{"a", "s"} {
+		for _, r := range reads {
+			name := r.name
+			if path == "s" {
+				name = "sharded-" + name
+			}
+			for _, e := range engines {
+				b.Run(name+"/"+e.name, func(b *testing.B) {
+					benchWireBytes(b, store, path, r.sel, e.e, e.fetch, stored[path], &hop, &fhop, &fread, &freads)
+				})
+			}
 		}
+	}
+}
+
+// benchWireBytes is one read of BenchmarkWireBytes: the array at path
+// (stored bytes in its chunks or shards), read through sel with engine e.
+func benchWireBytes(b *testing.B, store storesvc.Store, path string, sel []zarr.Range, e Codecs, fetch bool, stored int64, hop, fhop, fread, freads *atomic.Int64) {
+	g := New(store, e, Config{WorkerFetch: fetch})
+	var delivered int64
+	hop.Store(0)
+	fhop.Store(0)
+	fread.Store(0)
+	freads.Store(0)
+	for range b.N {
+		if err := g.ReadSlab(ctx, path, sel, func(SlabInfo) error { return nil }, func(bl Block) error {
+			delivered += int64(len(bl.Data))
+			bl.Free()
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if fetch {
+		b.ReportMetric(0, "store-B/B")
+		b.ReportMetric(float64(fread.Load())/float64(delivered), "worker-store-B/B")
+		b.ReportMetric(float64(freads.Load())/float64(b.N), "worker-store-reads/op")
+		b.ReportMetric(float64(fhop.Load())/float64(delivered), "codec-B/B")
+		b.ReportMetric(float64(fhop.Load())/float64(b.N)/16, "codec-B/chunk")
+		return
+	}
+	b.ReportMetric(float64(b.N)*float64(stored)/float64(delivered), "store-B/B")
+	b.ReportMetric(float64(hop.Load())/float64(delivered), "codec-B/B")
+	if _, embedded := e.(*codecsvc.Local); !embedded {
+		b.ReportMetric(float64(hop.Load())/float64(b.N)/16, "codec-B/chunk")
 	}
 }
