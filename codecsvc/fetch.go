@@ -9,6 +9,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/membudget"
 )
 
 // Fetcher reads encoded chunks from the store tier for a codec worker
@@ -36,9 +37,9 @@ func RefsToProto(refs []codec.Ref) []*codecv1.ChunkRef {
 }
 
 // fetchEncoded reads the encoded chunks a decode request names by key,
-// with the memory of their bound reserved first (released by release,
-// once the response is written): their values (those found) and which
-// were found.
+// with the memory of their bound reserved first and kept at the bytes
+// read (released by release, once the response is written): their values
+// (those found) and which were found.
 func (s *Server) fetchEncoded(ctx context.Context, spec *codec.BatchSpec, p []*codecv1.ChunkRef) (encoded [][]byte, found []bool, release func(), err error) {
 	if s.fetch == nil || s.local == nil {
 		return nil, nil, noRelease, errs.New(errs.FailedPrecondition, "decode: this codec worker reads no store tier (start it with --store): send the encoded chunks")
@@ -63,37 +64,49 @@ func (s *Server) fetchEncoded(ctx context.Context, spec *codec.BatchSpec, p []*c
 			return nil, nil, noRelease, errs.New(errs.InvalidArgument, "decode: ref %d (%q) asks for %d bytes, more than any encoding of a %v %s chunk (%d)", i, r.Key, r.Length, spec.Shape, spec.DataType, bound)
 		}
 	}
-	release = noRelease
-	if s.budget != nil {
-		n := int64(len(refs))
-		if bound > 0 && n > math.MaxInt64/bound {
-			return nil, nil, noRelease, errs.New(errs.ResourceExhausted, "decode: %d refs of up to %d bytes each need more memory than can be counted", n, bound)
+	// The bound of each chunk is reserved before it is read, and shrunk to
+	// the bytes read once it is. Variable-length chunks have no useful
+	// bound (each up to --max-variable-chunk-bytes): a batch of them is
+	// fetched in rounds of as many as the budget can hold at their bound,
+	// so that a batch of small strings needs its bytes and one round's
+	// bound, not every chunk's. Fixed-size batches are fetched at once
+	// (their decoded results must fit beside them anyway).
+	per := len(refs)
+	if s.budget != nil && c.variable && bound > 0 {
+		per = int(max(1, min(int64(len(refs)), s.budget.Limit()/bound)))
+	}
+	var held []membudget.Reservation
+	release = func() {
+		for _, r := range held {
+			r.Release()
 		}
-		r, err := s.budget.Acquire(ctx, n*bound, fmt.Sprintf("fetching %d chunks of %v %s", n, spec.Shape, spec.DataType))
+	}
+	vals, found := make([][]byte, 0, len(refs)), make([]bool, 0, len(refs))
+	for lo := 0; lo < len(refs); lo += per {
+		part := refs[lo:min(lo+per, len(refs))]
+		if s.budget != nil {
+			n := int64(len(part))
+			if bound > 0 && n > math.MaxInt64/bound {
+				release()
+				return nil, nil, noRelease, errs.New(errs.ResourceExhausted, "decode: %d refs of up to %d bytes each need more memory than can be counted", n, bound)
+			}
+			r, err := s.budget.Acquire(ctx, n*bound, fmt.Sprintf("fetching %d chunks of %v %s", n, spec.Shape, spec.DataType))
+			if err != nil {
+				release()
+				return nil, nil, noRelease, err
+			}
+			held = append(held, r)
+		}
+		v, f, read, err := s.fetchRefs(ctx, part, bound)
 		if err != nil {
+			release()
 			return nil, nil, noRelease, err
 		}
-		release = r.Release
-	}
-	// Ranges of one value that follow each other (a shard's inner chunks,
-	// written in order) are read as one run: one store read, not one per
-	// chunk. Every piece is within bound, so a run holds no more than the
-	// memory reserved for its pieces.
-	runs, pieces := coalesceRefs(refs)
-	runMax := bound
-	for _, r := range runs {
-		runMax = max(runMax, r.Length)
-	}
-	vals, found, err := s.fetch.Fetch(ctx, runs, runMax)
-	if err == nil && (len(vals) != len(runs) || len(found) != len(runs)) {
-		err = errs.New(errs.DataLoss, "decode: the store tier answered %d values for %d refs", len(vals), len(runs))
-	}
-	if err == nil && len(runs) != len(refs) {
-		vals, found, err = uncoalesceRefs(refs, vals, found, pieces)
-	}
-	if err != nil {
-		release()
-		return nil, nil, noRelease, err
+		if s.budget != nil {
+			last := &held[len(held)-1]
+			*last = last.Shrink(min(read, last.Bytes()))
+		}
+		vals, found = append(vals, v...), append(found, f...)
 	}
 	for i, v := range vals {
 		if found[i] {
@@ -154,4 +167,31 @@ func uncoalesceRefs(refs []codec.Ref, vals [][]byte, found []bool, pieces []refP
 		out[i] = v[p.off : p.off+p.n : p.off+p.n]
 	}
 	return out, fout, nil
+}
+
+// fetchRefs reads refs through the fetcher, ranges of one value that follow
+// each other as one run (a shard's inner chunks, written in order: one
+// store read, not one per chunk; every piece is within bound, so a run
+// holds no more than the memory reserved for its pieces): each ref's
+// value, whether it was found, and the bytes read.
+func (s *Server) fetchRefs(ctx context.Context, refs []codec.Ref, bound int64) (vals [][]byte, found []bool, read int64, err error) {
+	runs, pieces := coalesceRefs(refs)
+	runMax := bound
+	for _, r := range runs {
+		runMax = max(runMax, r.Length)
+	}
+	vals, found, err = s.fetch.Fetch(ctx, runs, runMax)
+	if err == nil && (len(vals) != len(runs) || len(found) != len(runs)) {
+		err = errs.New(errs.DataLoss, "decode: the store tier answered %d values for %d refs", len(vals), len(runs))
+	}
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	for _, v := range vals {
+		read += int64(len(v))
+	}
+	if len(runs) != len(refs) {
+		vals, found, err = uncoalesceRefs(refs, vals, found, pieces)
+	}
+	return vals, found, read, err
 }

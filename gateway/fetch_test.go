@@ -214,3 +214,44 @@ func TestWorkerFetchRefusals(t *testing.T) {
 		t.Fatalf("a worker without a store tier: %v", err)
 	}
 }
+
+// Strings through worker-fetch under a worker budget that cannot hold a
+// batch's chunks at their bound (each up to 64 MiB) at once: the worker
+// fetches them in rounds, keeps only the bytes read, and the read is the
+// embedded one; the budget is all given back. (One batch at a time: two
+// string batches decoding at once under a budget this tight can wait on
+// each other until the budget's wait runs out, a limit of the decoder's
+// incremental reservations, worker-fetch or not.)
+func TestWorkerFetchStringsSmallBudget(t *testing.T) {
+	store := memory.New()
+	var keys atomic.Int64
+	b := membudget.New(200<<20, time.Second)
+	w := fetchingWorker(t, store, &keys, b)
+	embedded := New(store, codecsvc.NewLocal(), Config{})
+	fetching := New(store, w, Config{WorkerFetch: true, Parallelism: 1})
+	c := slabCase{shape: []int64{64}, chunks: []int64{4}, dtype: "string", codecs: `[{"name":"vlen-utf8"},{"name":"zstd","configuration":{"level":1,"checksum":false}}]`}
+	ref := c.create(t, embedded, "s")
+	all := []zarr.Range{{Start: 0, Stop: 64, Step: 1}}
+	r := rand.New(rand.NewPCG(1, 2))
+	blocks, _ := ref.blocksFor(r, all, randValue(r, 0))
+	if _, err := embedded.WriteSlab(ctx, "s", all, nextFrom(blocks)); err != nil {
+		t.Fatal(err)
+	}
+	for _, sel := range [][]zarr.Range{all, {{Start: 3, Stop: 61, Step: 5}}} {
+		_, want := readAll(t, embedded, "s", sel, 0)
+		_, got := readAll(t, fetching, "s", sel, 0)
+		if !slices.Equal(got, want) {
+			t.Fatalf("ReadSlab(%v) through worker-fetch: %q, want %q", sel, got, want)
+		}
+	}
+	if keys.Load() < 16 {
+		t.Fatalf("the worker fetched %d chunks, want 16 or more", keys.Load())
+	}
+	for range 100 {
+		if b.InUse() == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%d bytes of the worker's budget still in use", b.InUse())
+}
