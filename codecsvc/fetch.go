@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
 
@@ -175,10 +176,15 @@ func uncoalesceRefs(refs []codec.Ref, vals [][]byte, found []bool, pieces []refP
 // holds no more than the memory reserved for its pieces): each ref's
 // value, whether it was found, and the bytes read.
 func (s *Server) fetchRefs(ctx context.Context, refs []codec.Ref, bound int64) (vals [][]byte, found []bool, read int64, err error) {
-	runs, pieces := coalesceRefs(refs)
+	runs, pieces := refs, []refPiece(nil)
 	runMax := bound
-	for _, r := range runs {
-		runMax = max(runMax, r.Length)
+	if !slices.ContainsFunc(refs, func(r codec.Ref) bool { return r.Length == 0 }) {
+		// Only ranges: a run's value is at most its length, whatever max
+		// says. (A whole value beside them is read with max bound.)
+		runs, pieces = coalesceRefs(refs)
+		for _, r := range runs {
+			runMax = max(runMax, r.Length)
+		}
 	}
 	vals, found, err = s.fetch.Fetch(ctx, runs, runMax)
 	if err == nil && (len(vals) != len(runs) || len(found) != len(runs)) {
