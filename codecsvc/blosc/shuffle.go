@@ -14,28 +14,35 @@ func shuffle(typesize int, src, dst []byte) {
 		copy(dst, src)
 		return
 	}
-	switch typesize {
-	case 1:
+	if typesize == 1 {
 		copy(dst, src)
 		return
+	}
+	shufflePlanes(typesize, src, dst, n, shuffleSIMD(typesize, src, dst, n))
+	copy(dst[nb:], src[nb:])
+}
+
+// shufflePlanes does elements m to n of shuffle.
+func shufflePlanes(typesize int, src, dst []byte, n, m int) {
+	switch typesize {
 	case 2:
-		p0, p1 := dst[:n], dst[n:2*n]
-		s := src[:2*n]
+		p0, p1 := dst[m:n], dst[n+m:2*n]
+		s := src[2*m : 2*n]
 		for i := range p0 {
 			v := binary.LittleEndian.Uint16(s[2*i:])
 			p0[i], p1[i] = byte(v), byte(v>>8)
 		}
 	case 4:
-		p0, p1, p2, p3 := dst[:n], dst[n:2*n], dst[2*n:3*n], dst[3*n:4*n]
-		s := src[:4*n]
+		p0, p1, p2, p3 := dst[m:n], dst[n+m:2*n], dst[2*n+m:3*n], dst[3*n+m:4*n]
+		s := src[4*m : 4*n]
 		for i := range p0 {
 			v := binary.LittleEndian.Uint32(s[4*i:])
 			p0[i], p1[i], p2[i], p3[i] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 		}
 	case 8:
-		p0, p1, p2, p3 := dst[:n], dst[n:2*n], dst[2*n:3*n], dst[3*n:4*n]
-		p4, p5, p6, p7 := dst[4*n:5*n], dst[5*n:6*n], dst[6*n:7*n], dst[7*n:8*n]
-		s := src[:8*n]
+		p0, p1, p2, p3 := dst[m:n], dst[n+m:2*n], dst[2*n+m:3*n], dst[3*n+m:4*n]
+		p4, p5, p6, p7 := dst[4*n+m:5*n], dst[5*n+m:6*n], dst[6*n+m:7*n], dst[7*n+m:8*n]
+		s := src[8*m : 8*n]
 		for i := range p0 {
 			v := binary.LittleEndian.Uint64(s[8*i:])
 			p0[i], p1[i], p2[i], p3[i] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
@@ -43,14 +50,13 @@ func shuffle(typesize int, src, dst []byte) {
 		}
 	default:
 		for j := 0; j < typesize; j++ {
-			p := dst[j*n : (j+1)*n]
-			s := src[j:]
+			p := dst[j*n+m : (j+1)*n]
+			s := src[m*typesize+j:]
 			for i := range p {
 				p[i] = s[i*typesize]
 			}
 		}
 	}
-	copy(dst[nb:], src[nb:])
 }
 
 func unshuffle(typesize int, src, dst []byte) {
@@ -74,17 +80,22 @@ func unshuffle(typesize int, src, dst []byte) {
 func unshufflePlanes(planes [][]byte, dst []byte) {
 	ts := len(planes)
 	n := len(planes[0])
-	i := 0
-	switch ts {
-	case 1:
+	if ts == 1 {
 		copy(dst, planes[0])
 		return
+	}
+	i := unshuffleSIMD(planes, dst, n)
+	switch ts {
 	case 2:
-		i = interleave2(planes[0][:n], planes[1][:n], dst[:2*n])
+		i += interleave2(planes[0][i:n], planes[1][i:n], dst[2*i:2*n])
 	case 4:
-		i = interleave4(planes[0][:n], planes[1][:n], planes[2][:n], planes[3][:n], dst[:4*n])
+		i += interleave4(planes[0][i:n], planes[1][i:n], planes[2][i:n], planes[3][i:n], dst[4*i:4*n])
 	case 8:
-		i = interleave8((*[8][]byte)(planes), dst[:8*n])
+		var p [8][]byte
+		for j := range p {
+			p[j] = planes[j][i:n]
+		}
+		i += interleave8(&p, dst[8*i:8*n])
 	}
 	for j, p := range planes {
 		d := dst[j:]
