@@ -288,6 +288,14 @@ func (l *layout) plausible() error {
 // Decompress decodes a blosc frame. It never allocates more than maxSize bytes of output
 // (the expected decoded chunk size): a header claiming more is an error, not an allocation.
 func Decompress(src []byte, maxSize int) ([]byte, error) {
+	return DecompressWith(src, maxSize, func(n int) []byte { return make([]byte, n) })
+}
+
+// DecompressWith is Decompress with the output buffer from alloc, called
+// once the frame is checked, with the decoded size, and only then. alloc
+// must return at least n bytes, whose contents do not matter: on success
+// every one of the first n is written, and those are returned.
+func DecompressWith(src []byte, maxSize int, alloc func(n int) []byte) ([]byte, error) {
 	if maxSize < 0 {
 		return nil, errs.New(errs.InvalidArgument, "blosc: negative maxSize %d", maxSize)
 	}
@@ -302,7 +310,7 @@ func Decompress(src []byte, maxSize int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	dst := make([]byte, h.nbytes)
+	dst := alloc(h.nbytes)[:h.nbytes]
 	if err := l.decodeInto(dst); err != nil {
 		return nil, err
 	}

@@ -293,3 +293,49 @@ func TestDecompressIntoShort(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// dirtyAlloc returns buffers full of 0xA5, as a recycled buffer may be.
+func dirtyAlloc(n int) []byte { return bytes.Repeat([]byte{0xA5}, n+7) }
+
+// TestDecompressWithDirtyBuffer: decoding into a buffer that holds old data
+// writes every byte of the output, for every codec, filter and layout
+// (split, unsplit, leftover blocks, raw streams), so recycled buffers never
+// leak what they held.
+func TestDecompressWithDirtyBuffer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, cname := range allCnames {
+		for _, sh := range []Shuffle{NoShuffle, ByteShuffle, BitShuffle} {
+			for _, ts := range []int{1, 2, 3, 4, 8, 16} {
+				for _, size := range []int{0, 5, 200, 4096*3 + 11, 70_000} {
+					in := smoothFloat32(size)
+					for i := size / 2; i < size; i++ {
+						in[i] = byte(rng.Uint32())
+					}
+					frame, err := Compress(in, Options{Cname: cname, Clevel: 5, Shuffle: sh, Typesize: ts, Blocksize: 4096})
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := DecompressWith(frame, size, dirtyAlloc)
+					if err != nil || !bytes.Equal(got, in) {
+						t.Fatalf("%s sh%d ts%d n%d: DecompressWith differs from the input (%v)", cname, sh, ts, size, err)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDecompressWithRefusesFirst: a frame refused by the checks never
+// reaches alloc.
+func TestDecompressWithRefusesFirst(t *testing.T) {
+	h := make([]byte, 32)
+	h[0], h[1], h[2], h[3] = formatVersion, codecVersion, formatLZ4<<5, 4
+	binary.LittleEndian.PutUint32(h[4:], 1<<20)
+	binary.LittleEndian.PutUint32(h[8:], 1<<16)
+	binary.LittleEndian.PutUint32(h[12:], 32)
+	called := false
+	_, err := DecompressWith(h, 1<<20, func(n int) []byte { called = true; return make([]byte, n) })
+	if !errors.Is(err, errs.DataLoss) || called {
+		t.Fatalf("err = %v, alloc called %v; want DataLoss without alloc", err, called)
+	}
+}
