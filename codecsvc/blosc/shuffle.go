@@ -221,6 +221,19 @@ func trans8x8(x uint64) uint64 {
 	return x ^ t ^ (t << 28)
 }
 
+// trans8x8Words applies trans8x8 to every 8-byte word of b (len(b) a
+// multiple of 8).
+func trans8x8Words(b []byte) {
+	for i := 0; i+8 <= len(b); i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], trans8x8(binary.LittleEndian.Uint64(b[i:])))
+	}
+}
+
+// A plane of n bytes (n a multiple of 8) is bit-shuffled as n/8 words of 8
+// bytes: each word's bit matrix is transposed, and byte k of word g goes to
+// row k, at k*(n/8)+g; the rows are a byte shuffle of the words with
+// typesize 8, done by the same kernels as the byte shuffle.
+
 func bitshuffle(typesize int, src, dst, tmp []byte) {
 	n := len(src) / typesize
 	if n%8 != 0 {
@@ -229,17 +242,10 @@ func bitshuffle(typesize int, src, dst, tmp []byte) {
 	}
 	nb := n * typesize
 	shuffle(typesize, src[:nb], tmp[:nb])
-	row := n / 8
 	for j := 0; j < typesize; j++ {
 		plane := tmp[j*n : (j+1)*n]
-		out := dst[8*j*row : 8*(j+1)*row]
-		r0, r1, r2, r3 := out[:row], out[row:2*row], out[2*row:3*row], out[3*row:4*row]
-		r4, r5, r6, r7 := out[4*row:5*row], out[5*row:6*row], out[6*row:7*row], out[7*row:8*row]
-		for g := range r0 {
-			x := trans8x8(binary.LittleEndian.Uint64(plane[8*g:]))
-			r0[g], r1[g], r2[g], r3[g] = byte(x), byte(x>>8), byte(x>>16), byte(x>>24)
-			r4[g], r5[g], r6[g], r7[g] = byte(x>>32), byte(x>>40), byte(x>>48), byte(x>>56)
-		}
+		trans8x8Words(plane)
+		shuffle(8, plane, dst[j*n:(j+1)*n])
 	}
 	copy(dst[nb:], src[nb:])
 }
@@ -251,17 +257,10 @@ func bitunshuffle(typesize int, src, dst, tmp []byte) {
 		return
 	}
 	nb := n * typesize
-	row := n / 8
 	for j := 0; j < typesize; j++ {
 		plane := tmp[j*n : (j+1)*n]
-		in := src[8*j*row : 8*(j+1)*row]
-		r0, r1, r2, r3 := in[:row], in[row:2*row], in[2*row:3*row], in[3*row:4*row]
-		r4, r5, r6, r7 := in[4*row:5*row], in[5*row:6*row], in[6*row:7*row], in[7*row:8*row]
-		for g := range r0 {
-			x := uint64(r0[g]) | uint64(r1[g])<<8 | uint64(r2[g])<<16 | uint64(r3[g])<<24 |
-				uint64(r4[g])<<32 | uint64(r5[g])<<40 | uint64(r6[g])<<48 | uint64(r7[g])<<56
-			binary.LittleEndian.PutUint64(plane[8*g:], trans8x8(x))
-		}
+		unshuffle(8, src[j*n:(j+1)*n], plane)
+		trans8x8Words(plane)
 	}
 	unshuffle(typesize, tmp[:nb], dst[:nb])
 	copy(dst[nb:], src[nb:])
