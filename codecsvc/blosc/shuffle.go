@@ -224,7 +224,7 @@ func trans8x8(x uint64) uint64 {
 // trans8x8Words applies trans8x8 to every 8-byte word of b (len(b) a
 // multiple of 8).
 func trans8x8Words(b []byte) {
-	for i := 0; i+8 <= len(b); i += 8 {
+	for i := trans8x8SIMD(b); i+8 <= len(b); i += 8 {
 		binary.LittleEndian.PutUint64(b[i:], trans8x8(binary.LittleEndian.Uint64(b[i:])))
 	}
 }

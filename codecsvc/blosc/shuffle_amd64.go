@@ -45,6 +45,12 @@ func shuffle4AVX2(dst *byte, stride int, src *byte, n int)
 //go:noescape
 func shuffle8AVX2(dst *byte, stride int, src *byte, n int)
 
+//go:noescape
+func trans8x8SSE2(b *byte, n int)
+
+//go:noescape
+func trans8x8AVX2(b *byte, n int)
+
 // simdLevel selects the kernels: 2 AVX2, 1 SSE2 (every amd64 CPU), 0 none
 // (the Go code). Tests lower it to check each level against the Go code.
 var simdLevel = func() int {
@@ -154,4 +160,24 @@ func shuffleSIMD(typesize int, src, dst []byte, n int) int {
 		return 0
 	}
 	return m
+}
+
+// trans8x8SIMD applies trans8x8 to a leading part of the words of b and
+// returns the number of bytes it did.
+func trans8x8SIMD(b []byte) int {
+	switch simdLevel {
+	case 2:
+		m := len(b) &^ 31
+		if m > 0 {
+			trans8x8AVX2(&b[0], m)
+		}
+		return m
+	case 1:
+		m := len(b) &^ 15
+		if m > 0 {
+			trans8x8SSE2(&b[0], m)
+		}
+		return m
+	}
+	return 0
 }

@@ -494,3 +494,86 @@ s8a_test:
 	JB   s8a_loop
 	VZEROUPPER
 	RET
+
+// Bit transpose of 8x8 bit matrices, one per 8-byte word, in place: the
+// three swap steps of trans8x8 (shuffle.go) on two (SSE2) or four (AVX2)
+// words at a time.
+
+// One step: t = (x ^ x>>s) & m; x ^= t ^ t<<s. t is scratch.
+#define TSTEP(x, t, m, s) \
+	MOVO  x, t; \
+	PSRLQ $s, t; \
+	PXOR  x, t; \
+	PAND  m, t; \
+	PXOR  t, x; \
+	PSLLQ $s, t; \
+	PXOR  t, x
+
+#define VTSTEP(x, t, m, s) \
+	VPSRLQ $s, x, t; \
+	VPXOR  x, t, t; \
+	VPAND  m, t, t; \
+	VPXOR  t, x, x; \
+	VPSLLQ $s, t, t; \
+	VPXOR  t, x, x
+
+// func trans8x8SSE2(b *byte, n int)
+// n is a multiple of 16.
+TEXT ·trans8x8SSE2(SB), NOSPLIT, $0-16
+	MOVQ       b+0(FP), DI
+	MOVQ       n+8(FP), CX
+	MOVQ       $0x00AA00AA00AA00AA, AX
+	MOVQ       AX, X8
+	PUNPCKLQDQ X8, X8
+	MOVQ       $0x0000CCCC0000CCCC, AX
+	MOVQ       AX, X9
+	PUNPCKLQDQ X9, X9
+	MOVQ       $0x00000000F0F0F0F0, AX
+	MOVQ       AX, X10
+	PUNPCKLQDQ X10, X10
+	XORQ       AX, AX
+	JMP        t8s_test
+
+t8s_loop:
+	MOVOU (DI)(AX*1), X0
+	TSTEP(X0, X1, X8, 7)
+	TSTEP(X0, X1, X9, 14)
+	TSTEP(X0, X1, X10, 28)
+	MOVOU X0, (DI)(AX*1)
+	ADDQ  $16, AX
+
+t8s_test:
+	CMPQ AX, CX
+	JB   t8s_loop
+	RET
+
+// func trans8x8AVX2(b *byte, n int)
+// n is a multiple of 32.
+TEXT ·trans8x8AVX2(SB), NOSPLIT, $0-16
+	MOVQ         b+0(FP), DI
+	MOVQ         n+8(FP), CX
+	MOVQ         $0x00AA00AA00AA00AA, AX
+	MOVQ         AX, X8
+	VPBROADCASTQ X8, Y8
+	MOVQ         $0x0000CCCC0000CCCC, AX
+	MOVQ         AX, X9
+	VPBROADCASTQ X9, Y9
+	MOVQ         $0x00000000F0F0F0F0, AX
+	MOVQ         AX, X10
+	VPBROADCASTQ X10, Y10
+	XORQ         AX, AX
+	JMP          t8a_test
+
+t8a_loop:
+	VMOVDQU (DI)(AX*1), Y0
+	VTSTEP(Y0, Y1, Y8, 7)
+	VTSTEP(Y0, Y1, Y9, 14)
+	VTSTEP(Y0, Y1, Y10, 28)
+	VMOVDQU Y0, (DI)(AX*1)
+	ADDQ    $32, AX
+
+t8a_test:
+	CMPQ AX, CX
+	JB   t8a_loop
+	VZEROUPPER
+	RET

@@ -2,6 +2,7 @@ package blosc
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -118,6 +119,38 @@ func TestShuffleEquivalence(t *testing.T) {
 	})
 }
 
+// checkTrans8x8 compares trans8x8Words with trans8x8 word by word.
+func checkTrans8x8(t *testing.T, level int, src []byte, off int) {
+	t.Helper()
+	n := len(src) &^ 7
+	b, intact := guarded(n, off)
+	copy(b, src)
+	trans8x8Words(b)
+	for i := 0; i < n; i += 8 {
+		if want := trans8x8(binary.LittleEndian.Uint64(src[i:])); binary.LittleEndian.Uint64(b[i:]) != want {
+			t.Fatalf("level %d len %d off %d: word %d transposed wrong", level, n, off, i/8)
+		}
+	}
+	if !intact() {
+		t.Fatalf("level %d len %d off %d: wrote outside the words", level, n, off)
+	}
+}
+
+// TestTrans8x8Equivalence checks the bit-transpose kernels against
+// trans8x8 for every length up to several vectors plus tails.
+func TestTrans8x8Equivalence(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	src := make([]byte, 1024)
+	for i := range src {
+		src[i] = byte(rng.Uint32())
+	}
+	withLevel(t, func(t *testing.T, level int) {
+		for n := 0; n <= len(src); n += 8 {
+			checkTrans8x8(t, level, src[:n], n%5)
+		}
+	})
+}
+
 // TestShuffleSIMDUsed: on amd64 the kernels do the bulk of typesizes 2, 4
 // and 8, so that TestShuffleEquivalence tests them and not only the Go code.
 func TestShuffleSIMDUsed(t *testing.T) {
@@ -139,6 +172,9 @@ func TestShuffleSIMDUsed(t *testing.T) {
 				t.Errorf("level %d ts %d: unshuffleSIMD did %d of %d elements", level, ts, m, n)
 			}
 		}
+		if m := trans8x8SIMD(make([]byte, 100)); m != 96 {
+			t.Errorf("level %d: trans8x8SIMD did %d of 100 bytes", level, m)
+		}
 	})
 }
 
@@ -151,6 +187,7 @@ func FuzzShuffle(f *testing.F) {
 		typesize := int(ts%16) + 1
 		withLevel(t, func(t *testing.T, level int) {
 			checkShuffles(t, level, typesize, src, int(off%8))
+			checkTrans8x8(t, level, src, int(off%8))
 		})
 	})
 }
