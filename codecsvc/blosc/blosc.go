@@ -1,5 +1,9 @@
-// Package blosc is a pure-Go implementation of the Blosc v1 container format
+// Package blosc is a Go implementation of the Blosc v1 container format
 // as written by c-blosc 1.x (and therefore by numcodecs and zarr-python).
+// It needs no cgo. On amd64, assembly kernels (SSE2, or AVX2 where the CPU
+// has it) do the byte shuffles of typesizes 2, 4 and 8 and the bit
+// shuffle's transposes; the purego build tag leaves them out, and other
+// typesizes and architectures use the Go code.
 //
 // # Frame layout
 //

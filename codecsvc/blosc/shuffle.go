@@ -265,3 +265,26 @@ func bitunshuffle(typesize int, src, dst, tmp []byte) {
 	unshuffle(typesize, tmp[:nb], dst[:nb])
 	copy(dst[nb:], src[nb:])
 }
+
+// ShuffleBytes byte-shuffles src into dst (of the same length) for
+// elements of typesize bytes, the layout of a Blosc block and of numcodecs'
+// Shuffle codec: byte j of element i goes to j*n+i, for n whole elements;
+// trailing bytes that don't fill an element are copied as they are.
+func ShuffleBytes(typesize int, src, dst []byte) {
+	dst = dst[:len(src)]
+	if typesize <= 0 {
+		copy(dst, src)
+		return
+	}
+	shuffle(typesize, src, dst)
+}
+
+// UnshuffleBytes undoes ShuffleBytes.
+func UnshuffleBytes(typesize int, src, dst []byte) {
+	dst = dst[:len(src)]
+	if typesize <= 0 {
+		copy(dst, src)
+		return
+	}
+	unshuffle(typesize, src, dst)
+}
