@@ -37,6 +37,7 @@
 package blosc
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"runtime"
@@ -610,10 +611,10 @@ func Compress(src []byte, o Options) ([]byte, error) {
 		binary.LittleEndian.PutUint32(dst[12:], uint32(cbytes))
 	}
 	memcpyed := func() []byte {
-		dst := make([]byte, maxbytes)
-		hdr(dst, flags|flagMemcpyed, maxbytes)
-		copy(dst[HeaderSize:], src)
-		return dst
+		var h [HeaderSize]byte
+		hdr(h[:], flags|flagMemcpyed, maxbytes)
+		// bytes.Join allocates without zeroing what it then fills.
+		return bytes.Join([][]byte{h[:], src}, nil)
 	}
 	if o.Clevel == 0 || nbytes < minBufferSize {
 		return memcpyed(), nil
@@ -665,7 +666,7 @@ func Compress(src []byte, o Options) ([]byte, error) {
 	if n := workers(nblocks, nbytes); n == 1 {
 		s := getScratch(bs)
 		for j := range blocks {
-			blocks[j] = encodeBlock(j, s, nil)
+			blocks[j] = encodeBlock(j, s, getBlockBuf())
 		}
 		putScratch(s)
 	} else {
@@ -680,13 +681,18 @@ func Compress(src []byte, o Options) ([]byte, error) {
 					if j >= nblocks {
 						return
 					}
-					blocks[j] = encodeBlock(j, s, nil)
+					blocks[j] = encodeBlock(j, s, getBlockBuf())
 				}
 			})
 		}
 		wg.Wait()
 	}
 
+	defer func() {
+		for _, b := range blocks {
+			putBlockBuf(b)
+		}
+	}()
 	total := HeaderSize + 4*nblocks
 	for _, b := range blocks {
 		total += len(b)
@@ -694,12 +700,33 @@ func Compress(src []byte, o Options) ([]byte, error) {
 	if total > maxbytes {
 		return memcpyed(), nil
 	}
-	dst := make([]byte, total)
-	hdr(dst, flags, total)
-	pos := HeaderSize + 4*nblocks
+	head := make([]byte, HeaderSize+4*nblocks)
+	hdr(head, flags, total)
+	pos := len(head)
 	for j, b := range blocks {
-		binary.LittleEndian.PutUint32(dst[HeaderSize+4*j:], uint32(pos))
-		pos += copy(dst[pos:], b)
+		binary.LittleEndian.PutUint32(head[HeaderSize+4*j:], uint32(pos))
+		pos += len(b)
 	}
-	return dst, nil
+	parts := make([][]byte, 0, 1+nblocks)
+	parts = append(append(parts, head), blocks...)
+	// bytes.Join allocates without zeroing what it then fills.
+	return bytes.Join(parts, nil), nil
+}
+
+// blockBufs recycles the buffers blocks are encoded into before Compress
+// joins them into the frame.
+var blockBufs sync.Pool
+
+func getBlockBuf() []byte {
+	if b, ok := blockBufs.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return nil
+}
+
+func putBlockBuf(b []byte) {
+	// Blocks above 4 MiB (plus stream headers) are unusual; don't pin them.
+	if b != nil && cap(b) <= 4<<20+4*maxSplits {
+		blockBufs.Put(&b)
+	}
 }

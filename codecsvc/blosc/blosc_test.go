@@ -339,3 +339,26 @@ func TestDecompressWithRefusesFirst(t *testing.T) {
 		t.Fatalf("err = %v, alloc called %v; want DataLoss without alloc", err, called)
 	}
 }
+
+// TestCompressFramesOwnTheirBytes: frames kept across later Compress calls
+// (which recycle the block buffers) still decode to their own input.
+func TestCompressFramesOwnTheirBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	var frames, inputs [][]byte
+	for i := range 6 {
+		in := smoothFloat32(300_000 + 1000*i)
+		for k := range in[:len(in)/3] {
+			in[k] ^= byte(rng.Uint32())
+		}
+		fr, err := Compress(in, Options{Cname: "lz4", Clevel: 5, Shuffle: ByteShuffle, Typesize: 4, Blocksize: 64 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames, inputs = append(frames, fr), append(inputs, in)
+	}
+	for i, fr := range frames {
+		if out, err := Decompress(fr, len(inputs[i])); err != nil || !bytes.Equal(out, inputs[i]) {
+			t.Fatalf("frame %d no longer decodes to its input (%v)", i, err)
+		}
+	}
+}
