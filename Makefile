@@ -48,6 +48,8 @@ lint: breaking tidy-check deploy-check
 	$(BUF) lint
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$out" || (echo "gofmt needed: $$out" >&2; exit 1)
 	$(GO) vet ./...
+	$(GO) vet -tags purego ./codecsvc/...
+	GOARCH=arm64 $(GO) vet ./codecsvc/...
 	cd deploy/validate && $(GO) vet ./...
 
 ## deploy-check: deploy/kubernetes.yaml decoded strictly into the Kubernetes
@@ -110,10 +112,12 @@ deps:
 ## interop checks against the real zarr-python and numcodecs
 ## (e2e on its own afterwards and without -race: it drives the real binary,
 ## which is not race-built, and its load and memory tests measure a server
-## that must not share the machine with the other packages' race tests)
+## that must not share the machine with the other packages' race tests),
+## then the codecs again with -tags purego (no assembly)
 test-go: deps
 	ZARRGATE_S3_REQUIRED=1 ZARRGATE_INTEROP_REQUIRED=1 ZARRGATE_PYTHON=$(PYTHON) $(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/e2e$$')
 	ZARRGATE_S3_REQUIRED=1 ZARRGATE_INTEROP_REQUIRED=1 ZARRGATE_PYTHON=$(PYTHON) $(GO) test -count=1 -timeout 20m ./e2e/
+	ZARRGATE_INTEROP_REQUIRED=1 ZARRGATE_PYTHON=$(PYTHON) $(GO) test -count=1 -tags purego ./codecsvc/ ./codecsvc/blosc/
 
 ## serve: run the embedded server on ./data at 127.0.0.1:50051
 serve:

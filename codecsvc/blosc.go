@@ -5,6 +5,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/codecsvc/blosc"
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 )
 
 func init() { Register("blosc", newBlosc) }
@@ -87,7 +88,23 @@ func (bloscCodec) Decode(in []byte, limit int64) ([]byte, error) {
 			return nil, errs.New(errs.DataLoss, "blosc: block size %d exceeds the %d-byte content", blocksize, nbytes)
 		}
 	}
-	return blosc.Decompress(in, int(limit))
+	// A pooled buffer, not zeroed (DecompressWith writes every byte of it or
+	// fails), taken once the frame's streams are known to be able to fill it.
+	var buf []byte
+	out, err := blosc.DecompressWith(in, int(limit), func(n int) []byte {
+		buf = bufpool.Get(n)
+		return buf
+	})
+	if err != nil {
+		if buf != nil {
+			bufpool.Put(buf)
+		}
+		return nil, err
+	}
+	return out, nil
 }
+
+// decodesIntoPool: Decode's result is a whole bufpool buffer.
+func (bloscCodec) decodesIntoPool() {}
 
 func (bloscCodec) MaxEncodedSize(n int64) int64 { return bound(n, blosc.HeaderSize+n/64+64) }

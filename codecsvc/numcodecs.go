@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 
+	"github.com/zarrgate/zarrgate/codecsvc/blosc"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/zarr"
 )
@@ -37,13 +38,7 @@ func newShuffle(cfg json.RawMessage, in ChunkSpec) (any, error) {
 
 func (s shuffleCodec) Encode(b []byte) ([]byte, error) {
 	out := make([]byte, len(b))
-	n := len(b) / s.size
-	for i := range n {
-		for k := range s.size {
-			out[k*n+i] = b[i*s.size+k]
-		}
-	}
-	copy(out[n*s.size:], b[n*s.size:])
+	blosc.ShuffleBytes(s.size, b, out)
 	return out, nil
 }
 
@@ -52,13 +47,7 @@ func (s shuffleCodec) Decode(b []byte, max int64) ([]byte, error) {
 		return nil, errs.New(errs.DataLoss, "shuffle: %d bytes, more than the %d expected", len(b), max)
 	}
 	out := make([]byte, len(b))
-	n := len(b) / s.size
-	for i := range n {
-		for k := range s.size {
-			out[i*s.size+k] = b[k*n+i]
-		}
-	}
-	copy(out[n*s.size:], b[n*s.size:])
+	blosc.UnshuffleBytes(s.size, b, out)
 	return out, nil
 }
 

@@ -1,5 +1,9 @@
-// Package blosc is a pure-Go implementation of the Blosc v1 container format
+// Package blosc is a Go implementation of the Blosc v1 container format
 // as written by c-blosc 1.x (and therefore by numcodecs and zarr-python).
+// It needs no cgo. On amd64, assembly kernels (SSE2, or AVX2 where the CPU
+// has it) do the byte shuffles of typesizes 2, 4 and 8 and the bit
+// shuffle's transposes; the purego build tag leaves them out, and other
+// typesizes and architectures use the Go code.
 //
 // # Frame layout
 //
@@ -33,6 +37,7 @@
 package blosc
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"runtime"
@@ -288,6 +293,14 @@ func (l *layout) plausible() error {
 // Decompress decodes a blosc frame. It never allocates more than maxSize bytes of output
 // (the expected decoded chunk size): a header claiming more is an error, not an allocation.
 func Decompress(src []byte, maxSize int) ([]byte, error) {
+	return DecompressWith(src, maxSize, func(n int) []byte { return make([]byte, n) })
+}
+
+// DecompressWith is Decompress with the output buffer from alloc, called
+// once the frame is checked, with the decoded size, and only then. alloc
+// must return at least n bytes, whose contents do not matter: on success
+// every one of the first n is written, and those are returned.
+func DecompressWith(src []byte, maxSize int, alloc func(n int) []byte) ([]byte, error) {
 	if maxSize < 0 {
 		return nil, errs.New(errs.InvalidArgument, "blosc: negative maxSize %d", maxSize)
 	}
@@ -302,7 +315,7 @@ func Decompress(src []byte, maxSize int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	dst := make([]byte, h.nbytes)
+	dst := alloc(h.nbytes)[:h.nbytes]
 	if err := l.decodeInto(dst); err != nil {
 		return nil, err
 	}
@@ -598,10 +611,10 @@ func Compress(src []byte, o Options) ([]byte, error) {
 		binary.LittleEndian.PutUint32(dst[12:], uint32(cbytes))
 	}
 	memcpyed := func() []byte {
-		dst := make([]byte, maxbytes)
-		hdr(dst, flags|flagMemcpyed, maxbytes)
-		copy(dst[HeaderSize:], src)
-		return dst
+		var h [HeaderSize]byte
+		hdr(h[:], flags|flagMemcpyed, maxbytes)
+		// bytes.Join allocates without zeroing what it then fills.
+		return bytes.Join([][]byte{h[:], src}, nil)
 	}
 	if o.Clevel == 0 || nbytes < minBufferSize {
 		return memcpyed(), nil
@@ -653,7 +666,7 @@ func Compress(src []byte, o Options) ([]byte, error) {
 	if n := workers(nblocks, nbytes); n == 1 {
 		s := getScratch(bs)
 		for j := range blocks {
-			blocks[j] = encodeBlock(j, s, nil)
+			blocks[j] = encodeBlock(j, s, getBlockBuf())
 		}
 		putScratch(s)
 	} else {
@@ -668,13 +681,18 @@ func Compress(src []byte, o Options) ([]byte, error) {
 					if j >= nblocks {
 						return
 					}
-					blocks[j] = encodeBlock(j, s, nil)
+					blocks[j] = encodeBlock(j, s, getBlockBuf())
 				}
 			})
 		}
 		wg.Wait()
 	}
 
+	defer func() {
+		for _, b := range blocks {
+			putBlockBuf(b)
+		}
+	}()
 	total := HeaderSize + 4*nblocks
 	for _, b := range blocks {
 		total += len(b)
@@ -682,12 +700,33 @@ func Compress(src []byte, o Options) ([]byte, error) {
 	if total > maxbytes {
 		return memcpyed(), nil
 	}
-	dst := make([]byte, total)
-	hdr(dst, flags, total)
-	pos := HeaderSize + 4*nblocks
+	head := make([]byte, HeaderSize+4*nblocks)
+	hdr(head, flags, total)
+	pos := len(head)
 	for j, b := range blocks {
-		binary.LittleEndian.PutUint32(dst[HeaderSize+4*j:], uint32(pos))
-		pos += copy(dst[pos:], b)
+		binary.LittleEndian.PutUint32(head[HeaderSize+4*j:], uint32(pos))
+		pos += len(b)
 	}
-	return dst, nil
+	parts := make([][]byte, 0, 1+nblocks)
+	parts = append(append(parts, head), blocks...)
+	// bytes.Join allocates without zeroing what it then fills.
+	return bytes.Join(parts, nil), nil
+}
+
+// blockBufs recycles the buffers blocks are encoded into before Compress
+// joins them into the frame.
+var blockBufs sync.Pool
+
+func getBlockBuf() []byte {
+	if b, ok := blockBufs.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return nil
+}
+
+func putBlockBuf(b []byte) {
+	// Blocks above 4 MiB (plus stream headers) are unusual; don't pin them.
+	if b != nil && cap(b) <= 4<<20+4*maxSplits {
+		blockBufs.Put(&b)
+	}
 }

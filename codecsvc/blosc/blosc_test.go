@@ -293,3 +293,72 @@ func TestDecompressIntoShort(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// dirtyAlloc returns buffers full of 0xA5, as a recycled buffer may be.
+func dirtyAlloc(n int) []byte { return bytes.Repeat([]byte{0xA5}, n+7) }
+
+// TestDecompressWithDirtyBuffer: decoding into a buffer that holds old data
+// writes every byte of the output, for every codec, filter and layout
+// (split, unsplit, leftover blocks, raw streams), so recycled buffers never
+// leak what they held.
+func TestDecompressWithDirtyBuffer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, cname := range allCnames {
+		for _, sh := range []Shuffle{NoShuffle, ByteShuffle, BitShuffle} {
+			for _, ts := range []int{1, 2, 3, 4, 8, 16} {
+				for _, size := range []int{0, 5, 200, 4096*3 + 11, 70_000} {
+					in := smoothFloat32(size)
+					for i := size / 2; i < size; i++ {
+						in[i] = byte(rng.Uint32())
+					}
+					frame, err := Compress(in, Options{Cname: cname, Clevel: 5, Shuffle: sh, Typesize: ts, Blocksize: 4096})
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := DecompressWith(frame, size, dirtyAlloc)
+					if err != nil || !bytes.Equal(got, in) {
+						t.Fatalf("%s sh%d ts%d n%d: DecompressWith differs from the input (%v)", cname, sh, ts, size, err)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDecompressWithRefusesFirst: a frame refused by the checks never
+// reaches alloc.
+func TestDecompressWithRefusesFirst(t *testing.T) {
+	h := make([]byte, 32)
+	h[0], h[1], h[2], h[3] = formatVersion, codecVersion, formatLZ4<<5, 4
+	binary.LittleEndian.PutUint32(h[4:], 1<<20)
+	binary.LittleEndian.PutUint32(h[8:], 1<<16)
+	binary.LittleEndian.PutUint32(h[12:], 32)
+	called := false
+	_, err := DecompressWith(h, 1<<20, func(n int) []byte { called = true; return make([]byte, n) })
+	if !errors.Is(err, errs.DataLoss) || called {
+		t.Fatalf("err = %v, alloc called %v; want DataLoss without alloc", err, called)
+	}
+}
+
+// TestCompressFramesOwnTheirBytes: frames kept across later Compress calls
+// (which recycle the block buffers) still decode to their own input.
+func TestCompressFramesOwnTheirBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	var frames, inputs [][]byte
+	for i := range 6 {
+		in := smoothFloat32(300_000 + 1000*i)
+		for k := range in[:len(in)/3] {
+			in[k] ^= byte(rng.Uint32())
+		}
+		fr, err := Compress(in, Options{Cname: "lz4", Clevel: 5, Shuffle: ByteShuffle, Typesize: 4, Blocksize: 64 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames, inputs = append(frames, fr), append(inputs, in)
+	}
+	for i, fr := range frames {
+		if out, err := Decompress(fr, len(inputs[i])); err != nil || !bytes.Equal(out, inputs[i]) {
+			t.Fatalf("frame %d no longer decodes to its input (%v)", i, err)
+		}
+	}
+}

@@ -14,28 +14,35 @@ func shuffle(typesize int, src, dst []byte) {
 		copy(dst, src)
 		return
 	}
-	switch typesize {
-	case 1:
+	if typesize == 1 {
 		copy(dst, src)
 		return
+	}
+	shufflePlanes(typesize, src, dst, n, shuffleSIMD(typesize, src, dst, n))
+	copy(dst[nb:], src[nb:])
+}
+
+// shufflePlanes does elements m to n of shuffle.
+func shufflePlanes(typesize int, src, dst []byte, n, m int) {
+	switch typesize {
 	case 2:
-		p0, p1 := dst[:n], dst[n:2*n]
-		s := src[:2*n]
+		p0, p1 := dst[m:n], dst[n+m:2*n]
+		s := src[2*m : 2*n]
 		for i := range p0 {
 			v := binary.LittleEndian.Uint16(s[2*i:])
 			p0[i], p1[i] = byte(v), byte(v>>8)
 		}
 	case 4:
-		p0, p1, p2, p3 := dst[:n], dst[n:2*n], dst[2*n:3*n], dst[3*n:4*n]
-		s := src[:4*n]
+		p0, p1, p2, p3 := dst[m:n], dst[n+m:2*n], dst[2*n+m:3*n], dst[3*n+m:4*n]
+		s := src[4*m : 4*n]
 		for i := range p0 {
 			v := binary.LittleEndian.Uint32(s[4*i:])
 			p0[i], p1[i], p2[i], p3[i] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
 		}
 	case 8:
-		p0, p1, p2, p3 := dst[:n], dst[n:2*n], dst[2*n:3*n], dst[3*n:4*n]
-		p4, p5, p6, p7 := dst[4*n:5*n], dst[5*n:6*n], dst[6*n:7*n], dst[7*n:8*n]
-		s := src[:8*n]
+		p0, p1, p2, p3 := dst[m:n], dst[n+m:2*n], dst[2*n+m:3*n], dst[3*n+m:4*n]
+		p4, p5, p6, p7 := dst[4*n+m:5*n], dst[5*n+m:6*n], dst[6*n+m:7*n], dst[7*n+m:8*n]
+		s := src[8*m : 8*n]
 		for i := range p0 {
 			v := binary.LittleEndian.Uint64(s[8*i:])
 			p0[i], p1[i], p2[i], p3[i] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
@@ -43,14 +50,13 @@ func shuffle(typesize int, src, dst []byte) {
 		}
 	default:
 		for j := 0; j < typesize; j++ {
-			p := dst[j*n : (j+1)*n]
-			s := src[j:]
+			p := dst[j*n+m : (j+1)*n]
+			s := src[m*typesize+j:]
 			for i := range p {
 				p[i] = s[i*typesize]
 			}
 		}
 	}
-	copy(dst[nb:], src[nb:])
 }
 
 func unshuffle(typesize int, src, dst []byte) {
@@ -74,17 +80,22 @@ func unshuffle(typesize int, src, dst []byte) {
 func unshufflePlanes(planes [][]byte, dst []byte) {
 	ts := len(planes)
 	n := len(planes[0])
-	i := 0
-	switch ts {
-	case 1:
+	if ts == 1 {
 		copy(dst, planes[0])
 		return
+	}
+	i := unshuffleSIMD(planes, dst, n)
+	switch ts {
 	case 2:
-		i = interleave2(planes[0][:n], planes[1][:n], dst[:2*n])
+		i += interleave2(planes[0][i:n], planes[1][i:n], dst[2*i:2*n])
 	case 4:
-		i = interleave4(planes[0][:n], planes[1][:n], planes[2][:n], planes[3][:n], dst[:4*n])
+		i += interleave4(planes[0][i:n], planes[1][i:n], planes[2][i:n], planes[3][i:n], dst[4*i:4*n])
 	case 8:
-		i = interleave8((*[8][]byte)(planes), dst[:8*n])
+		var p [8][]byte
+		for j := range p {
+			p[j] = planes[j][i:n]
+		}
+		i += interleave8(&p, dst[8*i:8*n])
 	}
 	for j, p := range planes {
 		d := dst[j:]
@@ -210,6 +221,19 @@ func trans8x8(x uint64) uint64 {
 	return x ^ t ^ (t << 28)
 }
 
+// trans8x8Words applies trans8x8 to every 8-byte word of b (len(b) a
+// multiple of 8).
+func trans8x8Words(b []byte) {
+	for i := trans8x8SIMD(b); i+8 <= len(b); i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], trans8x8(binary.LittleEndian.Uint64(b[i:])))
+	}
+}
+
+// A plane of n bytes (n a multiple of 8) is bit-shuffled as n/8 words of 8
+// bytes: each word's bit matrix is transposed, and byte k of word g goes to
+// row k, at k*(n/8)+g; the rows are a byte shuffle of the words with
+// typesize 8, done by the same kernels as the byte shuffle.
+
 func bitshuffle(typesize int, src, dst, tmp []byte) {
 	n := len(src) / typesize
 	if n%8 != 0 {
@@ -218,17 +242,10 @@ func bitshuffle(typesize int, src, dst, tmp []byte) {
 	}
 	nb := n * typesize
 	shuffle(typesize, src[:nb], tmp[:nb])
-	row := n / 8
 	for j := 0; j < typesize; j++ {
 		plane := tmp[j*n : (j+1)*n]
-		out := dst[8*j*row : 8*(j+1)*row]
-		r0, r1, r2, r3 := out[:row], out[row:2*row], out[2*row:3*row], out[3*row:4*row]
-		r4, r5, r6, r7 := out[4*row:5*row], out[5*row:6*row], out[6*row:7*row], out[7*row:8*row]
-		for g := range r0 {
-			x := trans8x8(binary.LittleEndian.Uint64(plane[8*g:]))
-			r0[g], r1[g], r2[g], r3[g] = byte(x), byte(x>>8), byte(x>>16), byte(x>>24)
-			r4[g], r5[g], r6[g], r7[g] = byte(x>>32), byte(x>>40), byte(x>>48), byte(x>>56)
-		}
+		trans8x8Words(plane)
+		shuffle(8, plane, dst[j*n:(j+1)*n])
 	}
 	copy(dst[nb:], src[nb:])
 }
@@ -240,18 +257,34 @@ func bitunshuffle(typesize int, src, dst, tmp []byte) {
 		return
 	}
 	nb := n * typesize
-	row := n / 8
 	for j := 0; j < typesize; j++ {
 		plane := tmp[j*n : (j+1)*n]
-		in := src[8*j*row : 8*(j+1)*row]
-		r0, r1, r2, r3 := in[:row], in[row:2*row], in[2*row:3*row], in[3*row:4*row]
-		r4, r5, r6, r7 := in[4*row:5*row], in[5*row:6*row], in[6*row:7*row], in[7*row:8*row]
-		for g := range r0 {
-			x := uint64(r0[g]) | uint64(r1[g])<<8 | uint64(r2[g])<<16 | uint64(r3[g])<<24 |
-				uint64(r4[g])<<32 | uint64(r5[g])<<40 | uint64(r6[g])<<48 | uint64(r7[g])<<56
-			binary.LittleEndian.PutUint64(plane[8*g:], trans8x8(x))
-		}
+		unshuffle(8, src[j*n:(j+1)*n], plane)
+		trans8x8Words(plane)
 	}
 	unshuffle(typesize, tmp[:nb], dst[:nb])
 	copy(dst[nb:], src[nb:])
+}
+
+// ShuffleBytes byte-shuffles src into dst (of the same length) for
+// elements of typesize bytes, the layout of a Blosc block and of numcodecs'
+// Shuffle codec: byte j of element i goes to j*n+i, for n whole elements;
+// trailing bytes that don't fill an element are copied as they are.
+func ShuffleBytes(typesize int, src, dst []byte) {
+	dst = dst[:len(src)]
+	if typesize <= 0 {
+		copy(dst, src)
+		return
+	}
+	shuffle(typesize, src, dst)
+}
+
+// UnshuffleBytes undoes ShuffleBytes.
+func UnshuffleBytes(typesize int, src, dst []byte) {
+	dst = dst[:len(src)]
+	if typesize <= 0 {
+		copy(dst, src)
+		return
+	}
+	unshuffle(typesize, src, dst)
 }
