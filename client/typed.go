@@ -80,9 +80,15 @@ func ReadBytes(ctx context.Context, a *Array, sel Selection) (*SlabHeader, []byt
 	})
 }
 
+// inlinePlaceBytes: slabs up to this size are placed by the receiving
+// goroutine alone; starting copying goroutines costs a small read more
+// than they save.
+const inlinePlaceBytes = 1 << 20
+
 // readDense reads the slab sel of a into the dense C-order buffer alloc
-// returns for the slab's header. Blocks that arrive in shared memory are
-// copied out by several goroutines; the others as they arrive.
+// returns for the slab's header. Blocks left in receive buffers or shared
+// memory are copied out by several goroutines (slabs over
+// inlinePlaceBytes); the others as they arrive.
 func readDense(ctx context.Context, a *Array, sel Selection, alloc func(*SlabHeader) ([]byte, error)) (*SlabHeader, []byte, error) {
 	hdr, blocks, err := a.blocks(ctx, sel, recvPieces)
 	if err != nil {
@@ -115,7 +121,7 @@ func readDense(ctx context.Context, a *Array, sel Selection, alloc func(*SlabHea
 			failed = err
 			break
 		}
-		if b.done == nil {
+		if b.done == nil || len(out) <= inlinePlaceBytes {
 			place(b)
 			continue
 		}
