@@ -59,12 +59,18 @@ func ReadInto[T Element](ctx context.Context, a *Array, sel Selection, dst []T) 
 		return errs.New(errs.InvalidArgument, "read %q: dst has %d elements, the slab %v has %d", a.Path, len(dst), shape, n)
 	}
 	out := asBytes(dst)
-	_, _, err := readDense(ctx, a, sel, func(hdr *SlabHeader) ([]byte, error) {
+	alloc := func(hdr *SlabHeader) ([]byte, error) {
 		if hdr.ElementSize*len(dst) != len(out) || product(hdr.Shape) != int64(len(dst)) {
 			return nil, errs.New(errs.DataLoss, "read %q: the server sends a slab of shape %v and %d-byte elements, not %v of %T", a.Path, hdr.Shape, hdr.ElementSize, shape, *new(T))
 		}
 		return out, nil
-	})
+	}
+	if int64(len(out)) <= smallSlabBytes && int64(len(dst)) < sharedMinElements {
+		if ok, err := readSmall(ctx, a, sel, alloc); ok {
+			return err
+		}
+	}
+	_, _, err := readDense(ctx, a, sel, alloc)
 	return err
 }
 

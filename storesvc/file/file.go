@@ -62,6 +62,9 @@ const StaleTempAge = 0
 type Store struct {
 	root *os.Root
 	dir  string
+	// beneath opens files for reading in one system call where it can
+	// (open_linux.go).
+	beneath beneath
 }
 
 var (
@@ -96,7 +99,10 @@ func (s *Store) Capabilities() storesvc.Capabilities {
 }
 
 // Close implements storesvc.Store.
-func (s *Store) Close() error { return s.root.Close() }
+func (s *Store) Close() error {
+	s.closeBeneath()
+	return s.root.Close()
+}
 
 // keyPath maps a validated key to its path relative to the root, and the
 // path of its directory ("." for top-level keys).
@@ -148,7 +154,7 @@ func (s *Store) Get(_ context.Context, key string, r storesvc.ByteRange) (*store
 		return nil, err
 	}
 	rel, _ := keyPath(key)
-	f, err := s.root.Open(rel)
+	f, err := s.openRead(rel)
 	if err != nil {
 		return nil, mapErr("get", key, err)
 	}
