@@ -101,7 +101,8 @@ func readShared(b *testing.B, c gatewayv1.ArrayServiceClient, dst []byte) {
 
 // BenchmarkSmallRead reads random 64×64 boxes (up to four chunks each):
 // the latency of small reads, in the engine alone and through ArrayService
-// on loopback; and cpu-µs/op, the CPU time of the process (client and
+// on loopback, streamed (rpc: ReadSlab) or in one unary call (rpc-small:
+// ReadSlabSmall); and cpu-µs/op, the CPU time of the process (client and
 // server) per read, steadier than the latency on a busy machine.
 func BenchmarkSmallRead(b *testing.B) {
 	g := benchGateway(b, plainBytes)
@@ -123,6 +124,15 @@ func BenchmarkSmallRead(b *testing.B) {
 		for b.Loop() {
 			y, x := box()
 			drain(b, c, &gatewayv1.ReadSlabRequest{Path: "a", Selection: []*gatewayv1.Slice{{Start: uint64(y), Stop: uint64(y + 64)}, {Start: uint64(x), Stop: uint64(x + 64)}}})
+		}
+	})
+	b.Run("rpc-small", func(b *testing.B) {
+		defer reportCPU(b)()
+		for b.Loop() {
+			y, x := box()
+			if _, err := c.ReadSlabSmall(ctx, &gatewayv1.ReadSlabSmallRequest{Path: "a", Selection: []*gatewayv1.Slice{{Start: uint64(y), Stop: uint64(y + 64)}, {Start: uint64(x), Stop: uint64(x + 64)}}}); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }
