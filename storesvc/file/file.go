@@ -36,6 +36,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -140,12 +141,19 @@ func isEscape(err error) bool {
 
 // generation identifies one write of a file: every write renames a new
 // inode into place, with its mtime set to the writer's nanosecond clock.
+// It is "%x.%x.%x" of the inode, the mtime and the size, built without
+// fmt: every Get makes one (a tenth of a small read's store time with
+// fmt).
 func generation(fi fs.FileInfo) string {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fmt.Sprintf("%x.%x", fi.ModTime().UnixNano(), fi.Size())
+	b := make([]byte, 0, 48)
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		b = strconv.AppendUint(b, uint64(st.Ino), 16)
+		b = append(b, '.')
 	}
-	return fmt.Sprintf("%x.%x.%x", st.Ino, fi.ModTime().UnixNano(), fi.Size())
+	b = strconv.AppendInt(b, fi.ModTime().UnixNano(), 16)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, fi.Size(), 16)
+	return string(b)
 }
 
 // Get implements storesvc.Store.

@@ -2,11 +2,15 @@ package file
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/storesvc"
@@ -58,5 +62,39 @@ func TestGetOpensBeneath(t *testing.T) {
 	}
 	if s.beneath.off.Load() {
 		t.Error("openat2 was turned off")
+	}
+}
+
+// fileInfo is an fs.FileInfo without a Stat_t (as on other systems).
+type fileInfo struct {
+	fs.FileInfo
+}
+
+func (fileInfo) Sys() any { return nil }
+
+// TestGenerationFormat: generation is "%x.%x.%x" of the inode, the mtime
+// in nanoseconds and the size (without an inode: of the mtime and the
+// size), mtimes before 1970 included: generations stored by earlier
+// versions stay valid conditions.
+func TestGenerationFormat(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "v")
+	if err := os.WriteFile(p, []byte("12345"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, mtime := range []time.Time{time.Unix(1_700_000_000, 123456789), time.Unix(-100, 5), time.Unix(0, 0)} {
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if got, want := generation(fi), fmt.Sprintf("%x.%x.%x", st.Ino, fi.ModTime().UnixNano(), fi.Size()); got != want {
+			t.Errorf("generation %q, want %q", got, want)
+		}
+		if got, want := generation(fileInfo{fi}), fmt.Sprintf("%x.%x", fi.ModTime().UnixNano(), fi.Size()); got != want {
+			t.Errorf("generation without an inode %q, want %q", got, want)
+		}
 	}
 }
