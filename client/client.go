@@ -98,6 +98,7 @@ type Client struct {
 	cc     *grpc.ClientConn
 	arrays gatewayv1.ArrayServiceClient
 	shared atomic.Bool // try ReadSlabShared for large reads
+	small  atomic.Bool // try ReadSlabSmall for small reads (small.go)
 	maps   mappings    // of the gateway's shared-memory segments
 }
 
@@ -162,6 +163,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 		return nil, errs.Wrap(errs.InvalidArgument, err, "dial %s", addr)
 	}
 	c := &Client{cc: cc, arrays: gatewayv1.NewArrayServiceClient(cc)}
+	c.small.Store(true)
 	if o.shared != nil {
 		c.shared.Store(*o.shared)
 	} else {

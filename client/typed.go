@@ -59,12 +59,18 @@ func ReadInto[T Element](ctx context.Context, a *Array, sel Selection, dst []T) 
 		return errs.New(errs.InvalidArgument, "read %q: dst has %d elements, the slab %v has %d", a.Path, len(dst), shape, n)
 	}
 	out := asBytes(dst)
-	_, _, err := readDense(ctx, a, sel, func(hdr *SlabHeader) ([]byte, error) {
+	alloc := func(hdr *SlabHeader) ([]byte, error) {
 		if hdr.ElementSize*len(dst) != len(out) || product(hdr.Shape) != int64(len(dst)) {
 			return nil, errs.New(errs.DataLoss, "read %q: the server sends a slab of shape %v and %d-byte elements, not %v of %T", a.Path, hdr.Shape, hdr.ElementSize, shape, *new(T))
 		}
 		return out, nil
-	})
+	}
+	if int64(len(out)) <= smallSlabBytes && int64(len(dst)) < sharedMinElements {
+		if ok, err := readSmall(ctx, a, sel, alloc); ok {
+			return err
+		}
+	}
+	_, _, err := readDense(ctx, a, sel, alloc)
 	return err
 }
 
@@ -80,9 +86,15 @@ func ReadBytes(ctx context.Context, a *Array, sel Selection) (*SlabHeader, []byt
 	})
 }
 
+// inlinePlaceBytes: slabs up to this size are placed by the receiving
+// goroutine alone; starting copying goroutines costs a small read more
+// than they save.
+const inlinePlaceBytes = 1 << 20
+
 // readDense reads the slab sel of a into the dense C-order buffer alloc
-// returns for the slab's header. Blocks that arrive in shared memory are
-// copied out by several goroutines; the others as they arrive.
+// returns for the slab's header. Blocks left in receive buffers or shared
+// memory are copied out by several goroutines (slabs over
+// inlinePlaceBytes); the others as they arrive.
 func readDense(ctx context.Context, a *Array, sel Selection, alloc func(*SlabHeader) ([]byte, error)) (*SlabHeader, []byte, error) {
 	hdr, blocks, err := a.blocks(ctx, sel, recvPieces)
 	if err != nil {
@@ -115,7 +127,7 @@ func readDense(ctx context.Context, a *Array, sel Selection, alloc func(*SlabHea
 			failed = err
 			break
 		}
-		if b.done == nil {
+		if b.done == nil || len(out) <= inlinePlaceBytes {
 			place(b)
 			continue
 		}

@@ -195,8 +195,8 @@ func writeAndRead(t *testing.T, addr string, scrape func() []map[string]float64)
 
 // After a slab written and read back through `serve`, the metrics moved
 // by exactly what happened: the chunk files' bytes written and read, 16
-// chunks encoded and decoded by zstd, one WriteSlab and one ReadSlab
-// answered OK; the memory budget's limit is the flag's.
+// chunks encoded and decoded by zstd, one WriteSlab and one ReadSlabSmall
+// (the client's call for a slab of 16 KiB) answered OK; the memory budget's limit is the flag's.
 func TestMetricsCountSlab(t *testing.T) {
 	root := t.TempDir()
 	p := startWithAdmin(t, "serve", true, "--root", root, "--memory-limit", "256MiB")
@@ -224,7 +224,7 @@ func TestMetricsCountSlab(t *testing.T) {
 	check("read bytes (read)", delta(afterW, afterR, `zarrgate_store_read_bytes_total{backend="file"}`), float64(n))
 	check("written bytes (read)", delta(afterW, afterR, `zarrgate_store_written_bytes_total{backend="file"}`), 0)
 	check("decoded chunks", delta(afterW, afterR, `zarrgate_codec_chunks_total{codec="zstd", op="decode"}`), 16)
-	check("ReadSlab OK", delta(afterW, afterR, `grpc_server_handled_total{grpc_code="OK", grpc_method="ReadSlab", grpc_service="zarrgate.gateway.v1.ArrayService", grpc_type="server_stream"}`), 1)
+	check("ReadSlabSmall OK", delta(afterW, afterR, `grpc_server_handled_total{grpc_code="OK", grpc_method="ReadSlabSmall", grpc_service="zarrgate.gateway.v1.ArrayService", grpc_type="unary"}`), 1)
 	check("memory limit", afterR[`zarrgate_memory_budget_limit_bytes{}`], 256<<20)
 	if afterR[`zarrgate_store_call_duration_seconds_count{backend="file", op="set"}`] < 16 {
 		t.Errorf("store latency histogram has %v set calls, want at least 16", afterR[`zarrgate_store_call_duration_seconds_count{backend="file", op="set"}`])

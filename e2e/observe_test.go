@@ -375,7 +375,8 @@ func TestTraceRatioZeroFollowsCaller(t *testing.T) {
 		for _, s := range recv.trace(traced) {
 			seen[s.service+" "+s.name] = true
 		}
-		return seen["zarrgate-gateway zarrgate.gateway.v1.ArrayService/ReadSlab"] && seen["zarrgate-gateway gateway.decode"] &&
+		// A slab this small is one ReadSlabSmall call (client/small.go).
+		return seen["zarrgate-gateway zarrgate.gateway.v1.ArrayService/ReadSlabSmall"] && seen["zarrgate-gateway gateway.decode"] &&
 			seen["zarrgate-store-worker zarrgate.store.v1.StoreService/GetPartialValues"] && seen["zarrgate-codec-worker codec.Decode"]
 	}
 	if !waitFor(20*time.Second, complete) {

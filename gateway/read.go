@@ -404,6 +404,12 @@ func (g *Gateway) readBatch(ctx context.Context, l *layout, mem *readMem, batch 
 			return err
 		}
 	}
+	if parts, rest := g.rawParts(l, batch); parts != nil {
+		if err := g.readRawParts(ctx, l, mem, parts, out); err != nil {
+			return err
+		}
+		batch = rest
+	}
 	// As many chunks per store request as the budget can ever hold at
 	// once (at least one: a chunk larger than the budget is refused).
 	cost := l.readCost()

@@ -200,22 +200,34 @@ func (p *Portable) getPartialValuesMax(ctx context.Context, reqs []KeyRange, max
 		return vals, err
 	}
 	out := make([]PartialValue, len(reqs))
+	read := func(ctx context.Context, i int) error {
+		data, gen, err := readRange(ctx, p.s, reqs[i], max)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return nil
+		case err != nil:
+			return err
+		}
+		out[i] = PartialValue{Data: data, Found: true, Generation: gen, pooled: true}
+		return nil
+	}
+	if len(reqs) == 1 {
+		// One value (a small read's chunk, a shard index): read on the
+		// caller's goroutine, no handoff to another and back.
+		if err := read(ctx, 0); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(p.fanout)
-	for i, r := range reqs {
-		g.Go(func() error {
-			data, gen, err := readRange(gctx, p.s, r, max)
-			switch {
-			case errors.Is(err, ErrNotFound):
-				return nil
-			case err != nil:
-				return err
-			}
-			out[i] = PartialValue{Data: data, Found: true, Generation: gen, pooled: true}
-			return nil
-		})
+	for i := range reqs {
+		g.Go(func() error { return read(gctx, i) })
 	}
 	if err := g.Wait(); err != nil {
+		for i := range out { // the values read before the error
+			out[i].Release()
+		}
 		return nil, err
 	}
 	return out, nil

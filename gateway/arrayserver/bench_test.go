@@ -101,12 +101,15 @@ func readShared(b *testing.B, c gatewayv1.ArrayServiceClient, dst []byte) {
 
 // BenchmarkSmallRead reads random 64×64 boxes (up to four chunks each):
 // the latency of small reads, in the engine alone and through ArrayService
-// on loopback.
+// on loopback, streamed (rpc: ReadSlab) or in one unary call (rpc-small:
+// ReadSlabSmall); and cpu-µs/op, the CPU time of the process (client and
+// server) per read, steadier than the latency on a busy machine.
 func BenchmarkSmallRead(b *testing.B) {
 	g := benchGateway(b, plainBytes)
 	r := rand.New(rand.NewPCG(1, 2))
 	box := func() (int64, int64) { return r.Int64N(benchN - 64), r.Int64N(benchN - 64) }
 	b.Run("engine", func(b *testing.B) {
+		defer reportCPU(b)()
 		for b.Loop() {
 			y, x := box()
 			err := g.ReadSlab(ctx, "a", []zarr.Range{{Start: y, Stop: y + 64, Step: 1}, {Start: x, Stop: x + 64, Step: 1}}, func(gateway.SlabInfo) error { return nil }, func(gateway.Block) error { return nil })
@@ -117,9 +120,29 @@ func BenchmarkSmallRead(b *testing.B) {
 	})
 	c := serveGatewayB(b, g)
 	b.Run("rpc", func(b *testing.B) {
+		defer reportCPU(b)()
 		for b.Loop() {
 			y, x := box()
 			drain(b, c, &gatewayv1.ReadSlabRequest{Path: "a", Selection: []*gatewayv1.Slice{{Start: uint64(y), Stop: uint64(y + 64)}, {Start: uint64(x), Stop: uint64(x + 64)}}})
 		}
 	})
+	b.Run("rpc-small", func(b *testing.B) {
+		defer reportCPU(b)()
+		for b.Loop() {
+			y, x := box()
+			if _, err := c.ReadSlabSmall(ctx, &gatewayv1.ReadSlabSmallRequest{Path: "a", Selection: []*gatewayv1.Slice{{Start: uint64(y), Stop: uint64(y + 64)}, {Start: uint64(x), Stop: uint64(x + 64)}}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// reportCPU starts counting the process's CPU time; the function it
+// returns reports it per iteration as cpu-µs/op.
+func reportCPU(b *testing.B) func() {
+	cpu0, _ := processCPU(b)
+	return func() {
+		cpu, _ := processCPU(b)
+		b.ReportMetric(float64((cpu-cpu0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
+	}
 }

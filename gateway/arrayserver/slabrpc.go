@@ -1,6 +1,9 @@
 package arrayserver
 
 import (
+	"bytes"
+	"context"
+	"fmt"
 	"io"
 
 	"google.golang.org/grpc"
@@ -11,6 +14,7 @@ import (
 	"github.com/zarrgate/zarrgate/gateway"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/internal/grpcerr"
+	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/wire"
 	"github.com/zarrgate/zarrgate/zarr"
 )
@@ -58,6 +62,83 @@ func (s *Server) ReadSlab(req *gatewayv1.ReadSlabRequest, stream grpc.ServerStre
 		})
 	})
 	return grpcerr.ToStatus(err)
+}
+
+// MaxSmallSlabBytes is the largest slab ReadSlabSmall returns: elements
+// times element size, or for variable-length types the blocks' bytes and
+// 8 bytes per offset.
+const MaxSmallSlabBytes = 1 << 20
+
+// ReadSlabSmall implements gatewayv1.ArrayServiceServer: ReadSlab in one
+// unary call, for small slabs. The blocks are copied into the response
+// (at most MaxSmallSlabBytes, reserved against the memory budget twice
+// over, for the copies and for gRPC's encoding of them, until the
+// handler returns and gRPC encodes the response), and each engine block
+// is freed as soon as it is copied.
+func (s *Server) ReadSlabSmall(ctx context.Context, req *gatewayv1.ReadSlabSmallRequest) (*gatewayv1.ReadSlabSmallResponse, error) {
+	sel, err := SelectionFromProto(req.GetSelection())
+	if err != nil {
+		return nil, grpcerr.ToStatus(err)
+	}
+	budget := s.g.Budget()
+	var held []membudget.Reservation
+	defer func() {
+		for _, r := range held {
+			r.Release()
+		}
+	}()
+	reserve := func(n int64) error {
+		r, err := budget.Acquire(ctx, 2*n, fmt.Sprintf("the response of a small read of %q", req.GetPath()))
+		if err == nil {
+			held = append(held, r)
+		}
+		return err
+	}
+	tooLarge := func(n int64) error {
+		return errs.New(errs.ResourceExhausted, "read_slab_small %q: the slab has %d bytes or more, more than ReadSlabSmall returns (%d); read it with ReadSlab", req.GetPath(), n, MaxSmallSlabBytes)
+	}
+	resp := &gatewayv1.ReadSlabSmallResponse{}
+	var elem int
+	var total int64 // variable-length types: bytes in the response so far
+	err = s.g.ReadSlabTo(ctx, req.GetPath(), sel, func(info gateway.SlabInfo) error {
+		elem = info.DataType.Size
+		if elem > 0 {
+			n := int64(elem)
+			for _, d := range info.Shape {
+				if d > 0 && n > MaxSmallSlabBytes/d {
+					return tooLarge(MaxSmallSlabBytes + 1)
+				}
+				n *= d
+			}
+			if n > MaxSmallSlabBytes {
+				return tooLarge(n)
+			}
+			if err := reserve(n); err != nil {
+				return err
+			}
+		}
+		resp.Header = slabHeader(info)
+		return nil
+	}, nil, func(b gateway.Block) error {
+		defer b.Free()
+		if elem == 0 {
+			n := int64(len(b.Data)) + 8*int64(len(b.Offsets))
+			if total += n; total > MaxSmallSlabBytes {
+				return tooLarge(total)
+			}
+			if err := reserve(n); err != nil {
+				return err
+			}
+		}
+		pb := blockProto(b)
+		pb.Data = bytes.Clone(b.Data)
+		resp.Blocks = append(resp.Blocks, pb)
+		return nil
+	})
+	if err != nil {
+		return nil, grpcerr.ToStatus(err)
+	}
+	return resp, nil
 }
 
 // slabHeader is info's wire form.

@@ -93,6 +93,7 @@ var methods = map[string]class{
 	gatewayv1.ArrayService_DeleteNode_FullMethodName:       classWrite,
 	gatewayv1.ArrayService_ResizeArray_FullMethodName:      classWrite,
 	gatewayv1.ArrayService_ReadSlab_FullMethodName:         classRead,
+	gatewayv1.ArrayService_ReadSlabSmall_FullMethodName:    classRead,
 	gatewayv1.ArrayService_ReadSlabShared_FullMethodName:   classRead,
 	gatewayv1.ArrayService_WriteSlab_FullMethodName:        classWrite,
 
@@ -271,6 +272,8 @@ func decide(method string, msg any) (need, error) {
 		// both.
 		return nodeNeed(authz.Write|authz.Delete, m.GetPath())
 	case *gatewayv1.ReadSlabRequest:
+		return nodeNeed(authz.Read, m.GetPath())
+	case *gatewayv1.ReadSlabSmallRequest:
 		return nodeNeed(authz.Read, m.GetPath())
 	case *gatewayv1.ReadSlabSharedRequest:
 		r := m.GetRead()

@@ -476,6 +476,10 @@ func arrayCases() []rpcCase {
 			_, err := drain(ar(c).ReadSlab(ctx, &gatewayv1.ReadSlabRequest{Path: "data/arr"}))
 			return err
 		}, denyAll},
+		{"ReadSlabSmall", "gateway", func(ctx context.Context, c *grpc.ClientConn) error {
+			_, err := ar(c).ReadSlabSmall(ctx, &gatewayv1.ReadSlabSmallRequest{Path: "data/arr"})
+			return err
+		}, denyAll},
 		{"ReadSlabShared", "gateway", func(ctx context.Context, c *grpc.ClientConn) error {
 			s, err := ar(c).ReadSlabShared(ctx)
 			if err != nil {

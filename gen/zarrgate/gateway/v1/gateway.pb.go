@@ -1851,6 +1851,116 @@ func (x *SharedRelease) GetBlocks() uint64 {
 	return 0
 }
 
+// ReadSlabSmallRequest selects a small hyperslab, as ReadSlabRequest.
+type ReadSlabSmallRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path of the array.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// selection, one slice per dimension; empty selects the whole array.
+	Selection     []*Slice `protobuf:"bytes,2,rep,name=selection,proto3" json:"selection,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadSlabSmallRequest) Reset() {
+	*x = ReadSlabSmallRequest{}
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadSlabSmallRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadSlabSmallRequest) ProtoMessage() {}
+
+func (x *ReadSlabSmallRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadSlabSmallRequest.ProtoReflect.Descriptor instead.
+func (*ReadSlabSmallRequest) Descriptor() ([]byte, []int) {
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ReadSlabSmallRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ReadSlabSmallRequest) GetSelection() []*Slice {
+	if x != nil {
+		return x.Selection
+	}
+	return nil
+}
+
+// ReadSlabSmallResponse is a whole small slab.
+type ReadSlabSmallResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// header describes the slab.
+	Header *SlabHeader `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// blocks tile the slab, as ReadSlab's blocks do (data inline).
+	Blocks        []*Block `protobuf:"bytes,2,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadSlabSmallResponse) Reset() {
+	*x = ReadSlabSmallResponse{}
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadSlabSmallResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadSlabSmallResponse) ProtoMessage() {}
+
+func (x *ReadSlabSmallResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadSlabSmallResponse.ProtoReflect.Descriptor instead.
+func (*ReadSlabSmallResponse) Descriptor() ([]byte, []int) {
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ReadSlabSmallResponse) GetHeader() *SlabHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *ReadSlabSmallResponse) GetBlocks() []*Block {
+	if x != nil {
+		return x.Blocks
+	}
+	return nil
+}
+
 // ReadSlabResponse is the header (first message) or a block.
 type ReadSlabResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1867,7 +1977,7 @@ type ReadSlabResponse struct {
 
 func (x *ReadSlabResponse) Reset() {
 	*x = ReadSlabResponse{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1879,7 +1989,7 @@ func (x *ReadSlabResponse) String() string {
 func (*ReadSlabResponse) ProtoMessage() {}
 
 func (x *ReadSlabResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1892,7 +2002,7 @@ func (x *ReadSlabResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSlabResponse.ProtoReflect.Descriptor instead.
 func (*ReadSlabResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReadSlabResponse) GetMessage() isReadSlabResponse_Message {
@@ -1956,7 +2066,7 @@ type ReadSlabSharedResponse struct {
 
 func (x *ReadSlabSharedResponse) Reset() {
 	*x = ReadSlabSharedResponse{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1968,7 +2078,7 @@ func (x *ReadSlabSharedResponse) String() string {
 func (*ReadSlabSharedResponse) ProtoMessage() {}
 
 func (x *ReadSlabSharedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2091,7 @@ func (x *ReadSlabSharedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSlabSharedResponse.ProtoReflect.Descriptor instead.
 func (*ReadSlabSharedResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReadSlabSharedResponse) GetMessage() isReadSlabSharedResponse_Message {
@@ -2055,7 +2165,7 @@ type SlabEnd struct {
 
 func (x *SlabEnd) Reset() {
 	*x = SlabEnd{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2177,7 @@ func (x *SlabEnd) String() string {
 func (*SlabEnd) ProtoMessage() {}
 
 func (x *SlabEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2190,7 @@ func (x *SlabEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlabEnd.ProtoReflect.Descriptor instead.
 func (*SlabEnd) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 // WriteSlabHeader opens a WriteSlab stream.
@@ -2096,7 +2206,7 @@ type WriteSlabHeader struct {
 
 func (x *WriteSlabHeader) Reset() {
 	*x = WriteSlabHeader{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2218,7 @@ func (x *WriteSlabHeader) String() string {
 func (*WriteSlabHeader) ProtoMessage() {}
 
 func (x *WriteSlabHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2231,7 @@ func (x *WriteSlabHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteSlabHeader.ProtoReflect.Descriptor instead.
 func (*WriteSlabHeader) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WriteSlabHeader) GetPath() string {
@@ -2154,7 +2264,7 @@ type WriteSlabRequest struct {
 
 func (x *WriteSlabRequest) Reset() {
 	*x = WriteSlabRequest{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2166,7 +2276,7 @@ func (x *WriteSlabRequest) String() string {
 func (*WriteSlabRequest) ProtoMessage() {}
 
 func (x *WriteSlabRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2179,7 +2289,7 @@ func (x *WriteSlabRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteSlabRequest.ProtoReflect.Descriptor instead.
 func (*WriteSlabRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WriteSlabRequest) GetMessage() isWriteSlabRequest_Message {
@@ -2238,7 +2348,7 @@ type WriteSlabResponse struct {
 
 func (x *WriteSlabResponse) Reset() {
 	*x = WriteSlabResponse{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[31]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2360,7 @@ func (x *WriteSlabResponse) String() string {
 func (*WriteSlabResponse) ProtoMessage() {}
 
 func (x *WriteSlabResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[31]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2373,7 @@ func (x *WriteSlabResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteSlabResponse.ProtoReflect.Descriptor instead.
 func (*WriteSlabResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WriteSlabResponse) GetChunksWritten() uint64 {
@@ -2396,7 +2506,13 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"\fSharedAttach\x12\x1a\n" +
 	"\battached\x18\x01 \x01(\bR\battached\"'\n" +
 	"\rSharedRelease\x12\x16\n" +
-	"\x06blocks\x18\x01 \x01(\x04R\x06blocks\"\x8c\x01\n" +
+	"\x06blocks\x18\x01 \x01(\x04R\x06blocks\"d\n" +
+	"\x14ReadSlabSmallRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x128\n" +
+	"\tselection\x18\x02 \x03(\v2\x1a.zarrgate.gateway.v1.SliceR\tselection\"\x84\x01\n" +
+	"\x15ReadSlabSmallResponse\x127\n" +
+	"\x06header\x18\x01 \x01(\v2\x1f.zarrgate.gateway.v1.SlabHeaderR\x06header\x122\n" +
+	"\x06blocks\x18\x02 \x03(\v2\x1a.zarrgate.gateway.v1.BlockR\x06blocks\"\x8c\x01\n" +
 	"\x10ReadSlabResponse\x129\n" +
 	"\x06header\x18\x01 \x01(\v2\x1f.zarrgate.gateway.v1.SlabHeaderH\x00R\x06header\x122\n" +
 	"\x05block\x18\x02 \x01(\v2\x1a.zarrgate.gateway.v1.BlockH\x00R\x05blockB\t\n" +
@@ -2428,7 +2544,7 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x0fNODE_KIND_ARRAY\x10\x02*E\n" +
 	"\tByteOrder\x12\x1a\n" +
 	"\x16BYTE_ORDER_UNSPECIFIED\x10\x00\x12\x1c\n" +
-	"\x18BYTE_ORDER_LITTLE_ENDIAN\x10\x012\xe9\a\n" +
+	"\x18BYTE_ORDER_LITTLE_ENDIAN\x10\x012\xd1\b\n" +
 	"\fArrayService\x12T\n" +
 	"\aGetNode\x12#.zarrgate.gateway.v1.GetNodeRequest\x1a$.zarrgate.gateway.v1.GetNodeResponse\x12e\n" +
 	"\fListChildren\x12(.zarrgate.gateway.v1.ListChildrenRequest\x1a).zarrgate.gateway.v1.ListChildrenResponse0\x01\x12`\n" +
@@ -2438,7 +2554,8 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"DeleteNode\x12&.zarrgate.gateway.v1.DeleteNodeRequest\x1a'.zarrgate.gateway.v1.DeleteNodeResponse\x12`\n" +
 	"\vResizeArray\x12'.zarrgate.gateway.v1.ResizeArrayRequest\x1a(.zarrgate.gateway.v1.ResizeArrayResponse\x12Y\n" +
-	"\bReadSlab\x12$.zarrgate.gateway.v1.ReadSlabRequest\x1a%.zarrgate.gateway.v1.ReadSlabResponse0\x01\x12m\n" +
+	"\bReadSlab\x12$.zarrgate.gateway.v1.ReadSlabRequest\x1a%.zarrgate.gateway.v1.ReadSlabResponse0\x01\x12f\n" +
+	"\rReadSlabSmall\x12).zarrgate.gateway.v1.ReadSlabSmallRequest\x1a*.zarrgate.gateway.v1.ReadSlabSmallResponse\x12m\n" +
 	"\x0eReadSlabShared\x12*.zarrgate.gateway.v1.ReadSlabSharedRequest\x1a+.zarrgate.gateway.v1.ReadSlabSharedResponse(\x010\x01\x12\\\n" +
 	"\tWriteSlab\x12%.zarrgate.gateway.v1.WriteSlabRequest\x1a&.zarrgate.gateway.v1.WriteSlabResponse(\x01B@Z>github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1;gatewayv1b\x06proto3"
 
@@ -2455,7 +2572,7 @@ func file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_zarrgate_gateway_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_zarrgate_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_zarrgate_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_zarrgate_gateway_v1_gateway_proto_goTypes = []any{
 	(Format)(0),                      // 0: zarrgate.gateway.v1.Format
 	(NodeKind)(0),                    // 1: zarrgate.gateway.v1.NodeKind
@@ -2486,12 +2603,14 @@ var file_zarrgate_gateway_v1_gateway_proto_goTypes = []any{
 	(*ReadSlabSharedRequest)(nil),    // 26: zarrgate.gateway.v1.ReadSlabSharedRequest
 	(*SharedAttach)(nil),             // 27: zarrgate.gateway.v1.SharedAttach
 	(*SharedRelease)(nil),            // 28: zarrgate.gateway.v1.SharedRelease
-	(*ReadSlabResponse)(nil),         // 29: zarrgate.gateway.v1.ReadSlabResponse
-	(*ReadSlabSharedResponse)(nil),   // 30: zarrgate.gateway.v1.ReadSlabSharedResponse
-	(*SlabEnd)(nil),                  // 31: zarrgate.gateway.v1.SlabEnd
-	(*WriteSlabHeader)(nil),          // 32: zarrgate.gateway.v1.WriteSlabHeader
-	(*WriteSlabRequest)(nil),         // 33: zarrgate.gateway.v1.WriteSlabRequest
-	(*WriteSlabResponse)(nil),        // 34: zarrgate.gateway.v1.WriteSlabResponse
+	(*ReadSlabSmallRequest)(nil),     // 29: zarrgate.gateway.v1.ReadSlabSmallRequest
+	(*ReadSlabSmallResponse)(nil),    // 30: zarrgate.gateway.v1.ReadSlabSmallResponse
+	(*ReadSlabResponse)(nil),         // 31: zarrgate.gateway.v1.ReadSlabResponse
+	(*ReadSlabSharedResponse)(nil),   // 32: zarrgate.gateway.v1.ReadSlabSharedResponse
+	(*SlabEnd)(nil),                  // 33: zarrgate.gateway.v1.SlabEnd
+	(*WriteSlabHeader)(nil),          // 34: zarrgate.gateway.v1.WriteSlabHeader
+	(*WriteSlabRequest)(nil),         // 35: zarrgate.gateway.v1.WriteSlabRequest
+	(*WriteSlabResponse)(nil),        // 36: zarrgate.gateway.v1.WriteSlabResponse
 }
 var file_zarrgate_gateway_v1_gateway_proto_depIdxs = []int32{
 	1,  // 0: zarrgate.gateway.v1.Node.kind:type_name -> zarrgate.gateway.v1.NodeKind
@@ -2514,39 +2633,44 @@ var file_zarrgate_gateway_v1_gateway_proto_depIdxs = []int32{
 	25, // 17: zarrgate.gateway.v1.ReadSlabSharedRequest.read:type_name -> zarrgate.gateway.v1.ReadSlabRequest
 	27, // 18: zarrgate.gateway.v1.ReadSlabSharedRequest.attach:type_name -> zarrgate.gateway.v1.SharedAttach
 	28, // 19: zarrgate.gateway.v1.ReadSlabSharedRequest.release:type_name -> zarrgate.gateway.v1.SharedRelease
-	21, // 20: zarrgate.gateway.v1.ReadSlabResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
-	24, // 21: zarrgate.gateway.v1.ReadSlabResponse.block:type_name -> zarrgate.gateway.v1.Block
-	21, // 22: zarrgate.gateway.v1.ReadSlabSharedResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
-	24, // 23: zarrgate.gateway.v1.ReadSlabSharedResponse.block:type_name -> zarrgate.gateway.v1.Block
-	31, // 24: zarrgate.gateway.v1.ReadSlabSharedResponse.end:type_name -> zarrgate.gateway.v1.SlabEnd
-	20, // 25: zarrgate.gateway.v1.WriteSlabHeader.selection:type_name -> zarrgate.gateway.v1.Slice
-	32, // 26: zarrgate.gateway.v1.WriteSlabRequest.header:type_name -> zarrgate.gateway.v1.WriteSlabHeader
-	24, // 27: zarrgate.gateway.v1.WriteSlabRequest.block:type_name -> zarrgate.gateway.v1.Block
-	6,  // 28: zarrgate.gateway.v1.ArrayService.GetNode:input_type -> zarrgate.gateway.v1.GetNodeRequest
-	8,  // 29: zarrgate.gateway.v1.ArrayService.ListChildren:input_type -> zarrgate.gateway.v1.ListChildrenRequest
-	10, // 30: zarrgate.gateway.v1.ArrayService.CreateGroup:input_type -> zarrgate.gateway.v1.CreateGroupRequest
-	12, // 31: zarrgate.gateway.v1.ArrayService.CreateArray:input_type -> zarrgate.gateway.v1.CreateArrayRequest
-	14, // 32: zarrgate.gateway.v1.ArrayService.UpdateAttributes:input_type -> zarrgate.gateway.v1.UpdateAttributesRequest
-	16, // 33: zarrgate.gateway.v1.ArrayService.DeleteNode:input_type -> zarrgate.gateway.v1.DeleteNodeRequest
-	18, // 34: zarrgate.gateway.v1.ArrayService.ResizeArray:input_type -> zarrgate.gateway.v1.ResizeArrayRequest
-	25, // 35: zarrgate.gateway.v1.ArrayService.ReadSlab:input_type -> zarrgate.gateway.v1.ReadSlabRequest
-	26, // 36: zarrgate.gateway.v1.ArrayService.ReadSlabShared:input_type -> zarrgate.gateway.v1.ReadSlabSharedRequest
-	33, // 37: zarrgate.gateway.v1.ArrayService.WriteSlab:input_type -> zarrgate.gateway.v1.WriteSlabRequest
-	7,  // 38: zarrgate.gateway.v1.ArrayService.GetNode:output_type -> zarrgate.gateway.v1.GetNodeResponse
-	9,  // 39: zarrgate.gateway.v1.ArrayService.ListChildren:output_type -> zarrgate.gateway.v1.ListChildrenResponse
-	11, // 40: zarrgate.gateway.v1.ArrayService.CreateGroup:output_type -> zarrgate.gateway.v1.CreateGroupResponse
-	13, // 41: zarrgate.gateway.v1.ArrayService.CreateArray:output_type -> zarrgate.gateway.v1.CreateArrayResponse
-	15, // 42: zarrgate.gateway.v1.ArrayService.UpdateAttributes:output_type -> zarrgate.gateway.v1.UpdateAttributesResponse
-	17, // 43: zarrgate.gateway.v1.ArrayService.DeleteNode:output_type -> zarrgate.gateway.v1.DeleteNodeResponse
-	19, // 44: zarrgate.gateway.v1.ArrayService.ResizeArray:output_type -> zarrgate.gateway.v1.ResizeArrayResponse
-	29, // 45: zarrgate.gateway.v1.ArrayService.ReadSlab:output_type -> zarrgate.gateway.v1.ReadSlabResponse
-	30, // 46: zarrgate.gateway.v1.ArrayService.ReadSlabShared:output_type -> zarrgate.gateway.v1.ReadSlabSharedResponse
-	34, // 47: zarrgate.gateway.v1.ArrayService.WriteSlab:output_type -> zarrgate.gateway.v1.WriteSlabResponse
-	38, // [38:48] is the sub-list for method output_type
-	28, // [28:38] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	20, // 20: zarrgate.gateway.v1.ReadSlabSmallRequest.selection:type_name -> zarrgate.gateway.v1.Slice
+	21, // 21: zarrgate.gateway.v1.ReadSlabSmallResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
+	24, // 22: zarrgate.gateway.v1.ReadSlabSmallResponse.blocks:type_name -> zarrgate.gateway.v1.Block
+	21, // 23: zarrgate.gateway.v1.ReadSlabResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
+	24, // 24: zarrgate.gateway.v1.ReadSlabResponse.block:type_name -> zarrgate.gateway.v1.Block
+	21, // 25: zarrgate.gateway.v1.ReadSlabSharedResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
+	24, // 26: zarrgate.gateway.v1.ReadSlabSharedResponse.block:type_name -> zarrgate.gateway.v1.Block
+	33, // 27: zarrgate.gateway.v1.ReadSlabSharedResponse.end:type_name -> zarrgate.gateway.v1.SlabEnd
+	20, // 28: zarrgate.gateway.v1.WriteSlabHeader.selection:type_name -> zarrgate.gateway.v1.Slice
+	34, // 29: zarrgate.gateway.v1.WriteSlabRequest.header:type_name -> zarrgate.gateway.v1.WriteSlabHeader
+	24, // 30: zarrgate.gateway.v1.WriteSlabRequest.block:type_name -> zarrgate.gateway.v1.Block
+	6,  // 31: zarrgate.gateway.v1.ArrayService.GetNode:input_type -> zarrgate.gateway.v1.GetNodeRequest
+	8,  // 32: zarrgate.gateway.v1.ArrayService.ListChildren:input_type -> zarrgate.gateway.v1.ListChildrenRequest
+	10, // 33: zarrgate.gateway.v1.ArrayService.CreateGroup:input_type -> zarrgate.gateway.v1.CreateGroupRequest
+	12, // 34: zarrgate.gateway.v1.ArrayService.CreateArray:input_type -> zarrgate.gateway.v1.CreateArrayRequest
+	14, // 35: zarrgate.gateway.v1.ArrayService.UpdateAttributes:input_type -> zarrgate.gateway.v1.UpdateAttributesRequest
+	16, // 36: zarrgate.gateway.v1.ArrayService.DeleteNode:input_type -> zarrgate.gateway.v1.DeleteNodeRequest
+	18, // 37: zarrgate.gateway.v1.ArrayService.ResizeArray:input_type -> zarrgate.gateway.v1.ResizeArrayRequest
+	25, // 38: zarrgate.gateway.v1.ArrayService.ReadSlab:input_type -> zarrgate.gateway.v1.ReadSlabRequest
+	29, // 39: zarrgate.gateway.v1.ArrayService.ReadSlabSmall:input_type -> zarrgate.gateway.v1.ReadSlabSmallRequest
+	26, // 40: zarrgate.gateway.v1.ArrayService.ReadSlabShared:input_type -> zarrgate.gateway.v1.ReadSlabSharedRequest
+	35, // 41: zarrgate.gateway.v1.ArrayService.WriteSlab:input_type -> zarrgate.gateway.v1.WriteSlabRequest
+	7,  // 42: zarrgate.gateway.v1.ArrayService.GetNode:output_type -> zarrgate.gateway.v1.GetNodeResponse
+	9,  // 43: zarrgate.gateway.v1.ArrayService.ListChildren:output_type -> zarrgate.gateway.v1.ListChildrenResponse
+	11, // 44: zarrgate.gateway.v1.ArrayService.CreateGroup:output_type -> zarrgate.gateway.v1.CreateGroupResponse
+	13, // 45: zarrgate.gateway.v1.ArrayService.CreateArray:output_type -> zarrgate.gateway.v1.CreateArrayResponse
+	15, // 46: zarrgate.gateway.v1.ArrayService.UpdateAttributes:output_type -> zarrgate.gateway.v1.UpdateAttributesResponse
+	17, // 47: zarrgate.gateway.v1.ArrayService.DeleteNode:output_type -> zarrgate.gateway.v1.DeleteNodeResponse
+	19, // 48: zarrgate.gateway.v1.ArrayService.ResizeArray:output_type -> zarrgate.gateway.v1.ResizeArrayResponse
+	31, // 49: zarrgate.gateway.v1.ArrayService.ReadSlab:output_type -> zarrgate.gateway.v1.ReadSlabResponse
+	30, // 50: zarrgate.gateway.v1.ArrayService.ReadSlabSmall:output_type -> zarrgate.gateway.v1.ReadSlabSmallResponse
+	32, // 51: zarrgate.gateway.v1.ArrayService.ReadSlabShared:output_type -> zarrgate.gateway.v1.ReadSlabSharedResponse
+	36, // 52: zarrgate.gateway.v1.ArrayService.WriteSlab:output_type -> zarrgate.gateway.v1.WriteSlabResponse
+	42, // [42:53] is the sub-list for method output_type
+	31, // [31:42] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_zarrgate_gateway_v1_gateway_proto_init() }
@@ -2559,16 +2683,16 @@ func file_zarrgate_gateway_v1_gateway_proto_init() {
 		(*ReadSlabSharedRequest_Attach)(nil),
 		(*ReadSlabSharedRequest_Release)(nil),
 	}
-	file_zarrgate_gateway_v1_gateway_proto_msgTypes[26].OneofWrappers = []any{
+	file_zarrgate_gateway_v1_gateway_proto_msgTypes[28].OneofWrappers = []any{
 		(*ReadSlabResponse_Header)(nil),
 		(*ReadSlabResponse_Block)(nil),
 	}
-	file_zarrgate_gateway_v1_gateway_proto_msgTypes[27].OneofWrappers = []any{
+	file_zarrgate_gateway_v1_gateway_proto_msgTypes[29].OneofWrappers = []any{
 		(*ReadSlabSharedResponse_Header)(nil),
 		(*ReadSlabSharedResponse_Block)(nil),
 		(*ReadSlabSharedResponse_End)(nil),
 	}
-	file_zarrgate_gateway_v1_gateway_proto_msgTypes[30].OneofWrappers = []any{
+	file_zarrgate_gateway_v1_gateway_proto_msgTypes[32].OneofWrappers = []any{
 		(*WriteSlabRequest_Header)(nil),
 		(*WriteSlabRequest_Block)(nil),
 	}
@@ -2578,7 +2702,7 @@ func file_zarrgate_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_zarrgate_gateway_v1_gateway_proto_rawDesc), len(file_zarrgate_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	ArrayService_DeleteNode_FullMethodName       = "/zarrgate.gateway.v1.ArrayService/DeleteNode"
 	ArrayService_ResizeArray_FullMethodName      = "/zarrgate.gateway.v1.ArrayService/ResizeArray"
 	ArrayService_ReadSlab_FullMethodName         = "/zarrgate.gateway.v1.ArrayService/ReadSlab"
+	ArrayService_ReadSlabSmall_FullMethodName    = "/zarrgate.gateway.v1.ArrayService/ReadSlabSmall"
 	ArrayService_ReadSlabShared_FullMethodName   = "/zarrgate.gateway.v1.ArrayService/ReadSlabShared"
 	ArrayService_WriteSlab_FullMethodName        = "/zarrgate.gateway.v1.ArrayService/WriteSlab"
 )
@@ -65,6 +66,15 @@ type ArrayServiceClient interface {
 	// order, little-endian (strings and bytes as offsets + data). Missing
 	// chunks read as the fill value.
 	ReadSlab(ctx context.Context, in *ReadSlabRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadSlabResponse], error)
+	// ReadSlabSmall reads a small slab in one unary call, cheaper than a
+	// stream for the reads where the call's own cost dominates (a random
+	// 64×64 read: issue 20): the response holds the header and every block,
+	// as ReadSlab would stream them. Slabs of more than 1 MiB (elements
+	// times element size; for variable-length types, the blocks' bytes and
+	// offsets as they are read) are refused with RESOURCE_EXHAUSTED: read
+	// them with ReadSlab. Limits, permissions and the memory budget are
+	// ReadSlab's.
+	ReadSlabSmall(ctx context.Context, in *ReadSlabSmallRequest, opts ...grpc.CallOption) (*ReadSlabSmallResponse, error)
 	// ReadSlabShared is ReadSlab for clients on the gateway's host: block data
 	// travels through a shared-memory segment instead of through the stream,
 	// which saves the socket's copies. The client sends the request, then, if
@@ -186,6 +196,16 @@ func (c *arrayServiceClient) ReadSlab(ctx context.Context, in *ReadSlabRequest, 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ArrayService_ReadSlabClient = grpc.ServerStreamingClient[ReadSlabResponse]
 
+func (c *arrayServiceClient) ReadSlabSmall(ctx context.Context, in *ReadSlabSmallRequest, opts ...grpc.CallOption) (*ReadSlabSmallResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadSlabSmallResponse)
+	err := c.cc.Invoke(ctx, ArrayService_ReadSlabSmall_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *arrayServiceClient) ReadSlabShared(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReadSlabSharedRequest, ReadSlabSharedResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &ArrayService_ServiceDesc.Streams[2], ArrayService_ReadSlabShared_FullMethodName, cOpts...)
@@ -246,6 +266,15 @@ type ArrayServiceServer interface {
 	// order, little-endian (strings and bytes as offsets + data). Missing
 	// chunks read as the fill value.
 	ReadSlab(*ReadSlabRequest, grpc.ServerStreamingServer[ReadSlabResponse]) error
+	// ReadSlabSmall reads a small slab in one unary call, cheaper than a
+	// stream for the reads where the call's own cost dominates (a random
+	// 64×64 read: issue 20): the response holds the header and every block,
+	// as ReadSlab would stream them. Slabs of more than 1 MiB (elements
+	// times element size; for variable-length types, the blocks' bytes and
+	// offsets as they are read) are refused with RESOURCE_EXHAUSTED: read
+	// them with ReadSlab. Limits, permissions and the memory budget are
+	// ReadSlab's.
+	ReadSlabSmall(context.Context, *ReadSlabSmallRequest) (*ReadSlabSmallResponse, error)
 	// ReadSlabShared is ReadSlab for clients on the gateway's host: block data
 	// travels through a shared-memory segment instead of through the stream,
 	// which saves the socket's copies. The client sends the request, then, if
@@ -292,6 +321,9 @@ func (UnimplementedArrayServiceServer) ResizeArray(context.Context, *ResizeArray
 }
 func (UnimplementedArrayServiceServer) ReadSlab(*ReadSlabRequest, grpc.ServerStreamingServer[ReadSlabResponse]) error {
 	return status.Error(codes.Unimplemented, "method ReadSlab not implemented")
+}
+func (UnimplementedArrayServiceServer) ReadSlabSmall(context.Context, *ReadSlabSmallRequest) (*ReadSlabSmallResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadSlabSmall not implemented")
 }
 func (UnimplementedArrayServiceServer) ReadSlabShared(grpc.BidiStreamingServer[ReadSlabSharedRequest, ReadSlabSharedResponse]) error {
 	return status.Error(codes.Unimplemented, "method ReadSlabShared not implemented")
@@ -450,6 +482,24 @@ func _ArrayService_ReadSlab_Handler(srv interface{}, stream grpc.ServerStream) e
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ArrayService_ReadSlabServer = grpc.ServerStreamingServer[ReadSlabResponse]
 
+func _ArrayService_ReadSlabSmall_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadSlabSmallRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ArrayServiceServer).ReadSlabSmall(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ArrayService_ReadSlabSmall_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ArrayServiceServer).ReadSlabSmall(ctx, req.(*ReadSlabSmallRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ArrayService_ReadSlabShared_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(ArrayServiceServer).ReadSlabShared(&grpc.GenericServerStream[ReadSlabSharedRequest, ReadSlabSharedResponse]{ServerStream: stream})
 }
@@ -494,6 +544,10 @@ var ArrayService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResizeArray",
 			Handler:    _ArrayService_ResizeArray_Handler,
+		},
+		{
+			MethodName: "ReadSlabSmall",
+			Handler:    _ArrayService_ReadSlabSmall_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

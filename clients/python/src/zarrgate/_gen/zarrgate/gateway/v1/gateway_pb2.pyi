@@ -282,6 +282,22 @@ class SharedRelease(_message.Message):
     blocks: int
     def __init__(self, blocks: _Optional[int] = ...) -> None: ...
 
+class ReadSlabSmallRequest(_message.Message):
+    __slots__ = ("path", "selection")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    selection: _containers.RepeatedCompositeFieldContainer[Slice]
+    def __init__(self, path: _Optional[str] = ..., selection: _Optional[_Iterable[_Union[Slice, _Mapping]]] = ...) -> None: ...
+
+class ReadSlabSmallResponse(_message.Message):
+    __slots__ = ("header", "blocks")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    header: SlabHeader
+    blocks: _containers.RepeatedCompositeFieldContainer[Block]
+    def __init__(self, header: _Optional[_Union[SlabHeader, _Mapping]] = ..., blocks: _Optional[_Iterable[_Union[Block, _Mapping]]] = ...) -> None: ...
+
 class ReadSlabResponse(_message.Message):
     __slots__ = ("header", "block")
     HEADER_FIELD_NUMBER: _ClassVar[int]

@@ -79,6 +79,11 @@ class ArrayServiceStub:
                 request_serializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabRequest.SerializeToString,
                 response_deserializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabResponse.FromString,
                 _registered_method=True)
+        self.ReadSlabSmall = channel.unary_unary(
+                '/zarrgate.gateway.v1.ArrayService/ReadSlabSmall',
+                request_serializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSmallRequest.SerializeToString,
+                response_deserializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSmallResponse.FromString,
+                _registered_method=True)
         self.ReadSlabShared = channel.stream_stream(
                 '/zarrgate.gateway.v1.ArrayService/ReadSlabShared',
                 request_serializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSharedRequest.SerializeToString,
@@ -163,6 +168,20 @@ class ArrayServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadSlabSmall(self, request, context):
+        """ReadSlabSmall reads a small slab in one unary call, cheaper than a
+        stream for the reads where the call's own cost dominates (a random
+        64×64 read: issue 20): the response holds the header and every block,
+        as ReadSlab would stream them. Slabs of more than 1 MiB (elements
+        times element size; for variable-length types, the blocks' bytes and
+        offsets as they are read) are refused with RESOURCE_EXHAUSTED: read
+        them with ReadSlab. Limits, permissions and the memory budget are
+        ReadSlab's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ReadSlabShared(self, request_iterator, context):
         """ReadSlabShared is ReadSlab for clients on the gateway's host: block data
         travels through a shared-memory segment instead of through the stream,
@@ -228,6 +247,11 @@ def add_ArrayServiceServicer_to_server(servicer, server):
                     servicer.ReadSlab,
                     request_deserializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabRequest.FromString,
                     response_serializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabResponse.SerializeToString,
+            ),
+            'ReadSlabSmall': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadSlabSmall,
+                    request_deserializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSmallRequest.FromString,
+                    response_serializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSmallResponse.SerializeToString,
             ),
             'ReadSlabShared': grpc.stream_stream_rpc_method_handler(
                     servicer.ReadSlabShared,
@@ -461,6 +485,33 @@ class ArrayService:
             '/zarrgate.gateway.v1.ArrayService/ReadSlab',
             zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabRequest.SerializeToString,
             zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadSlabSmall(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zarrgate.gateway.v1.ArrayService/ReadSlabSmall',
+            zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSmallRequest.SerializeToString,
+            zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSmallResponse.FromString,
             options,
             channel_credentials,
             insecure,
