@@ -10,8 +10,18 @@ and zarr-python runs store coroutines on its own loop thread while tests or
 applications may use others. The store therefore keeps one channel per event
 loop (made on first use) plus one blocking channel for the ``*_sync``
 methods. It pickles as its settings (address, ``read_only``, timeout,
-channel options, TLS material and token), so it can be sent to dask or
-multiprocessing workers, which connect on first use with the same options.
+channel options, TLS material, token and batching), so it can be sent to
+dask or multiprocessing workers, which connect on first use with the same
+options.
+
+Batching: zarr-python reads an array's chunks with up to
+``async.concurrency`` gets at once. Those gets go out together, as one
+GetPartialValues call per batch (``max_batch`` keys at most, ``max_inflight``
+calls at once per loop; the gets made while they are all busy wait and form
+the next batch), each answered as soon as its last part arrives. A batch
+costs the client one call instead of one per chunk, and the server one
+stream; the parts are read by hand (zarrgate._wire) as views of gRPC's
+bytes, without the copies the generated classes would make.
 
 Security: ``tls=True`` (or a ``grpcs://`` address) connects with TLS and the
 system's roots, ``tls_ca`` with a CA bundle of one's own, ``tls_cert`` and
