@@ -234,15 +234,15 @@ class _LoopChannel:
         self.largest_batch = max(self.largest_batch, len(batch))
         try:
             await self._call(batch)
-        except asyncio.CancelledError:
-            for *_, fut in batch:
-                fut.cancel()
-            raise
-        except BaseException as e:  # noqa: BLE001 - handed to the waiting gets
+        except Exception as e:  # noqa: BLE001 - handed to the waiting gets
             for *_, fut in batch:
                 if not fut.done():
                     fut.set_exception(e)
         finally:
+            # Cancelled (the loop is closing) or interrupted: no get waits forever.
+            for *_, fut in batch:
+                if not fut.done():
+                    fut.cancel()
             self.inflight -= 1
             self._kick()
 
