@@ -293,7 +293,9 @@ class _LoopChannel:
                     )
                 )
 
-    async def _single(self, key: str, byte_range: ByteRequest | None, fut: asyncio.Future[Any]) -> None:
+    async def _single(
+        self, key: str, byte_range: ByteRequest | None, fut: asyncio.Future[Any]
+    ) -> None:
         try:
             value = await self.store._get_bytes_raw(key, byte_range)
         except Exception as e:  # noqa: BLE001 - handed to the waiting get
@@ -371,7 +373,9 @@ class ZarrgateStore(Store):
     ) -> None:
         super().__init__(read_only=read_only)
         if max_batch < 1 or max_inflight < 1:
-            raise ValueError(f"max_batch and max_inflight must be >= 1, got {max_batch}, {max_inflight}")
+            raise ValueError(
+                f"max_batch and max_inflight must be >= 1, got {max_batch}, {max_inflight}"
+            )
         self.max_batch = max_batch
         self.max_inflight = max_inflight
         self._conn = Conn.make(
