@@ -7,8 +7,10 @@ system per round, interleaved with the Go client's runs.
 SYSTEM: zarrgate-socket, zarrgate-shared (the slab client, sync, with
 shared memory off / on), zarrgate-aio-socket, zarrgate-aio-shared (the
 asyncio client), zarrgate-socket-fixed-window (the sync client through the
-socket with gRPC's BDP probe off: a receive window that does not grow), or
-zarr-python (zarr.open_array on the directory).
+socket with gRPC's BDP probe off: a receive window that does not grow),
+zarr-python (zarr.open_array on the directory), zarr-python-store
+(zarr-python over ``zarrgate.ZarrgateStore``: the store service, its chunk
+gets batched) or zarr-python-store-unbatched (the same, one Get per chunk).
 TARGET: the gateway's address, or for zarr-python the directory (the
 gateway's --root). PATH: the array.
 
@@ -84,11 +86,13 @@ def zarrgate_aio(addr, path, reads, shared):
     return asyncio.run(run())
 
 
-def zarr_python(root, path, reads):
+def zarr_python(root, path, reads, store=None):
     import zarr
     from zarr.storage import LocalStore
 
-    a = zarr.open_array(store=LocalStore(root, read_only=True), path=path, mode="r")
+    if store is None:
+        store = LocalStore(root, read_only=True)
+    a = zarr.open_array(store=store, path=path, mode="r")
     t0 = time.perf_counter()
     x = a[...]
     first = time.perf_counter() - t0
@@ -107,6 +111,12 @@ def main():
     reads = int(sys.argv[4]) if len(sys.argv) > 4 else 3
     if system == "zarr-python":
         x, first, best, cpu = zarr_python(target, path, reads)
+    elif system.startswith("zarr-python-store"):
+        from zarrgate import ZarrgateStore
+
+        batch = 1 if system.endswith("-unbatched") else 64
+        store = ZarrgateStore(target, read_only=True, max_batch=batch)
+        x, first, best, cpu = zarr_python(None, path, reads, store)
     elif system == "zarrgate-socket-fixed-window":
         x, first, best, cpu = zarrgate_sync(target, path, reads, False, [("grpc.http2.bdp_probe", 0)])
     elif system.startswith("zarrgate-aio-"):

@@ -131,7 +131,10 @@ func selfStatus(field string) int64 {
 // its processes (the bound: the array's size + 64 MiB). Needs
 // $ZARRGATE_PYTHON, a python with zarr, numpy and grpcio (the client's
 // venv); the client comes from ../clients/python/src.
-// $ZARRGATE_PYBENCH_ROOT keeps the array in that directory from run to run.
+// $ZARRGATE_PYBENCH_ROOT keeps the array in that directory from run to run;
+// $ZARRGATE_PYBENCH_SYSTEMS (comma-separated names) runs only those systems,
+// e.g. "zarr-python,zarr-python-store" for zarr-python over ZarrgateStore
+// (the store service) against zarr-python on the directory.
 //
 //	ZARRGATE_PYTHON=$HOME/.cache/zarrgate/venv-client/bin/python \
 //	  go test -run '^$' -bench PythonClient -benchtime 1x -timeout 60m ./e2e/
@@ -199,6 +202,20 @@ func BenchmarkPythonClient(b *testing.B) {
 		{"zarr-python", func() *exec.Cmd {
 			return exec.Command(py, "../bench/python_client_bench.py", "zarr-python", root, path, r)
 		}},
+		{"zarr-python-store", nil},
+		{"zarr-python-store-unbatched", nil},
+	}
+	if v := os.Getenv("ZARRGATE_PYBENCH_SYSTEMS"); v != "" {
+		want := strings.Split(v, ",")
+		systems = slices.DeleteFunc(systems, func(s struct {
+			name string
+			cmd  func() *exec.Cmd
+		}) bool {
+			return !slices.Contains(want, s.name)
+		})
+		if len(systems) != len(want) {
+			b.Fatalf("ZARRGATE_PYBENCH_SYSTEMS=%q: unknown system among them", v)
+		}
 	}
 	for i := range systems {
 		if systems[i].cmd == nil {
@@ -207,6 +224,10 @@ func BenchmarkPythonClient(b *testing.B) {
 		}
 	}
 	results := map[string][]pyResult{}
+	// The server's CPU time per read of each system (the whole process's
+	// reads, first included, divided by their number): on a shared machine
+	// the client's CPU is only half of what a read through the server costs.
+	serverCPU := map[string][]float64{}
 	for b.Loop() {
 		for round := range rounds {
 			for k := range systems {
@@ -217,6 +238,10 @@ func BenchmarkPythonClient(b *testing.B) {
 				}
 				cmd.Env = append(cmd.Env, "PYTHONPATH="+src)
 				cmd.Stderr = os.Stderr
+				s0, err := cpuTime(s.cmd.Process.Pid)
+				if err != nil {
+					b.Fatal(err)
+				}
 				out, err := cmd.Output()
 				if err != nil {
 					b.Fatalf("%s: %v", sys.name, err)
@@ -228,18 +253,23 @@ func BenchmarkPythonClient(b *testing.B) {
 				if res.System != sys.name || res.NBytes != benchRows*benchCols*4 {
 					b.Fatalf("%s: %+v", sys.name, res)
 				}
+				s1, err := cpuTime(s.cmd.Process.Pid)
+				if err != nil {
+					b.Fatal(err)
+				}
+				serverCPU[sys.name] = append(serverCPU[sys.name], float64(s1-s0)/float64(time.Millisecond)/(reads+1))
 				fmt.Printf("round %d: %s", round, out)
 				results[sys.name] = append(results[sys.name], res)
 			}
 		}
 	}
-	want := results["go-socket"][0].CRC32
+	want := results[systems[0].name][0].CRC32
 	median := map[string]float64{}
 	for _, sys := range systems {
 		var mbps, rss, cpu []float64
 		for _, res := range results[sys.name] {
 			if res.CRC32 != want {
-				b.Fatalf("%s read other bytes (CRC-32 %08x, go-socket %08x)", sys.name, res.CRC32, want)
+				b.Fatalf("%s read other bytes (CRC-32 %08x, %s %08x)", sys.name, res.CRC32, systems[0].name, want)
 			}
 			mbps = append(mbps, res.MBps)
 			rss = append(rss, res.PeakRSSMiB)
@@ -248,16 +278,25 @@ func BenchmarkPythonClient(b *testing.B) {
 		slices.Sort(mbps)
 		slices.Sort(cpu)
 		b.ReportMetric(cpu[len(cpu)/2], sys.name+"-client-cpu-ms/read")
+		scpu := slices.Sorted(slices.Values(serverCPU[sys.name]))
+		b.ReportMetric(scpu[len(scpu)/2], sys.name+"-server-cpu-ms/read")
 		median[sys.name] = mbps[len(mbps)/2]
 		b.ReportMetric(median[sys.name], sys.name+"-MB/s")
 		b.ReportMetric(slices.Max(rss), sys.name+"-peak-rss-MiB")
 	}
-	for _, kind := range []string{"socket", "shared"} {
-		for _, py := range []string{"zarrgate-", "zarrgate-aio-"} {
-			b.ReportMetric(median[py+kind]/median["go-"+kind], py+kind+"/go")
-			b.ReportMetric(median[py+kind]/median["zarr-python"], py+kind+"/zarr-python")
+	ratio := func(a, b2 string) {
+		if median[a] > 0 && median[b2] > 0 {
+			b.ReportMetric(median[a]/median[b2], a+"/"+b2)
 		}
 	}
+	for _, kind := range []string{"socket", "shared"} {
+		for _, py := range []string{"zarrgate-", "zarrgate-aio-"} {
+			ratio(py+kind, "go-"+kind)
+			ratio(py+kind, "zarr-python")
+		}
+	}
+	ratio("zarr-python-store", "zarr-python")
+	ratio("zarr-python-store-unbatched", "zarr-python")
 	b.ReportMetric(benchRows*benchCols*4/(1<<20)+64, "rss-bound-MiB")
 }
 

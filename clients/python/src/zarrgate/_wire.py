@@ -202,3 +202,64 @@ def write_string_block(
 def identity(b: bytes) -> bytes:
     """Serializer of requests already encoded."""
     return b
+
+
+# -- StoreService.GetPartialValues responses (proto/zarrgate/store/v1/store.proto)
+
+
+@dataclass(slots=True)
+class Part:
+    """One PartialValuePart: a piece of the value (or range) asked for by
+    request ``index``; ``data`` is a memoryview of the response's bytes."""
+
+    index: int
+    missing: bool
+    data: memoryview
+    last: bool
+
+
+_EMPTY = memoryview(b"")
+
+
+def parse_partial_values(raw: bytes) -> list[Part]:
+    """The parts of one GetPartialValuesResponse, their data not copied."""
+    buf = memoryview(raw)
+    end = len(buf)
+    out: list[Part] = []
+    i = 0
+    while i < end:
+        tag, i = _uvarint(buf, i, end)
+        field, wt = tag >> 3, tag & 7
+        if field != 1 or wt != _LEN:
+            i = _skip(buf, i, end, wt)
+            continue
+        n, i = _uvarint(buf, i, end)
+        stop = i + n
+        if stop > end:
+            raise WireError("part past the end of the message")
+        index, missing, data, last = 0, False, _EMPTY, False
+        while i < stop:
+            tag, i = _uvarint(buf, i, stop)
+            f, w = tag >> 3, tag & 7
+            if f == 3 and w == _LEN:
+                m, i = _uvarint(buf, i, stop)
+                if i + m > stop:
+                    raise WireError("data past the end of its part")
+                data = buf[i : i + m]
+                i += m
+            elif f in (1, 2, 4) and w == _VARINT:
+                v, i = _uvarint(buf, i, stop)
+                if f == 1:
+                    index = v
+                elif f == 2:
+                    missing = v != 0
+                else:
+                    last = v != 0
+            else:
+                i = _skip(buf, i, stop, w)
+        if i != stop:
+            raise WireError("field past the end of its part")
+        out.append(Part(index, missing, data, last))
+    if i != end:
+        raise WireError("field past the end of the message")
+    return out

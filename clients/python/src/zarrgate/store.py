@@ -10,8 +10,18 @@ and zarr-python runs store coroutines on its own loop thread while tests or
 applications may use others. The store therefore keeps one channel per event
 loop (made on first use) plus one blocking channel for the ``*_sync``
 methods. It pickles as its settings (address, ``read_only``, timeout,
-channel options, TLS material and token), so it can be sent to dask or
-multiprocessing workers, which connect on first use with the same options.
+channel options, TLS material, token and batching), so it can be sent to
+dask or multiprocessing workers, which connect on first use with the same
+options.
+
+Batching: zarr-python reads an array's chunks with up to
+``async.concurrency`` gets at once. Those gets go out together, as one
+GetPartialValues call per batch (``max_batch`` keys at most, ``max_inflight``
+calls at once per loop; the gets made while they are all busy wait and form
+the next batch), each answered as soon as its last part arrives. A batch
+costs the client one call instead of one per chunk, and the server one
+stream; the parts are read by hand (zarrgate._wire) as views of gRPC's
+bytes, without the copies the generated classes would make.
 
 Security: ``tls=True`` (or a ``grpcs://`` address) connects with TLS and the
 system's roots, ``tls_ca`` with a CA bundle of one's own, ``tls_cert`` and
@@ -45,6 +55,7 @@ from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
 from zarrgate._gen.zarrgate.store.v1 import store_pb2 as pb
 from zarrgate._gen.zarrgate.store.v1 import store_pb2_grpc as pb_grpc
+from zarrgate import _wire
 from zarrgate._conn import TOKEN_ENV, Conn
 from zarrgate.errors import (
     ZarrgateDeadlineExceeded,
@@ -73,6 +84,29 @@ DEFAULT_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.max_receive_message_length", 16 << 20),
     ("grpc.max_send_message_length", 16 << 20),
 )
+
+
+#: Most gets one batched call (GetPartialValues) carries.
+DEFAULT_MAX_BATCH = 64
+
+#: Most batched calls in flight at once per event loop; further gets wait
+#: and go out together in the next call (group commit: the more gets are
+#: waiting, the larger the batch).
+DEFAULT_MAX_INFLIGHT = 2
+
+GET_PARTIAL_VALUES = "/zarrgate.store.v1.StoreService/GetPartialValues"
+
+#: Codes of a failed batched call that each get in it would meet too (the
+#: connection, the caller, the deadline): every get fails with it. On any
+#: other code (a range past the end, a key the caller may not read, ...)
+#: each get is asked again on its own, so that it gets its own answer.
+_BATCH_FATAL = frozenset({
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.UNAUTHENTICATED,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+})
 
 
 def _range_to_proto(byte_range: ByteRequest | None) -> pb.ByteRange | None:
@@ -133,6 +167,145 @@ def _as_bytes(value: Buffer, method: str) -> bytes:
     return value.to_bytes()
 
 
+class _LoopChannel:
+    """A grpc.aio channel of one event loop, its stubs, and the batcher of
+    the gets made on that loop.
+
+    ``get`` queues its request and waits; a batch goes out as one
+    GetPartialValues call as soon as fewer than ``max_inflight`` calls are
+    in flight (first on the loop's next turn, so that the gets zarr-python
+    starts together go out together). Each get is answered as soon as its
+    last part arrives, while the rest of its batch is still streaming; the
+    data are views of the response's bytes, not copies.
+    """
+
+    def __init__(self, store: ZarrgateStore, channel: grpc.aio.Channel) -> None:
+        self.store = store
+        self.channel = channel
+        self.stub = pb_grpc.StoreServiceStub(channel)
+        self.gpv = channel.unary_stream(
+            GET_PARTIAL_VALUES,
+            request_serializer=pb.GetPartialValuesRequest.SerializeToString,
+            response_deserializer=None,
+        )
+        self.pending: list[tuple[str, ByteRequest | None, pb.KeyRange, asyncio.Future[Any]]] = []
+        self.inflight = 0
+        self.scheduled = False
+        self.tasks: set[asyncio.Task[None]] = set()
+        #: Batched calls made, and gets they carried (for tests and tuning).
+        self.batches = 0
+        self.batched_gets = 0
+        #: Most calls seen in flight at once, most gets in one call.
+        self.peak_inflight = 0
+        self.largest_batch = 0
+
+    async def get(self, key: str, byte_range: ByteRequest | None) -> bytes | memoryview | None:
+        kr = pb.KeyRange(key=key, range=_range_to_proto(byte_range))
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending.append((key, byte_range, kr, fut))
+        self._kick()
+        return await fut
+
+    def _kick(self) -> None:
+        if self.pending and not self.scheduled and self.inflight < self.store.max_inflight:
+            self.scheduled = True
+            asyncio.get_running_loop().call_soon(self._send)
+
+    def _send(self) -> None:
+        self.scheduled = False
+        loop = asyncio.get_running_loop()
+        while self.pending and self.inflight < self.store.max_inflight:
+            n = self.store.max_batch
+            batch = [p for p in self.pending[:n] if not p[3].done()]
+            del self.pending[:n]
+            if not batch:
+                continue
+            self.inflight += 1
+            self.peak_inflight = max(self.peak_inflight, self.inflight)
+            task = loop.create_task(self._run(batch))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def _run(
+        self, batch: list[tuple[str, ByteRequest | None, pb.KeyRange, asyncio.Future[Any]]]
+    ) -> None:
+        self.batches += 1
+        self.batched_gets += len(batch)
+        self.largest_batch = max(self.largest_batch, len(batch))
+        try:
+            await self._call(batch)
+        except Exception as e:  # noqa: BLE001 - handed to the waiting gets
+            for *_, fut in batch:
+                if not fut.done():
+                    fut.set_exception(e)
+        finally:
+            # Cancelled (the loop is closing) or interrupted: no get waits forever.
+            for *_, fut in batch:
+                if not fut.done():
+                    fut.cancel()
+            self.inflight -= 1
+            self._kick()
+
+    async def _call(
+        self, batch: list[tuple[str, ByteRequest | None, pb.KeyRange, asyncio.Future[Any]]]
+    ) -> None:
+        req = pb.GetPartialValuesRequest(ranges=[kr for _, _, kr, _ in batch])
+        pieces: dict[int, list[memoryview]] = {}
+        try:
+            async for raw in self.gpv(req, timeout=self.store.timeout):
+                for part in _wire.parse_partial_values(raw):
+                    i = part.index
+                    if i >= len(batch):
+                        raise _wire.WireError(f"part of request {i}, of {len(batch)}")
+                    fut = batch[i][3]
+                    if part.missing:
+                        value: Any = None
+                    elif not part.last:
+                        pieces.setdefault(i, []).append(part.data)
+                        continue
+                    elif i in pieces:
+                        value = b"".join([*pieces.pop(i), part.data])
+                    else:
+                        value = part.data
+                    if not fut.done():
+                        fut.set_result(value)
+        except grpc.RpcError as e:
+            code = e.code()  # type: ignore[attr-defined]
+            if code in _BATCH_FATAL:
+                raise self.store._rpc_error(e, f"get {len(batch)} keys") from e
+            # Each get on its own: the single-key path maps NOT_FOUND and
+            # OUT_OF_RANGE the way zarr's stores do, and raises the rest.
+            await asyncio.gather(
+                *(self._single(key, r, fut) for key, r, _, fut in batch if not fut.done())
+            )
+            return
+        except _wire.WireError as e:
+            raise ZarrgateError(
+                f"get {len(batch)} keys: malformed response: {e}", grpc.StatusCode.DATA_LOSS, ""
+            ) from e
+        for key, _, _, fut in batch:
+            if not fut.done():
+                fut.set_exception(
+                    ZarrgateError(
+                        f"get {key!r}: the server's answer ended without it",
+                        grpc.StatusCode.DATA_LOSS,
+                        "",
+                    )
+                )
+
+    async def _single(
+        self, key: str, byte_range: ByteRequest | None, fut: asyncio.Future[Any]
+    ) -> None:
+        try:
+            value = await self.store._get_bytes_raw(key, byte_range)
+        except Exception as e:  # noqa: BLE001 - handed to the waiting get
+            if not fut.done():
+                fut.set_exception(e)
+        else:
+            if not fut.done():
+                fut.set_result(value)
+
+
 class ZarrgateStore(Store):
     """zarr-python 3 store backed by a zarrgate server's StoreService.
 
@@ -169,6 +342,14 @@ class ZarrgateStore(Store):
         anything else is refused here (ValueError), before dialling. The
         token never appears in ``repr``/``str`` or in error messages, but it
         is in the store's pickle (that is how dask workers get it).
+    max_batch
+        Most gets one call carries: concurrent gets (zarr-python
+        makes ``async.concurrency`` of them at once) go out together as one
+        GetPartialValues call, each answered as soon as its bytes arrive.
+        ``1``: one Get call per ``get``, unbatched.
+    max_inflight
+        Most batched calls in flight at once (per event loop); the gets
+        made meanwhile wait and go out together in the next one.
     """
 
     supports_writes: bool = True
@@ -187,8 +368,16 @@ class ZarrgateStore(Store):
         tls_cert: str | os.PathLike[str] | bytes | None = None,
         tls_key: str | os.PathLike[str] | bytes | None = None,
         token: str | None = None,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        max_inflight: int = DEFAULT_MAX_INFLIGHT,
     ) -> None:
         super().__init__(read_only=read_only)
+        if max_batch < 1 or max_inflight < 1:
+            raise ValueError(
+                f"max_batch and max_inflight must be >= 1, got {max_batch}, {max_inflight}"
+            )
+        self.max_batch = max_batch
+        self.max_inflight = max_inflight
         self._conn = Conn.make(
             addr, tls=tls, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token
         )
@@ -199,9 +388,9 @@ class ZarrgateStore(Store):
     def _init_channels(self) -> None:
         self._lock = threading.Lock()
         # One grpc.aio channel per event loop; dropped with the loop.
-        self._aio: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, tuple[grpc.aio.Channel, pb_grpc.StoreServiceStub]
-        ] = weakref.WeakKeyDictionary()
+        self._aio: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopChannel] = (
+            weakref.WeakKeyDictionary()
+        )
         self._sync: tuple[grpc.Channel, pb_grpc.StoreServiceStub] | None = None
         self.capabilities: pb.Capabilities | None = None
 
@@ -221,6 +410,8 @@ class ZarrgateStore(Store):
             "tls_cert": c.tls_cert,
             "tls_key": c.tls_key,
             "token": c.token,
+            "max_batch": self.max_batch,
+            "max_inflight": self.max_inflight,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -235,6 +426,8 @@ class ZarrgateStore(Store):
         self._read_only = state["read_only"]
         self.timeout = state["timeout"]
         self.channel_options = state["channel_options"]
+        self.max_batch = state.get("max_batch", DEFAULT_MAX_BATCH)
+        self.max_inflight = state.get("max_inflight", DEFAULT_MAX_INFLIGHT)
         self._is_open = False
         self._init_channels()
 
@@ -274,16 +467,19 @@ class ZarrgateStore(Store):
     def _options(self) -> list[tuple[str, Any]]:
         return [*DEFAULT_CHANNEL_OPTIONS, *self.channel_options]
 
-    def _stub(self) -> pb_grpc.StoreServiceStub:
-        """The async stub for the running event loop."""
+    def _loop_channel(self) -> _LoopChannel:
+        """The channel, stubs and batcher of the running event loop."""
         loop = asyncio.get_running_loop()
         with self._lock:
             entry = self._aio.get(loop)
             if entry is None:
-                channel = self._conn.aio_channel(self._options())
-                entry = (channel, pb_grpc.StoreServiceStub(channel))
+                entry = _LoopChannel(self, self._conn.aio_channel(self._options()))
                 self._aio[loop] = entry
-        return entry[1]
+        return entry
+
+    def _stub(self) -> pb_grpc.StoreServiceStub:
+        """The async stub for the running event loop."""
+        return self._loop_channel().stub
 
     def _sync_stub(self) -> pb_grpc.StoreServiceStub:
         with self._lock:
@@ -317,7 +513,8 @@ class ZarrgateStore(Store):
             sync, self._sync = self._sync, None
         if sync is not None:
             sync[0].close()
-        for loop, (channel, _) in aio:
+        for loop, entry in aio:
+            channel = entry.channel
             # An aio channel must be closed on its own loop; a loop that is
             # gone or idle takes its channel with it.
             if not loop.is_closed() and loop.is_running():
@@ -357,7 +554,10 @@ class ZarrgateStore(Store):
             prototype = default_buffer_prototype()
         if not self._is_open:
             await self._open()
-        data = await self._get_bytes_raw(key, byte_range)
+        if self.max_batch > 1:
+            data = await self._loop_channel().get(key, byte_range)
+        else:
+            data = await self._get_bytes_raw(key, byte_range)
         return None if data is None else prototype.buffer.from_bytes(data)
 
     async def get_partial_values(
