@@ -249,11 +249,20 @@ func noRelease() {}
 
 // decodeBudgeted decodes a batch with its memory reserved (see
 // NewBudgetServer). Fixed-size results are reserved at once, at their
-// exact size, so that a batch never holds memory while it waits for more.
-// Variable-length results have no size until decoded: the batch reserves
-// the offsets of all its chunks and one chunk's allowance of element
-// bytes, and, as each chunk's element bytes turn out, reserves them too
-// before the next chunk gets its allowance.
+// exact size. Variable-length results have no size until decoded: the
+// batch reserves the offsets of all its chunks and one chunk's allowance
+// of element bytes, and, as each chunk's element bytes turn out, adds
+// them to its reservation before the next chunk gets its allowance.
+//
+// A batch never waits for memory while it holds some: the budget serves
+// waiters in order, so two batches each holding memory and waiting for
+// more behind the other would wait until the budget's wait ran out. Only
+// the first reservation waits; each addition is taken only if free now
+// (TryAcquire). When it is not, the batch gives back everything, drops
+// what it has decoded, waits, holding nothing, for all it now knows it
+// needs (and as much again for its chunks not yet decoded, as their
+// average so far, if the budget can ever hold that) and decodes again:
+// the sizes it learnt are covered, so this happens at most once per chunk.
 func (s *Server) decodeBudgeted(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte, sel []codec.Selection) ([]Chunk, func(), error) {
 	c, err := s.local.Chain(spec)
 	if err != nil {
@@ -287,15 +296,29 @@ func (s *Server) decodeBudgeted(ctx context.Context, spec *codec.BatchSpec, enco
 		return nil, noRelease, err
 	}
 	held := []membudget.Reservation{r}
+	reserved := first // the sum of held
 	release := func() {
 		for _, r := range held {
 			r.Release()
 		}
+		held, reserved = nil, 0
 	}
 	out := make([]Chunk, len(encoded))
-	var data int64 // element bytes of the chunks decoded so far
-	for i, e := range encoded {
+	drop := func(upto int) {
+		for _, ch := range out[:upto] {
+			ch.Release()
+		}
+		clear(out)
+	}
+	// known is how many chunks' element bytes are known (learnt before a
+	// restart), and data the element bytes of the chunks decoded so far,
+	// all but the last of which the reservation must cover.
+	known := 0
+	var data int64
+	for i := 0; i < len(encoded); i++ {
+		e := encoded[i]
 		if err := ctx.Err(); err != nil {
+			drop(i)
 			release()
 			return nil, noRelease, err
 		}
@@ -304,32 +327,75 @@ func (s *Server) decodeBudgeted(ctx context.Context, spec *codec.BatchSpec, enco
 			out[i], err = selectChunk(out[i], spec, sel[i])
 		}
 		if err != nil {
+			drop(i)
 			release()
 			return nil, noRelease, &codec.ItemError{Index: i, Err: err}
 		}
-		if variable {
-			d := int64(len(out[i].Data))
-			data += d
-			if i < len(encoded)-1 && d > 0 {
-				// Chunk i keeps its element bytes: reserve them, so that the
-				// next chunk again has a whole allowance.
-				r, err := s.budget.Acquire(ctx, d, what)
-				if err != nil {
-					release()
-					return nil, noRelease, err
-				}
-				held = append(held, r)
-			}
+		if !variable || i == len(encoded)-1 {
+			continue
 		}
+		// Chunk i keeps its element bytes: the reservation must cover
+		// them, so that the next chunk again has a whole allowance.
+		data += int64(len(out[i].Data))
+		need := first + data // no overflow: data <= i*allowance, counted in first
+		if need <= reserved {
+			continue
+		}
+		if r, ok := s.budget.TryAcquire(need - reserved); ok {
+			held = append(held, r)
+			reserved = need
+			continue
+		}
+		// Not free now: give everything back and wait for it all at once.
+		drop(i + 1)
+		release()
+		if i+1 <= known {
+			// Codecs are pure: a chunk decoded again has the size it had.
+			return nil, noRelease, errs.New(errs.DataLoss, "%s: chunk %d decoded to a different size the second time", what, i)
+		}
+		known = i + 1
+		want := need
+		if left := n - int64(known) - 1; left > 0 {
+			// The strings of the chunks still to decode, at the average
+			// so far (no overflow: data/known <= allowance, counted in
+			// first), if the budget can ever hold them.
+			want = max(need, min(need+left*(data/int64(known)), s.budget.Limit()))
+		}
+		if r, err = s.budget.Acquire(ctx, want, what); err != nil {
+			return nil, noRelease, err
+		}
+		held, reserved = []membudget.Reservation{r}, want
+		data, i = 0, -1
 	}
 	// The working buffers are garbage now, and what is left of the
 	// allowance unused: keep what the results hold.
 	keep := in + n*perChunk
 	if variable {
-		keep += int64(len(out[len(out)-1].Data))
+		keep += data + int64(len(out[len(out)-1].Data))
 	}
-	held[0] = held[0].Shrink(min(keep, held[0].Bytes()))
+	held = shrinkTo(held, min(keep, reserved))
 	return out, release, nil
+}
+
+// shrinkTo shrinks the reservations held to keep bytes in all, giving
+// back the last ones first; it returns those left.
+func shrinkTo(held []membudget.Reservation, keep int64) []membudget.Reservation {
+	var total int64
+	for _, r := range held {
+		total += r.Bytes()
+	}
+	for excess := total - keep; excess > 0 && len(held) > 0; {
+		last := held[len(held)-1]
+		if last.Bytes() <= excess {
+			last.Release()
+			excess -= last.Bytes()
+			held = held[:len(held)-1]
+			continue
+		}
+		held[len(held)-1] = last.Shrink(last.Bytes() - excess)
+		excess = 0
+	}
+	return held
 }
 
 // sumProducts is in + n*per + extra + working, or false if it overflows.
