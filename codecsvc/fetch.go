@@ -39,7 +39,8 @@ func RefsToProto(refs []codec.Ref) []*codecv1.ChunkRef {
 // fetchEncoded reads the encoded chunks a decode request names by key,
 // with the memory of their bound reserved in g (nil: no budget) before
 // they are read: their values (those found), which were found, and the
-// bytes read (which g keeps holding for the batch's decoding).
+// bytes read (which g keeps holding for the batch's decoding; the rounds'
+// bounds it gives back, unless the batch was started again).
 func (s *Server) fetchEncoded(ctx context.Context, spec *codec.BatchSpec, p []*codecv1.ChunkRef, g *grant) (encoded [][]byte, found []bool, read int64, err error) {
 	if s.fetch == nil || s.local == nil {
 		return nil, nil, 0, errs.New(errs.FailedPrecondition, "decode: this codec worker reads no store tier (start it with --store): send the encoded chunks")
@@ -95,6 +96,9 @@ func (s *Server) fetchEncoded(ctx context.Context, spec *codec.BatchSpec, p []*c
 		}
 		read += min(r, int64(len(part))*bound)
 		vals, found = append(vals, v...), append(found, f...)
+	}
+	if g != nil {
+		g.settle(read) // the rounds' bounds are done with
 	}
 	for i, v := range vals {
 		if found[i] {

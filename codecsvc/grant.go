@@ -21,6 +21,7 @@ type grant struct {
 	held  []membudget.Reservation
 	total int64 // the sum of held
 	need  int64 // after errRegrant: what to wait for, holding nothing
+	again bool  // regranted: keep what was waited for until the batch ends
 }
 
 // errRegrant says a grant holding memory could not grow without waiting.
@@ -53,8 +54,18 @@ func (g *grant) grow(ctx context.Context, n int64, what string) error {
 func (g *grant) regrant(ctx context.Context, what string) error {
 	need := g.need
 	g.release()
-	g.need = 0
+	g.need, g.again = 0, true
 	return g.grow(ctx, need, what)
+}
+
+// settle gives back what the grant holds beyond keep bytes, the batch's
+// needs from here on, unless it was regranted: a batch started again
+// keeps what it waited for, so that it passes the point where it stopped
+// without asking again.
+func (g *grant) settle(keep int64) {
+	if !g.again {
+		g.shrink(keep)
+	}
 }
 
 // shrink gives back what the grant holds beyond keep bytes.
