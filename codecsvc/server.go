@@ -168,14 +168,15 @@ func (s *Server) decode(ctx context.Context, req *codecv1.DecodeRequest) (_ *cod
 	if err != nil {
 		return nil, noRelease, nil, err
 	}
-	var found []bool // worker-fetch: which refs were found
+	var found []bool     // worker-fetch: which refs were found
+	var fetchFailed bool // worker-fetch: the fetch failed (not a decoded batch)
 	if s.budget != nil && s.local != nil {
 		g := &grant{b: s.budget}
 		// Each new start covers a later point of the batch than the last
 		// (what was learnt is held from the start): at most one per
 		// fetch round and chunk, unless the store's values change.
 		for restarts := 0; ; restarts++ {
-			encoded, found, chunks, err = s.decodeGranted(ctx, spec, req, sel, g)
+			encoded, found, chunks, fetchFailed, err = s.decodeGranted(ctx, spec, req, sel, g)
 			if !errors.Is(err, errRegrant) {
 				break
 			}
@@ -191,6 +192,9 @@ func (s *Server) decode(ctx context.Context, req *codecv1.DecodeRequest) (_ *cod
 		release = g.release
 		if err != nil {
 			g.release()
+			if fetchFailed {
+				return nil, noRelease, nil, err
+			}
 			release = noRelease
 		}
 	} else {
@@ -237,18 +241,19 @@ func (s *Server) decode(ctx context.Context, req *codecv1.DecodeRequest) (_ *cod
 
 // decodeGranted fetches (worker-fetch) and decodes a batch with its
 // memory reserved in g; errRegrant if g could not grow without waiting
-// (everything fetched and decoded dropped: see grant).
-func (s *Server) decodeGranted(ctx context.Context, spec *codec.BatchSpec, req *codecv1.DecodeRequest, sel []codec.Selection, g *grant) (encoded [][]byte, found []bool, _ []Chunk, err error) {
+// (everything fetched and decoded dropped: see grant). fetchFailed says
+// an error came from the fetch.
+func (s *Server) decodeGranted(ctx context.Context, spec *codec.BatchSpec, req *codecv1.DecodeRequest, sel []codec.Selection, g *grant) (encoded [][]byte, found []bool, _ []Chunk, fetchFailed bool, err error) {
 	encoded = req.GetEncoded()
 	var base int64
 	if len(req.GetRefs()) > 0 {
 		if encoded, found, base, err = s.fetchEncoded(ctx, spec, req.GetRefs(), g); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, !errors.Is(err, errRegrant), err
 		}
 		sel = foundSelections(sel, found)
 	}
 	chunks, err := s.decodeBudgeted(ctx, spec, encoded, sel, g, base)
-	return encoded, found, chunks, err
+	return encoded, found, chunks, false, err
 }
 
 // foundSelections is the selections of the refs found (a new slice: a
