@@ -73,7 +73,8 @@ func NewServer(e codec.Engine) *Server {
 // response is written (Process) or handed to gRPC (Decode, Encode). A
 // batch that cannot fit in the budget is ResourceExhausted naming the
 // limit, at once; one that must wait for memory waits, first come first
-// served, for the budget's MaxWait at most.
+// served, for the budget's MaxWait at most, and only while it holds none
+// (see grant).
 func NewBudgetServer(l *Local, b *membudget.Budget) *Server {
 	s := NewServer(l)
 	s.budget = b
