@@ -10,7 +10,6 @@ import (
 
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
-	"github.com/zarrgate/zarrgate/internal/membudget"
 )
 
 // Fetcher reads encoded chunks from the store tier for a codec worker
@@ -38,83 +37,75 @@ func RefsToProto(refs []codec.Ref) []*codecv1.ChunkRef {
 }
 
 // fetchEncoded reads the encoded chunks a decode request names by key,
-// with the memory of their bound reserved first and kept at the bytes
-// read (released by release, once the response is written): their values
-// (those found) and which were found.
-func (s *Server) fetchEncoded(ctx context.Context, spec *codec.BatchSpec, p []*codecv1.ChunkRef) (encoded [][]byte, found []bool, release func(), err error) {
+// with the memory of their bound reserved in g (nil: no budget) before
+// they are read: their values (those found), which were found, and the
+// bytes read (which g keeps holding for the batch's decoding; the rounds'
+// bounds it gives back, unless the batch was started again).
+func (s *Server) fetchEncoded(ctx context.Context, spec *codec.BatchSpec, p []*codecv1.ChunkRef, g *grant) (encoded [][]byte, found []bool, read int64, err error) {
 	if s.fetch == nil || s.local == nil {
-		return nil, nil, noRelease, errs.New(errs.FailedPrecondition, "decode: this codec worker reads no store tier (start it with --store): send the encoded chunks")
+		return nil, nil, 0, errs.New(errs.FailedPrecondition, "decode: this codec worker reads no store tier (start it with --store): send the encoded chunks")
 	}
 	refs := make([]codec.Ref, len(p))
 	for i, r := range p {
 		if r.GetKey() == "" {
-			return nil, nil, noRelease, errs.New(errs.InvalidArgument, "decode: ref %d has no key", i)
+			return nil, nil, 0, errs.New(errs.InvalidArgument, "decode: ref %d has no key", i)
 		}
 		if r.GetOffset() > math.MaxInt64 || r.GetLength() > math.MaxInt64-r.GetOffset() {
-			return nil, nil, noRelease, errs.New(errs.InvalidArgument, "decode: ref %d (%q): offset %d and length %d overflow", i, r.GetKey(), r.GetOffset(), r.GetLength())
+			return nil, nil, 0, errs.New(errs.InvalidArgument, "decode: ref %d (%q): offset %d and length %d overflow", i, r.GetKey(), r.GetOffset(), r.GetLength())
 		}
 		refs[i] = codec.Ref{Key: r.GetKey(), Offset: int64(r.GetOffset()), Length: int64(r.GetLength()), Generation: r.GetGeneration()}
 	}
 	c, err := s.local.Chain(spec)
 	if err != nil {
-		return nil, nil, noRelease, err
+		return nil, nil, 0, err
 	}
 	_, _, bound := c.boundsFor(c.Limits().MaxVariableBytes)
 	for i, r := range refs {
 		if bound > 0 && r.Length > bound {
-			return nil, nil, noRelease, errs.New(errs.InvalidArgument, "decode: ref %d (%q) asks for %d bytes, more than any encoding of a %v %s chunk (%d)", i, r.Key, r.Length, spec.Shape, spec.DataType, bound)
+			return nil, nil, 0, errs.New(errs.InvalidArgument, "decode: ref %d (%q) asks for %d bytes, more than any encoding of a %v %s chunk (%d)", i, r.Key, r.Length, spec.Shape, spec.DataType, bound)
 		}
 	}
-	// The bound of each chunk is reserved before it is read, and shrunk to
-	// the bytes read once it is. Variable-length chunks have no useful
-	// bound (each up to --max-variable-chunk-bytes): a batch of them is
-	// fetched in rounds of as many as the budget can hold at their bound,
-	// so that a batch of small strings needs its bytes and one round's
-	// bound, not every chunk's. Fixed-size batches are fetched at once
-	// (their decoded results must fit beside them anyway).
-	per := len(refs)
-	if s.budget != nil && c.variable && bound > 0 {
-		per = int(max(1, min(int64(len(refs)), s.budget.Limit()/bound)))
-	}
-	var held []membudget.Reservation
-	release = func() {
-		for _, r := range held {
-			r.Release()
-		}
-	}
+	// The bound of each chunk is reserved before it is read; the grant
+	// then needs only the bytes read beside the next round's bound.
+	// Variable-length chunks have no useful bound (each up to
+	// --max-variable-chunk-bytes): a batch of them is fetched in rounds of
+	// as many as the budget can hold at their bound beside the bytes read
+	// before, so that a batch of small strings needs its bytes and one
+	// round's bound, not every chunk's. Fixed-size batches are fetched at
+	// once (their decoded results must fit beside them anyway).
 	vals, found := make([][]byte, 0, len(refs)), make([]bool, 0, len(refs))
-	for lo := 0; lo < len(refs); lo += per {
-		part := refs[lo:min(lo+per, len(refs))]
-		if s.budget != nil {
+	for lo := 0; lo < len(refs); {
+		per := len(refs) - lo
+		if g != nil && c.variable && bound > 0 {
+			per = int(max(1, min(int64(per), (s.budget.Limit()-read)/bound)))
+		}
+		part := refs[lo : lo+per]
+		lo += per
+		if g != nil {
 			n := int64(len(part))
-			if bound > 0 && n > math.MaxInt64/bound {
-				release()
-				return nil, nil, noRelease, errs.New(errs.ResourceExhausted, "decode: %d refs of up to %d bytes each need more memory than can be counted", n, bound)
+			if bound > 0 && n > (math.MaxInt64-read)/bound {
+				return nil, nil, 0, errs.New(errs.ResourceExhausted, "decode: %d refs of up to %d bytes each need more memory than can be counted", n, bound)
 			}
-			r, err := s.budget.Acquire(ctx, n*bound, fmt.Sprintf("fetching %d chunks of %v %s", n, spec.Shape, spec.DataType))
-			if err != nil {
-				release()
-				return nil, nil, noRelease, err
+			if err := g.grow(ctx, read+n*bound, fmt.Sprintf("fetching %d chunks of %v %s", n, spec.Shape, spec.DataType)); err != nil {
+				return nil, nil, 0, err
 			}
-			held = append(held, r)
 		}
-		v, f, read, err := s.fetchRefs(ctx, part, bound)
+		v, f, r, err := s.fetchRefs(ctx, part, bound)
 		if err != nil {
-			release()
-			return nil, nil, noRelease, err
+			return nil, nil, 0, err
 		}
-		if s.budget != nil {
-			last := &held[len(held)-1]
-			*last = last.Shrink(min(read, last.Bytes()))
-		}
+		read += min(r, int64(len(part))*bound)
 		vals, found = append(vals, v...), append(found, f...)
+	}
+	if g != nil {
+		g.settle(read) // the rounds' bounds are done with
 	}
 	for i, v := range vals {
 		if found[i] {
 			encoded = append(encoded, v)
 		}
 	}
-	return encoded, found, release, nil
+	return encoded, found, read, nil
 }
 
 // maxRunBytes bounds a run of coalesced ranges (as the gateway's own).

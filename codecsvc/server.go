@@ -73,7 +73,8 @@ func NewServer(e codec.Engine) *Server {
 // response is written (Process) or handed to gRPC (Decode, Encode). A
 // batch that cannot fit in the budget is ResourceExhausted naming the
 // limit, at once; one that must wait for memory waits, first come first
-// served, for the budget's MaxWait at most.
+// served, for the budget's MaxWait at most, and only while it holds none
+// (see grant).
 func NewBudgetServer(l *Local, b *membudget.Budget) *Server {
 	s := NewServer(l)
 	s.budget = b
@@ -168,26 +169,42 @@ func (s *Server) decode(ctx context.Context, req *codecv1.DecodeRequest) (_ *cod
 	if err != nil {
 		return nil, noRelease, nil, err
 	}
-	var found []bool // worker-fetch: which refs were found
-	fetched := noRelease
-	if len(req.GetRefs()) > 0 {
-		if encoded, found, fetched, err = s.fetchEncoded(ctx, spec, req.GetRefs()); err != nil {
-			return nil, noRelease, nil, err
-		}
-		if sel != nil {
-			k := 0
-			for i, f := range found {
-				if f {
-					sel[k] = sel[i]
-					k++
-				}
-			}
-			sel = sel[:k]
-		}
-	}
+	var found []bool     // worker-fetch: which refs were found
+	var fetchFailed bool // worker-fetch: the fetch failed (not a decoded batch)
 	if s.budget != nil && s.local != nil {
-		chunks, release, err = s.decodeBudgeted(ctx, spec, encoded, sel)
+		g := &grant{b: s.budget}
+		// Each new start covers a later point of the batch than the last
+		// (what was learnt is held from the start): at most one per
+		// fetch round and chunk, unless the store's values change.
+		for restarts := 0; ; restarts++ {
+			encoded, found, chunks, fetchFailed, err = s.decodeGranted(ctx, spec, req, sel, g)
+			if !errors.Is(err, errRegrant) {
+				break
+			}
+			if restarts > 2*n+2 {
+				g.release()
+				err = errs.New(errs.ResourceExhausted, "decoding a batch of %d chunks of %v %s: the server's memory budget (--memory-limit) stayed in use by other calls; try again later", n, spec.Shape, spec.DataType)
+				break
+			}
+			if err = g.regrant(ctx, fmt.Sprintf("decoding a batch of %d chunks of %v %s", n, spec.Shape, spec.DataType)); err != nil {
+				break
+			}
+		}
+		release = g.release
+		if err != nil {
+			g.release()
+			if fetchFailed {
+				return nil, noRelease, nil, err
+			}
+			release = noRelease
+		}
 	} else {
+		if len(req.GetRefs()) > 0 {
+			if encoded, found, _, err = s.fetchEncoded(ctx, spec, req.GetRefs(), nil); err != nil {
+				return nil, noRelease, nil, err
+			}
+			sel = foundSelections(sel, found)
+		}
 		chunks, err = s.e.Decode(ctx, spec, encoded)
 		for i := range chunks {
 			if err == nil && sel != nil {
@@ -201,7 +218,6 @@ func (s *Server) decode(ctx context.Context, req *codecv1.DecodeRequest) (_ *cod
 		s.obs.Batch(false, spec, len(encoded), start, err)
 	}
 	if err != nil {
-		fetched()
 		if found != nil {
 			err = reindex(err, found)
 		}
@@ -220,10 +236,40 @@ func (s *Server) decode(ctx context.Context, req *codecv1.DecodeRequest) (_ *cod
 			}
 		}
 		out = all
-		budget := release
-		release = func() { budget(); fetched() }
 	}
 	return &codecv1.DecodeResponse{Chunks: out}, release, chunks, nil
+}
+
+// decodeGranted fetches (worker-fetch) and decodes a batch with its
+// memory reserved in g; errRegrant if g could not grow without waiting
+// (everything fetched and decoded dropped: see grant). fetchFailed says
+// an error came from the fetch.
+func (s *Server) decodeGranted(ctx context.Context, spec *codec.BatchSpec, req *codecv1.DecodeRequest, sel []codec.Selection, g *grant) (encoded [][]byte, found []bool, _ []Chunk, fetchFailed bool, err error) {
+	encoded = req.GetEncoded()
+	var base int64
+	if len(req.GetRefs()) > 0 {
+		if encoded, found, base, err = s.fetchEncoded(ctx, spec, req.GetRefs(), g); err != nil {
+			return nil, nil, nil, !errors.Is(err, errRegrant), err
+		}
+		sel = foundSelections(sel, found)
+	}
+	chunks, err := s.decodeBudgeted(ctx, spec, encoded, sel, g, base)
+	return encoded, found, chunks, false, err
+}
+
+// foundSelections is the selections of the refs found (a new slice: a
+// batch started again selects from the request's again).
+func foundSelections(sel []codec.Selection, found []bool) []codec.Selection {
+	if sel == nil {
+		return nil
+	}
+	out := make([]codec.Selection, 0, len(sel))
+	for i, f := range found {
+		if f {
+			out = append(out, sel[i])
+		}
+	}
+	return out
 }
 
 // reindex moves an item error's index from the found chunks of a fetched
@@ -247,22 +293,27 @@ func reindex(err error, found []bool) error {
 
 func noRelease() {}
 
-// decodeBudgeted decodes a batch with its memory reserved (see
-// NewBudgetServer). Fixed-size results are reserved at once, at their
-// exact size, so that a batch never holds memory while it waits for more.
-// Variable-length results have no size until decoded: the batch reserves
-// the offsets of all its chunks and one chunk's allowance of element
-// bytes, and, as each chunk's element bytes turn out, reserves them too
-// before the next chunk gets its allowance.
-func (s *Server) decodeBudgeted(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte, sel []codec.Selection) ([]Chunk, func(), error) {
+// decodeBudgeted decodes a batch with its memory reserved in g (see
+// NewBudgetServer, grant), beside the base bytes g holds already (the
+// chunks a worker fetched). Fixed-size results are reserved at once, at
+// their exact size. Variable-length results have no size until decoded:
+// the batch reserves the offsets of all its chunks and one chunk's
+// allowance of element bytes, and, as each chunk's element bytes turn
+// out, adds them before the next chunk gets its allowance: only if they
+// are free now, else errRegrant, g.need being all the batch now knows it
+// needs and as much again for the chunks not yet decoded, at their
+// average so far, if the budget can ever hold that (the batch then waits
+// for it holding nothing, and starts again: the sizes it learnt are
+// covered, so this happens at most once per chunk).
+func (s *Server) decodeBudgeted(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte, sel []codec.Selection, g *grant, base int64) ([]Chunk, error) {
 	c, err := s.local.Chain(spec)
 	if err != nil {
-		return nil, noRelease, err
+		return nil, err
 	}
 	if len(encoded) == 0 {
 		// Nothing to decode (a worker-fetch batch whose chunks are all
 		// missing, or an empty request): nothing to reserve either.
-		return nil, noRelease, nil
+		return nil, nil
 	}
 	n := int64(len(encoded))
 	var in int64
@@ -278,58 +329,61 @@ func (s *Server) decodeBudgeted(ctx context.Context, spec *codec.BatchSpec, enco
 	}
 	working := c.WorkingBound()
 	first, ok := sumProducts(in, n, perChunk, allowance, working)
-	if !ok {
-		return nil, noRelease, errs.New(errs.ResourceExhausted, "a batch of %d chunks of %v %s needs more memory than can be counted", n, spec.Shape, spec.DataType)
+	if !ok || first > math.MaxInt64-base {
+		return nil, errs.New(errs.ResourceExhausted, "a batch of %d chunks of %v %s needs more memory than can be counted", n, spec.Shape, spec.DataType)
 	}
+	first += base
 	what := fmt.Sprintf("decoding a batch of %d chunks of %v %s", n, spec.Shape, spec.DataType)
-	r, err := s.budget.Acquire(ctx, first, what)
-	if err != nil {
-		return nil, noRelease, err
-	}
-	held := []membudget.Reservation{r}
-	release := func() {
-		for _, r := range held {
-			r.Release()
-		}
+	if err := g.grow(ctx, first, what); err != nil {
+		return nil, err
 	}
 	out := make([]Chunk, len(encoded))
-	var data int64 // element bytes of the chunks decoded so far
+	drop := func(upto int) {
+		for _, ch := range out[:upto] {
+			ch.Release()
+		}
+	}
+	var data int64 // element bytes of the chunks decoded so far but the last
 	for i, e := range encoded {
 		if err := ctx.Err(); err != nil {
-			release()
-			return nil, noRelease, err
+			drop(i)
+			return nil, err
 		}
 		if out[i], err = c.Decode(e); err == nil && sel != nil {
 			// Selected at once: the whole chunk is garbage before the next.
 			out[i], err = selectChunk(out[i], spec, sel[i])
 		}
 		if err != nil {
-			release()
-			return nil, noRelease, &codec.ItemError{Index: i, Err: err}
+			drop(i)
+			return nil, &codec.ItemError{Index: i, Err: err}
 		}
-		if variable {
-			d := int64(len(out[i].Data))
-			data += d
-			if i < len(encoded)-1 && d > 0 {
-				// Chunk i keeps its element bytes: reserve them, so that the
-				// next chunk again has a whole allowance.
-				r, err := s.budget.Acquire(ctx, d, what)
-				if err != nil {
-					release()
-					return nil, noRelease, err
-				}
-				held = append(held, r)
+		if !variable || i == len(encoded)-1 {
+			continue
+		}
+		// Chunk i keeps its element bytes: they are reserved too, so that
+		// the next chunk again has a whole allowance.
+		data += int64(len(out[i].Data))
+		need := first + data // no overflow: data <= i*allowance, counted in first
+		if err := g.grow(ctx, need, what); err != nil {
+			drop(i + 1)
+			if errors.Is(err, errRegrant) {
+				// The strings of the chunks still to decode, at the average
+				// so far (no overflow: data/(i+1) <= allowance, counted in
+				// first), if the budget can ever hold them.
+				left := n - int64(i) - 2
+				g.need = max(g.need, min(need+left*(data/int64(i+1)), s.budget.Limit()))
 			}
+			return nil, err
 		}
 	}
 	// The working buffers are garbage now, and what is left of the
 	// allowance unused: keep what the results hold.
-	keep := in + n*perChunk
+	keep := base + in + n*perChunk
 	if variable {
-		keep += int64(len(out[len(out)-1].Data))
+		keep += data + int64(len(out[len(out)-1].Data))
 	}
-	held[0] = held[0].Shrink(min(keep, held[0].Bytes()))
-	return out, release, nil
+	g.shrink(keep)
+	return out, nil
 }
 
 // sumProducts is in + n*per + extra + working, or false if it overflows.
