@@ -5,9 +5,20 @@
 //   - Every path is resolved through an os.Root, so no key, symlink or race
 //     makes the store read or write outside its root.
 //   - Writes are atomic: the value goes to a temporary file in the target's
-//     directory, is fsynced, and is renamed over the target. A crash leaves the
-//     old value or the new one, never a torn one; readers holding the old file
-//     open keep reading the old value.
+//     directory and is renamed over the target. Readers see the old value or
+//     the new one, never a torn one; readers holding the old file open keep
+//     reading the old value.
+//   - Durability (Durability): by default (DurabilityFsync) the temporary
+//     file is fsynced before the rename and the directory after it, before
+//     the call returns, so a write that returned survives a crash of the
+//     machine, and a crash leaves the old value or the new one. The
+//     directory fsyncs are grouped: concurrent writers in one directory
+//     share one fsync that starts after all their renames, taken outside
+//     the directory lock. DurabilityNone skips both fsyncs, as zarr-python
+//     and most Zarr libraries do: the rename is still atomic for readers
+//     and a killed process loses nothing that returned, but after a crash
+//     of the machine (power, kernel) recent writes may be lost and a
+//     recently written value may be empty or torn.
 //   - Conditional writes: the condition check and the rename run under an
 //     exclusive flock on the target's directory, which every writer takes, so
 //     they are one atomic step also between processes sharing the directory.
@@ -37,6 +48,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -60,9 +73,60 @@ const StaleTempAge = 0
 // Store is a directory-backed store. It is safe for concurrent use, also by
 // several processes sharing the directory.
 type Store struct {
-	root *os.Root
-	dir  string
+	root       *os.Root
+	dir        string
+	durability atomic.Int32 // a Durability
+
+	mu      sync.Mutex
+	syncers map[string]*dirSyncer // by directory, while someone waits on it
+
+	fileSyncs, dirSyncs atomic.Uint64
 }
+
+// Durability is what a write that returned survives.
+type Durability int32
+
+const (
+	// DurabilityFsync (the default): a write that returned survives a
+	// crash of the machine. The value's file is fsynced before its rename
+	// and the directory after it; concurrent writers in one directory
+	// share the directory's fsync.
+	DurabilityFsync Durability = iota
+	// DurabilityNone: no fsync. The rename is still atomic (readers and a
+	// killed process never see a torn value), but after a crash of the
+	// machine recent writes may be lost, and a recently written value may
+	// be empty or torn. zarr-python's local store behaves so.
+	DurabilityNone
+)
+
+// ParseDurability parses "fsync" or "none".
+func ParseDurability(s string) (Durability, error) {
+	switch s {
+	case "fsync", "":
+		return DurabilityFsync, nil
+	case "none":
+		return DurabilityNone, nil
+	}
+	return 0, errs.New(errs.InvalidArgument, "durability %q: want fsync or none", s)
+}
+
+func (d Durability) String() string {
+	if d == DurabilityNone {
+		return "none"
+	}
+	return "fsync"
+}
+
+// SetDurability sets what later writes guarantee (DurabilityFsync unless
+// set).
+func (s *Store) SetDurability(d Durability) { s.durability.Store(int32(d)) }
+
+// Durability is what writes guarantee.
+func (s *Store) Durability() Durability { return Durability(s.durability.Load()) }
+
+// Syncs counts the fsyncs the store has made: of values' files, and of
+// directories (one per group of concurrent renames).
+func (s *Store) Syncs() (files, dirs uint64) { return s.fileSyncs.Load(), s.dirSyncs.Load() }
 
 var (
 	_ storesvc.Store         = (*Store)(nil)
@@ -84,7 +148,7 @@ func New(dir string) (*Store, error) {
 	if err != nil {
 		return nil, errs.Wrap(errs.FailedPrecondition, err, "file store: open root %s", abs)
 	}
-	return &Store{root: root, dir: abs}, nil
+	return &Store{root: root, dir: abs, syncers: make(map[string]*dirSyncer)}, nil
 }
 
 // Dir is the store's root directory.
@@ -240,7 +304,7 @@ func (s *Store) replace(ctx context.Context, key, rel, dir string, fill func(io.
 	if err != nil {
 		return "", mapErr("set", key, err)
 	}
-	err = s.withDirLock(key, dir, func(d *os.File) error {
+	err = s.withDirLock(key, dir, func() error {
 		current, err := s.current(key, rel)
 		if err != nil {
 			return err
@@ -255,10 +319,13 @@ func (s *Store) replace(ctx context.Context, key, rel, dir string, fill func(io.
 			return mapErr("set", key, err)
 		}
 		committed = true
-		return d.Sync()
+		return nil
 	})
 	if err != nil {
 		return "", err
+	}
+	if err := s.syncDir(dir); err != nil {
+		return "", mapErr("set", key, err)
 	}
 	return gen, nil
 }
@@ -267,12 +334,15 @@ func (s *Store) replace(ctx context.Context, key, rel, dir string, fill func(io.
 // mtime, returning the generation it will have once renamed. The caller
 // closes it after the rename.
 func (s *Store) seal(tmp *os.File, tmpRel string) (string, error) {
-	if err := tmp.Sync(); err != nil {
-		return "", err
-	}
 	now := time.Now()
 	if err := s.root.Chtimes(tmpRel, now, now); err != nil {
 		return "", err
+	}
+	if s.Durability() == DurabilityFsync {
+		if err := tmp.Sync(); err != nil {
+			return "", err
+		}
+		s.fileSyncs.Add(1)
 	}
 	fi, err := tmp.Stat()
 	if err != nil {
@@ -349,7 +419,7 @@ func (s *Store) createTemp(key, dir string) (*os.File, string, error) {
 // directory that a concurrent erase removed (and a writer perhaps
 // recreated) protects nothing, so it checks that the locked directory is
 // still the one at that path, and tries again if not.
-func (s *Store) withDirLock(key, dir string, fn func(d *os.File) error) error {
+func (s *Store) withDirLock(key, dir string, fn func() error) error {
 	for range 100 {
 		d, err := s.root.Open(dir)
 		if err != nil {
@@ -363,7 +433,7 @@ func (s *Store) withDirLock(key, dir string, fn func(d *os.File) error) error {
 		held, err1 := d.Stat()
 		now, err2 := s.root.Stat(dir)
 		if err1 == nil && err2 == nil && os.SameFile(held, now) {
-			err := fn(d)
+			err := fn()
 			unix.Flock(fd, unix.LOCK_UN)
 			d.Close()
 			return err
@@ -400,7 +470,7 @@ func (s *Store) patch(ctx context.Context, key string, ws []storesvc.PartialWrit
 	if _, err := s.root.Stat(dir); err != nil {
 		return mapErr("set_partial_values", key, err)
 	}
-	return s.withDirLock(key, dir, func(d *os.File) error {
+	err := s.withDirLock(key, dir, func() error {
 		old, err := s.root.Open(rel)
 		if err != nil {
 			return mapErr("set_partial_values", key, err)
@@ -443,8 +513,12 @@ func (s *Store) patch(ctx context.Context, key string, ws []storesvc.PartialWrit
 			return mapErr("set_partial_values", key, err)
 		}
 		committed = true
-		return d.Sync()
+		return nil
 	})
+	if err != nil {
+		return err
+	}
+	return mapErr("set_partial_values", key, s.syncDir(dir))
 }
 
 // Erase implements storesvc.Store.
@@ -462,7 +536,8 @@ func (s *Store) Erase(_ context.Context, key string, cond storesvc.Condition) er
 		}
 		return mapErr("erase", key, err)
 	}
-	err := s.withDirLock(key, dir, func(*os.File) error {
+	removed := false
+	err := s.withDirLock(key, dir, func() error {
 		current, err := s.current(key, rel)
 		if err != nil {
 			return err
@@ -473,7 +548,11 @@ func (s *Store) Erase(_ context.Context, key string, cond storesvc.Condition) er
 		if current == nil {
 			return nil
 		}
-		return mapErr("erase", key, s.root.Remove(rel))
+		if err := s.root.Remove(rel); err != nil {
+			return mapErr("erase", key, err)
+		}
+		removed = true
+		return nil
 	})
 	if errors.Is(err, storesvc.ErrNotFound) {
 		if !cond.IsZero() {
@@ -483,6 +562,13 @@ func (s *Store) Erase(_ context.Context, key string, cond storesvc.Condition) er
 	}
 	if err != nil {
 		return err
+	}
+	if removed {
+		// The removal is durable before the call returns, as a write
+		// is: a whole-chunk write of fill value erases the chunk.
+		if err := s.syncDir(dir); err != nil {
+			return mapErr("erase", key, err)
+		}
 	}
 	s.prune(dir)
 	return nil
@@ -683,4 +769,85 @@ func (s *Store) CleanTemps(ctx context.Context, minAge time.Duration) (TempStats
 		return st, mapErr("clean_temps", "", err)
 	}
 	return st, nil
+}
+
+// dirSyncer groups the fsyncs of one directory. A writer that renamed a
+// file into the directory joins the next round, one that has not started
+// yet (so it starts after the rename), and waits for it; one round runs at
+// a time, and a round covers every writer that joined it.
+type dirSyncer struct {
+	running bool
+	next    *syncRound // the round writers join; nil until one does
+	users   int        // writers joined and not yet woken
+}
+
+type syncRound struct {
+	done chan struct{}
+	err  error
+}
+
+// syncDir makes the renames and removals already done in dir durable
+// (with DurabilityFsync; nothing with DurabilityNone): it returns once an
+// fsync of dir that started after the call did has finished.
+func (s *Store) syncDir(dir string) error {
+	if s.Durability() != DurabilityFsync {
+		return nil
+	}
+	s.mu.Lock()
+	ds := s.syncers[dir]
+	if ds == nil {
+		ds = &dirSyncer{}
+		s.syncers[dir] = ds
+	}
+	if ds.next == nil {
+		ds.next = &syncRound{done: make(chan struct{})}
+	}
+	r := ds.next
+	ds.users++
+	if !ds.running {
+		ds.running = true
+		go s.runSyncs(dir, ds)
+	}
+	s.mu.Unlock()
+	<-r.done
+	s.mu.Lock()
+	ds.users--
+	if ds.users == 0 && !ds.running {
+		delete(s.syncers, dir)
+	}
+	s.mu.Unlock()
+	return r.err
+}
+
+// runSyncs runs rounds while writers join them.
+func (s *Store) runSyncs(dir string, ds *dirSyncer) {
+	s.mu.Lock()
+	for ds.next != nil {
+		r := ds.next
+		ds.next = nil
+		s.mu.Unlock()
+		r.err = s.fsyncDir(dir)
+		close(r.done)
+		s.mu.Lock()
+	}
+	ds.running = false
+	if ds.users == 0 {
+		delete(s.syncers, dir)
+	}
+	s.mu.Unlock()
+}
+
+// fsyncDir fsyncs dir. A directory removed meanwhile holds nothing of the
+// writers waiting (an erase emptied it): nothing to make durable.
+func (s *Store) fsyncDir(dir string) error {
+	d, err := s.root.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	s.dirSyncs.Add(1)
+	return d.Sync()
 }
