@@ -22,6 +22,7 @@ const DefaultListen = "127.0.0.1:50051"
 func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
 	root, readOnly := storeFlags(fs)
+	durability := durabilityFlag(fs)
 	sf := addServerFlags(fs, DefaultListen)
 	sf.http = addHTTPFlags(fs, sf.tls)
 	gcfg := gatewayFlags(fs)
@@ -36,7 +37,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	reg := sf.admin.reg
-	store, err := openServedStore(ctx, logger, *root, *readOnly, storeObserverOpts(reg, backendOf(*root))...)
+	store, err := openServedStore(ctx, logger, *root, *readOnly, *durability, storeObserverOpts(reg, backendOf(*root))...)
 	if err != nil {
 		return err
 	}
@@ -55,7 +56,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 		}
 		arrayserver.NewServer(g).Register(srv)
 		sf.http.store, sf.http.gw = g.RawStore(), g
-	}, "root", *root, "read_only", *readOnly)
+	}, "root", *root, "read_only", *readOnly, "durability", *durability)
 }
 
 // gatewayFlags adds the flags of commands that serve the gateway, one per

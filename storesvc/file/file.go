@@ -771,6 +771,9 @@ func (s *Store) CleanTemps(ctx context.Context, minAge time.Duration) (TempStats
 	return st, nil
 }
 
+// testHookDirSync, when set by a test, runs before each directory fsync.
+var testHookDirSync func(dir string)
+
 // dirSyncer groups the fsyncs of one directory. A writer that renamed a
 // file into the directory joins the next round, one that has not started
 // yet (so it starts after the rename), and waits for it; one round runs at
@@ -840,6 +843,9 @@ func (s *Store) runSyncs(dir string, ds *dirSyncer) {
 // fsyncDir fsyncs dir. A directory removed meanwhile holds nothing of the
 // writers waiting (an erase emptied it): nothing to make durable.
 func (s *Store) fsyncDir(dir string) error {
+	if testHookDirSync != nil {
+		testHookDirSync(dir)
+	}
 	d, err := s.root.Open(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
