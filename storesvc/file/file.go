@@ -280,19 +280,25 @@ func checkCondition(key string, current fs.FileInfo, cond storesvc.Condition) er
 // replace writes a new file for key with fill (outside any lock), then,
 // under the directory lock, runs check on the current file (nil if absent)
 // and renames the new file into place. It returns the new generation.
+//
+// Every step after the directory is opened works in it by name (the
+// directory's own os.Root), so no step walks the key's path again but the
+// check that the locked directory is still at that path.
 func (s *Store) replace(ctx context.Context, key, rel, dir string, fill func(io.Writer) error, check func(current fs.FileInfo) error) (string, error) {
-	tmp, tmpRel, err := s.createTemp(key, dir)
+	d, tmp, tmpName, err := s.createTemp(key, dir)
 	if err != nil {
 		return "", err
 	}
+	name := filepath.Base(rel)
 	committed := false
 	// The file stays open, and so flocked, until it is renamed or removed:
 	// CleanTemps in another process must not take it for a dead write's.
 	defer func() {
 		if !committed {
-			s.root.Remove(tmpRel)
+			d.Remove(tmpName)
 		}
 		tmp.Close()
+		d.Close()
 	}()
 	if err := fill(tmp); err != nil {
 		return "", mapErr("set", key, err)
@@ -300,12 +306,12 @@ func (s *Store) replace(ctx context.Context, key, rel, dir string, fill func(io.
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	gen, err := s.seal(tmp, tmpRel)
+	gen, err := s.seal(d, tmp, tmpName)
 	if err != nil {
 		return "", mapErr("set", key, err)
 	}
-	err = s.withDirLock(key, dir, func() error {
-		current, err := s.current(key, rel)
+	err = s.withHeldDirLock(key, dir, d, func() error {
+		current, err := current(d, key, name)
 		if err != nil {
 			return err
 		}
@@ -315,7 +321,7 @@ func (s *Store) replace(ctx context.Context, key, rel, dir string, fill func(io.
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := s.root.Rename(tmpRel, rel); err != nil {
+		if err := d.Rename(tmpName, name); err != nil {
 			return mapErr("set", key, err)
 		}
 		committed = true
@@ -333,9 +339,9 @@ func (s *Store) replace(ctx context.Context, key, rel, dir string, fill func(io.
 // seal flushes the temporary file and stamps it with a fresh nanosecond
 // mtime, returning the generation it will have once renamed. The caller
 // closes it after the rename.
-func (s *Store) seal(tmp *os.File, tmpRel string) (string, error) {
+func (s *Store) seal(d *os.Root, tmp *os.File, tmpName string) (string, error) {
 	now := time.Now()
-	if err := s.root.Chtimes(tmpRel, now, now); err != nil {
+	if err := d.Chtimes(tmpName, now, now); err != nil {
 		return "", err
 	}
 	if s.Durability() == DurabilityFsync {
@@ -351,10 +357,10 @@ func (s *Store) seal(tmp *os.File, tmpRel string) (string, error) {
 	return generation(fi), nil
 }
 
-// current stats the file of key: nil if absent; an error if the key is a
-// directory, or sits below a file.
-func (s *Store) current(key, rel string) (fs.FileInfo, error) {
-	fi, err := s.root.Lstat(rel)
+// current stats the file of key, rel below at: nil if absent; an error if
+// the key is a directory, or sits below a file.
+func current(at *os.Root, key, rel string) (fs.FileInfo, error) {
+	fi, err := at.Lstat(rel)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
@@ -366,24 +372,34 @@ func (s *Store) current(key, rel string) (fs.FileInfo, error) {
 	return fi, nil
 }
 
-// createTemp creates a temporary file in dir, creating dir if needed. A
-// concurrent erase may remove an empty dir between the two steps; then it
-// tries again.
-func (s *Store) createTemp(key, dir string) (*os.File, string, error) {
+// createTemp creates a temporary file in dir, creating dir if needed, and
+// returns dir opened as a root (the caller closes it) and the file's name
+// in it. A concurrent erase may remove an empty dir between the two steps;
+// then it tries again.
+func (s *Store) createTemp(key, dir string) (*os.Root, *os.File, string, error) {
 	var lastErr error
 	for range 10 {
-		if dir != "." {
-			if err := s.root.MkdirAll(dir, 0o755); err != nil {
-				if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
-					return nil, "", errs.New(errs.FailedPrecondition, "set %q: a parent of the key is itself a key (a file) in this file store", key)
-				}
-				return nil, "", mapErr("set", key, err)
+		d, err := s.root.OpenRoot(dir)
+		if errors.Is(err, fs.ErrNotExist) && dir != "." {
+			err = s.root.MkdirAll(dir, 0o755)
+			if err == nil {
+				d, err = s.root.OpenRoot(dir)
 			}
+		}
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				lastErr = err
+				continue // removed again meanwhile
+			}
+			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
+				return nil, nil, "", errs.New(errs.FailedPrecondition, "set %q: a parent of the key is itself a key (a file) in this file store", key)
+			}
+			return nil, nil, "", mapErr("set", key, err)
 		}
 		var rnd [8]byte
 		rand.Read(rnd[:])
-		tmpRel := filepath.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:]))
-		f, err := s.root.OpenFile(tmpRel, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		tmpName := tmpPrefix + hex.EncodeToString(rnd[:])
+		f, err := d.OpenFile(tmpName, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 		if err == nil {
 			// Held until the file is closed: tells CleanTemps it is live.
 			// CleanTemps may have come between the create and the lock
@@ -393,26 +409,53 @@ func (s *Store) createTemp(key, dir string) (*os.File, string, error) {
 			if ferr := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); ferr != nil {
 				f.Close()
 				if errors.Is(ferr, unix.EWOULDBLOCK) {
+					d.Close()
 					lastErr = ferr
 					continue
 				}
-				s.root.Remove(tmpRel)
-				return nil, "", mapErr("set", key, ferr)
+				d.Remove(tmpName)
+				d.Close()
+				return nil, nil, "", mapErr("set", key, ferr)
 			}
 			var st unix.Stat_t
 			if ferr := unix.Fstat(int(f.Fd()), &st); ferr != nil || st.Nlink == 0 {
 				f.Close()
+				d.Close()
 				lastErr = fmt.Errorf("temporary file removed before it was locked")
 				continue
 			}
-			return f, tmpRel, nil
+			return d, f, tmpName, nil
 		}
+		d.Close()
 		lastErr = err
 		if !errors.Is(err, fs.ErrNotExist) {
 			break
 		}
 	}
-	return nil, "", mapErr("set", key, lastErr)
+	return nil, nil, "", mapErr("set", key, lastErr)
+}
+
+// withHeldDirLock runs fn holding an exclusive flock on dir, opened as d
+// (where the caller's temporary file is). If dir is no longer d (an erase
+// of the whole prefix removed it, and the temporary file with it), the
+// write cannot land: Aborted, which the caller may retry.
+func (s *Store) withHeldDirLock(key, dir string, d *os.Root, fn func() error) error {
+	f, err := d.Open(".")
+	if err != nil {
+		return mapErr("lock", key, err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		return mapErr("lock", key, err)
+	}
+	defer unix.Flock(fd, unix.LOCK_UN)
+	held, err1 := f.Stat()
+	now, err2 := s.root.Stat(dir)
+	if err1 != nil || err2 != nil || !os.SameFile(held, now) {
+		return errs.New(errs.Aborted, "set %q: the key's directory was removed during the write", key)
+	}
+	return fn()
 }
 
 // withDirLock runs fn holding an exclusive flock on dir. A lock on a
@@ -487,16 +530,17 @@ func (s *Store) patch(ctx context.Context, key string, ws []storesvc.PartialWrit
 			}
 			size = max(size, w.Offset+int64(len(w.Data)))
 		}
-		tmp, tmpRel, err := s.createTemp(key, dir)
+		d, tmp, tmpName, err := s.createTemp(key, dir)
 		if err != nil {
 			return err
 		}
 		committed := false
 		defer func() {
 			if !committed {
-				s.root.Remove(tmpRel)
+				d.Remove(tmpName)
 			}
 			tmp.Close()
+			d.Close()
 		}()
 		if _, err := storesvc.CopyContext(ctx, tmp, old); err != nil {
 			return mapErr("set_partial_values", key, err)
@@ -506,10 +550,10 @@ func (s *Store) patch(ctx context.Context, key string, ws []storesvc.PartialWrit
 				return mapErr("set_partial_values", key, err)
 			}
 		}
-		if _, err := s.seal(tmp, tmpRel); err != nil {
+		if _, err := s.seal(d, tmp, tmpName); err != nil {
 			return mapErr("set_partial_values", key, err)
 		}
-		if err := s.root.Rename(tmpRel, rel); err != nil {
+		if err := d.Rename(tmpName, filepath.Base(rel)); err != nil {
 			return mapErr("set_partial_values", key, err)
 		}
 		committed = true
@@ -538,7 +582,7 @@ func (s *Store) Erase(_ context.Context, key string, cond storesvc.Condition) er
 	}
 	removed := false
 	err := s.withDirLock(key, dir, func() error {
-		current, err := s.current(key, rel)
+		current, err := current(s.root, key, rel)
 		if err != nil {
 			return err
 		}
