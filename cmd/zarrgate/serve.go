@@ -74,7 +74,7 @@ func gatewayFlags(fs *flag.FlagSet) func(*slog.Logger) (gateway.Config, codec.Li
 	writeBuf := sizeFlag(fs, "write-buffer-bytes", 256<<20, "decoded data one WriteSlab holds in memory for chunks not yet complete; beyond it partial chunks spill to --spill-dir")
 	spill := fs.String("spill-dir", "", "directory for partial chunks of large WriteSlabs (default: the system's temporary directory)")
 	ttl := fs.Duration("metadata-ttl", 2*time.Second, "how long node metadata and shard indexes are cached: writes through other gateways are seen after at most this long; 0: no caching")
-	parallel := fs.Int("parallelism", 0, "chunks one call fetches and decodes (or encodes and stores) at once; 0: 4 × the CPUs Go uses (GOMAXPROCS)")
+	parallel := fs.Int("parallelism", 0, "chunks one call fetches and decodes (or encodes) at once; a WriteSlab stores up to 32 (or this many, if more) at once; 0: 4 × the CPUs Go uses (GOMAXPROCS)")
 	attempts := fs.Int("max-write-attempts", 64, "most read-modify-write attempts of one chunk or shard under contention by other writers before the write fails with ABORTED")
 	afterParse(fs, func() error {
 		switch {
