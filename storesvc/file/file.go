@@ -391,7 +391,11 @@ func (s *Store) createTemp(key, dir string) (*os.Root, *os.File, string, error) 
 				lastErr = err
 				continue // removed again meanwhile
 			}
-			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
+			// os.Root says "not a directory" of a file at dir without
+			// ENOTDIR: ask the file system.
+			fi, serr := s.root.Stat(dir)
+			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) ||
+				errors.Is(serr, syscall.ENOTDIR) || (serr == nil && !fi.IsDir()) {
 				return nil, nil, "", errs.New(errs.FailedPrecondition, "set %q: a parent of the key is itself a key (a file) in this file store", key)
 			}
 			return nil, nil, "", mapErr("set", key, err)

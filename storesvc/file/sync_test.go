@@ -203,3 +203,25 @@ func TestConditionalWritesStillConflict(t *testing.T) {
 		})
 	}
 }
+
+// A key below a value, or a value where a prefix's directory is, is
+// refused with FailedPrecondition, whichever step of the write finds it.
+func TestSetBelowAValue(t *testing.T) {
+	ctx := context.Background()
+	s, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Set(ctx, "a/v", strings.NewReader("x"), storesvc.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"a/v/w", "a/v/w/x"} {
+		if _, err := s.Set(ctx, key, strings.NewReader("y"), storesvc.Condition{}); !errors.Is(err, errs.FailedPrecondition) {
+			t.Errorf("Set %q below the value a/v: %v, want FailedPrecondition", key, err)
+		}
+	}
+	if _, err := s.Set(ctx, "a", strings.NewReader("y"), storesvc.Condition{}); !errors.Is(err, errs.FailedPrecondition) {
+		t.Errorf("Set %q, a prefix of a/v: %v, want FailedPrecondition", "a", err)
+	}
+}
