@@ -56,3 +56,42 @@ func BenchmarkEngineReadSlab(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEngineWriteSlab writes the whole array through the engine on a
+// file store, without gRPC: what a full WriteSlab costs the server (the
+// file store's temporary files, fsyncs and renames included), with each
+// durability, and the fsyncs it made per call.
+//
+//	go test -run '^$' -bench EngineWriteSlab -benchtime 3x -cpuprofile /tmp/w.prof ./gateway/
+func BenchmarkEngineWriteSlab(b *testing.B) {
+	data := make([]byte, benchN*benchN*4)
+	for i := range data {
+		data[i] = byte(i*7/5) | 1
+	}
+	for _, c := range []struct{ name, codecs string }{{"uncompressed", plainBytes}, {"zstd", zstdBytes}} {
+		for _, d := range []file.Durability{file.DurabilityFsync, file.DurabilityNone} {
+			b.Run(c.name+"/"+d.String(), func(b *testing.B) {
+				fs, err := file.New(b.TempDir())
+				if err != nil {
+					b.Fatal(err)
+				}
+				fs.SetDurability(d)
+				g := New(fs, codecsvc.NewLocal(), Config{})
+				if _, err := g.CreateArray(ctx, "a", ArraySpec{Shape: []int64{benchN, benchN}, DataType: "float32", ChunkShape: []int64{256, 256}, Codecs: json.RawMessage(c.codecs)}); err != nil {
+					b.Fatal(err)
+				}
+				f0, d0 := fs.Syncs()
+				b.SetBytes(benchN * benchN * 4)
+				for b.Loop() {
+					blk := Block{Origin: []int64{0, 0}, Shape: []int64{benchN, benchN}, Data: data}
+					if _, err := g.WriteSlab(ctx, "a", nil, nextFrom([]Block{blk})); err != nil {
+						b.Fatal(err)
+					}
+				}
+				f1, d1 := fs.Syncs()
+				b.ReportMetric(float64(f1-f0)/float64(b.N), "file-fsyncs/op")
+				b.ReportMetric(float64(d1-d0)/float64(b.N), "dir-fsyncs/op")
+			})
+		}
+	}
+}

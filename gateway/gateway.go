@@ -47,8 +47,9 @@ type Config struct {
 	// WriteSlab may move; larger ones fail with ResourceExhausted. Default
 	// 64 GiB.
 	MaxSlabBytes int64
-	// Parallelism is how many chunks are fetched and decoded (or encoded and
-	// stored) at once. Default 4 × GOMAXPROCS.
+	// Parallelism is how many chunks are fetched and decoded (or encoded)
+	// at once. Default 4 × GOMAXPROCS. A WriteSlab has up to
+	// max(Parallelism, 32) chunks being stored at once (flushDepth).
 	Parallelism int
 	// MaxWriteAttempts bounds the read-modify-write retries of one chunk
 	// under contention. Default 64.

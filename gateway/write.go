@@ -96,7 +96,7 @@ func (g *Gateway) WriteSlab(ctx context.Context, path string, sel []zarr.Range, 
 		s *= proj.Dims[d].Len()
 	}
 	eg, ectx := errgroup.WithContext(ctx)
-	eg.SetLimit(g.cfg.Parallelism)
+	eg.SetLimit(max(g.cfg.Parallelism, flushDepth))
 	w.flushGroup, w.ctx = eg, ectx
 	err = w.run(next)
 	// Flushes in flight finish (they write complete chunks whole) before
@@ -116,6 +116,14 @@ func (g *Gateway) WriteSlab(ctx context.Context, path string, sel []zarr.Range, 
 	}
 	return w.stats(), nil
 }
+
+// flushDepth is how many objects a WriteSlab flushes at once, at least:
+// more than the processors, because a flush mostly waits for the store (a
+// file store's fsyncs, which the file system batches when many are in
+// flight; a remote store's round trips). Their codec work still takes the
+// call's slots (fair.go), and their memory counts against the write
+// buffer (flush), so the depth costs neither processors nor memory.
+const flushDepth = 32
 
 // dropCaches drops the cached indexes of the array's shards, which a write
 // may have changed (the array's other entries stay).

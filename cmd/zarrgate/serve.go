@@ -22,6 +22,7 @@ const DefaultListen = "127.0.0.1:50051"
 func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
 	root, readOnly := storeFlags(fs)
+	durability := durabilityFlag(fs)
 	sf := addServerFlags(fs, DefaultListen)
 	sf.http = addHTTPFlags(fs, sf.tls)
 	gcfg := gatewayFlags(fs)
@@ -36,7 +37,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	reg := sf.admin.reg
-	store, err := openServedStore(ctx, logger, *root, *readOnly, storeObserverOpts(reg, backendOf(*root))...)
+	store, err := openServedStore(ctx, logger, *root, *readOnly, *durability, storeObserverOpts(reg, backendOf(*root))...)
 	if err != nil {
 		return err
 	}
@@ -55,7 +56,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 		}
 		arrayserver.NewServer(g).Register(srv)
 		sf.http.store, sf.http.gw = g.RawStore(), g
-	}, "root", *root, "read_only", *readOnly)
+	}, "root", *root, "read_only", *readOnly, "durability", *durability)
 }
 
 // gatewayFlags adds the flags of commands that serve the gateway, one per
@@ -73,7 +74,7 @@ func gatewayFlags(fs *flag.FlagSet) func(*slog.Logger) (gateway.Config, codec.Li
 	writeBuf := sizeFlag(fs, "write-buffer-bytes", 256<<20, "decoded data one WriteSlab holds in memory for chunks not yet complete; beyond it partial chunks spill to --spill-dir")
 	spill := fs.String("spill-dir", "", "directory for partial chunks of large WriteSlabs (default: the system's temporary directory)")
 	ttl := fs.Duration("metadata-ttl", 2*time.Second, "how long node metadata and shard indexes are cached: writes through other gateways are seen after at most this long; 0: no caching")
-	parallel := fs.Int("parallelism", 0, "chunks one call fetches and decodes (or encodes and stores) at once; 0: 4 × the CPUs Go uses (GOMAXPROCS)")
+	parallel := fs.Int("parallelism", 0, "chunks one call fetches and decodes (or encodes) at once; a WriteSlab stores up to 32 (or this many, if more) at once; 0: 4 × the CPUs Go uses (GOMAXPROCS)")
 	attempts := fs.Int("max-write-attempts", 64, "most read-modify-write attempts of one chunk or shard under contention by other writers before the write fails with ABORTED")
 	afterParse(fs, func() error {
 		switch {

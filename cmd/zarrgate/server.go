@@ -79,6 +79,19 @@ func budgetFlags(fs *flag.FlagSet) func(*slog.Logger) *membudget.Budget {
 	}
 }
 
+// durabilityFlag adds --durability: what a write to a directory store
+// guarantees when it returns.
+func durabilityFlag(fs *flag.FlagSet) *string {
+	d := fs.String("durability", "fsync", "directory stores: what a write guarantees when it returns. fsync: it survives a crash of the machine (each value's file is fsynced before its rename, its directory after, concurrent writes in one directory share that fsync); none: no fsync, as zarr-python: readers never see a torn value and a killed server loses nothing, but a crash of the machine may lose recent writes or leave a recent value empty or torn. Other stores ignore it")
+	afterParse(fs, func() error {
+		if _, err := file.ParseDurability(*d); err != nil {
+			return usageError{fmt.Errorf("--durability %s: want fsync or none", *d)}
+		}
+		return nil
+	})
+	return d
+}
+
 // storeFlags adds --root, --create and --read-only.
 func storeFlags(fs *flag.FlagSet) (root *string, readOnly *bool) {
 	root = fs.String("root", "./data", "the store: a directory or a store URL such as s3://bucket/prefix?endpoint=http://127.0.0.1:9000 or zip:///path/data.zip; a missing directory is created if its parent exists, deeper ones need --create")
@@ -111,13 +124,24 @@ func checkRoot(root string, create bool) error {
 // openServedStore opens the store a serving command serves. A writable
 // directory store has the temporary files of writes killed earlier removed
 // in the background (they are unreachable through the store already).
-func openServedStore(ctx context.Context, logger *slog.Logger, root string, readOnly bool, extra ...storesvc.Option) (*storesvc.Portable, error) {
+// Its writes are as durable as durability says ("fsync" or "none"; a
+// directory store's only).
+func openServedStore(ctx context.Context, logger *slog.Logger, root string, readOnly bool, durability string, extra ...storesvc.Option) (*storesvc.Portable, error) {
+	d, err := file.ParseDurability(durability)
+	if err != nil {
+		return nil, usageError{err}
+	}
 	backend, err := openStore(ctx, root)
 	if err != nil {
 		return nil, err
 	}
-	if fstore, ok := unwrapStore(backend).(*file.Store); ok && !readOnly {
-		go cleanTemps(ctx, logger, fstore)
+	if fstore, ok := unwrapStore(backend).(*file.Store); ok {
+		fstore.SetDurability(d)
+		if !readOnly {
+			go cleanTemps(ctx, logger, fstore)
+		}
+	} else if d != file.DurabilityFsync && !readOnly {
+		logger.Warn("--durability applies to directory stores only; this store ignores it", "root", root, "durability", d.String())
 	}
 	var opts []storesvc.Option
 	if readOnly {
@@ -392,6 +416,9 @@ func serveUntilDone(ctx context.Context, logger *slog.Logger, srv *rpc.Server, l
 func exportStoreRetries(reg *metrics.Registry, store storesvc.Store) {
 	if s, ok := unwrapStore(store).(*s3.Store); ok && reg != nil {
 		reg.Retries("s3", s.RetryStats)
+	}
+	if s, ok := unwrapStore(store).(*file.Store); ok && reg != nil {
+		reg.FileSyncs(s.Syncs)
 	}
 }
 

@@ -32,6 +32,7 @@ import (
 func runStoreWorker(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("store-worker", stderr)
 	root, readOnly := storeFlags(fs)
+	durability := durabilityFlag(fs)
 	sf := addServerFlags(fs, "127.0.0.1:50052")
 	inject := injectLatencyFlag(fs, "call")
 	if err := parseFlags(fs, args); err != nil {
@@ -45,7 +46,7 @@ func runStoreWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 	if err := sf.startAdmin(ctx, logger); err != nil {
 		return err
 	}
-	store, err := openServedStore(ctx, logger, *root, *readOnly, storeObserverOpts(sf.admin.reg, backendOf(*root))...)
+	store, err := openServedStore(ctx, logger, *root, *readOnly, *durability, storeObserverOpts(sf.admin.reg, backendOf(*root))...)
 	if err != nil {
 		return err
 	}
@@ -53,7 +54,7 @@ func runStoreWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 	exportStoreRetries(sf.admin.reg, store)
 	return sf.serveWith(ctx, logger, "zarrgate store-worker serving", func(srv *rpc.Server) {
 		storeserver.New(store).Register(srv)
-	}, "root", *root, "read_only", *readOnly)
+	}, "root", *root, "read_only", *readOnly, "durability", *durability)
 }
 
 // runCodecWorker serves CodecService: the codec tier, CPU-bound, sized to

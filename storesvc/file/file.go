@@ -5,9 +5,20 @@
 //   - Every path is resolved through an os.Root, so no key, symlink or race
 //     makes the store read or write outside its root.
 //   - Writes are atomic: the value goes to a temporary file in the target's
-//     directory, is fsynced, and is renamed over the target. A crash leaves the
-//     old value or the new one, never a torn one; readers holding the old file
-//     open keep reading the old value.
+//     directory and is renamed over the target. Readers see the old value or
+//     the new one, never a torn one; readers holding the old file open keep
+//     reading the old value.
+//   - Durability (Durability): by default (DurabilityFsync) the temporary
+//     file is fsynced before the rename and the directory after it, before
+//     the call returns, so a write that returned survives a crash of the
+//     machine, and a crash leaves the old value or the new one. The
+//     directory fsyncs are grouped: concurrent writers in one directory
+//     share one fsync that starts after all their renames, taken outside
+//     the directory lock. DurabilityNone skips both fsyncs, as zarr-python
+//     and most Zarr libraries do: the rename is still atomic for readers
+//     and a killed process loses nothing that returned, but after a crash
+//     of the machine (power, kernel) recent writes may be lost and a
+//     recently written value may be empty or torn.
 //   - Conditional writes: the condition check and the rename run under an
 //     exclusive flock on the target's directory, which every writer takes, so
 //     they are one atomic step also between processes sharing the directory.
@@ -38,6 +49,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -61,12 +74,63 @@ const StaleTempAge = 0
 // Store is a directory-backed store. It is safe for concurrent use, also by
 // several processes sharing the directory.
 type Store struct {
-	root *os.Root
-	dir  string
+	root       *os.Root
+	dir        string
+	durability atomic.Int32 // a Durability
 	// beneath opens files for reading in one system call where it can
 	// (open_linux.go).
 	beneath beneath
+
+	mu      sync.Mutex
+	syncers map[string]*dirSyncer // by directory, while someone waits on it
+
+	fileSyncs, dirSyncs atomic.Uint64
 }
+
+// Durability is what a write that returned survives.
+type Durability int32
+
+const (
+	// DurabilityFsync (the default): a write that returned survives a
+	// crash of the machine. The value's file is fsynced before its rename
+	// and the directory after it; concurrent writers in one directory
+	// share the directory's fsync.
+	DurabilityFsync Durability = iota
+	// DurabilityNone: no fsync. The rename is still atomic (readers and a
+	// killed process never see a torn value), but after a crash of the
+	// machine recent writes may be lost, and a recently written value may
+	// be empty or torn. zarr-python's local store behaves so.
+	DurabilityNone
+)
+
+// ParseDurability parses "fsync" or "none".
+func ParseDurability(s string) (Durability, error) {
+	switch s {
+	case "fsync", "":
+		return DurabilityFsync, nil
+	case "none":
+		return DurabilityNone, nil
+	}
+	return 0, errs.New(errs.InvalidArgument, "durability %q: want fsync or none", s)
+}
+
+func (d Durability) String() string {
+	if d == DurabilityNone {
+		return "none"
+	}
+	return "fsync"
+}
+
+// SetDurability sets what later writes guarantee (DurabilityFsync unless
+// set).
+func (s *Store) SetDurability(d Durability) { s.durability.Store(int32(d)) }
+
+// Durability is what writes guarantee.
+func (s *Store) Durability() Durability { return Durability(s.durability.Load()) }
+
+// Syncs counts the fsyncs the store has made: of values' files, and of
+// directories (one per group of concurrent renames).
+func (s *Store) Syncs() (files, dirs uint64) { return s.fileSyncs.Load(), s.dirSyncs.Load() }
 
 var (
 	_ storesvc.Store         = (*Store)(nil)
@@ -88,7 +152,7 @@ func New(dir string) (*Store, error) {
 	if err != nil {
 		return nil, errs.Wrap(errs.FailedPrecondition, err, "file store: open root %s", abs)
 	}
-	return &Store{root: root, dir: abs}, nil
+	return &Store{root: root, dir: abs, syncers: make(map[string]*dirSyncer)}, nil
 }
 
 // Dir is the store's root directory.
@@ -230,19 +294,25 @@ func checkCondition(key string, current fs.FileInfo, cond storesvc.Condition) er
 // replace writes a new file for key with fill (outside any lock), then,
 // under the directory lock, runs check on the current file (nil if absent)
 // and renames the new file into place. It returns the new generation.
+//
+// Every step after the directory is opened works in it by name (the
+// directory's own os.Root), so no step walks the key's path again but the
+// check that the locked directory is still at that path.
 func (s *Store) replace(ctx context.Context, key, rel, dir string, fill func(io.Writer) error, check func(current fs.FileInfo) error) (string, error) {
-	tmp, tmpRel, err := s.createTemp(key, dir)
+	d, tmp, tmpName, err := s.createTemp(key, dir)
 	if err != nil {
 		return "", err
 	}
+	name := filepath.Base(rel)
 	committed := false
 	// The file stays open, and so flocked, until it is renamed or removed:
 	// CleanTemps in another process must not take it for a dead write's.
 	defer func() {
 		if !committed {
-			s.root.Remove(tmpRel)
+			d.Remove(tmpName)
 		}
 		tmp.Close()
+		d.Close()
 	}()
 	if err := fill(tmp); err != nil {
 		return "", mapErr("set", key, err)
@@ -250,12 +320,12 @@ func (s *Store) replace(ctx context.Context, key, rel, dir string, fill func(io.
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	gen, err := s.seal(tmp, tmpRel)
+	gen, err := s.seal(d, tmp, tmpName)
 	if err != nil {
 		return "", mapErr("set", key, err)
 	}
-	err = s.withDirLock(key, dir, func(d *os.File) error {
-		current, err := s.current(key, rel)
+	err = s.withHeldDirLock(key, dir, d, func() error {
+		current, err := current(d, key, name)
 		if err != nil {
 			return err
 		}
@@ -265,14 +335,17 @@ func (s *Store) replace(ctx context.Context, key, rel, dir string, fill func(io.
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := s.root.Rename(tmpRel, rel); err != nil {
+		if err := d.Rename(tmpName, name); err != nil {
 			return mapErr("set", key, err)
 		}
 		committed = true
-		return d.Sync()
+		return nil
 	})
 	if err != nil {
 		return "", err
+	}
+	if err := s.syncDir(dir); err != nil {
+		return "", mapErr("set", key, err)
 	}
 	return gen, nil
 }
@@ -280,13 +353,16 @@ func (s *Store) replace(ctx context.Context, key, rel, dir string, fill func(io.
 // seal flushes the temporary file and stamps it with a fresh nanosecond
 // mtime, returning the generation it will have once renamed. The caller
 // closes it after the rename.
-func (s *Store) seal(tmp *os.File, tmpRel string) (string, error) {
-	if err := tmp.Sync(); err != nil {
+func (s *Store) seal(d *os.Root, tmp *os.File, tmpName string) (string, error) {
+	now := time.Now()
+	if err := d.Chtimes(tmpName, now, now); err != nil {
 		return "", err
 	}
-	now := time.Now()
-	if err := s.root.Chtimes(tmpRel, now, now); err != nil {
-		return "", err
+	if s.Durability() == DurabilityFsync {
+		if err := tmp.Sync(); err != nil {
+			return "", err
+		}
+		s.fileSyncs.Add(1)
 	}
 	fi, err := tmp.Stat()
 	if err != nil {
@@ -295,10 +371,10 @@ func (s *Store) seal(tmp *os.File, tmpRel string) (string, error) {
 	return generation(fi), nil
 }
 
-// current stats the file of key: nil if absent; an error if the key is a
-// directory, or sits below a file.
-func (s *Store) current(key, rel string) (fs.FileInfo, error) {
-	fi, err := s.root.Lstat(rel)
+// current stats the file of key, rel below at: nil if absent; an error if
+// the key is a directory, or sits below a file.
+func current(at *os.Root, key, rel string) (fs.FileInfo, error) {
+	fi, err := at.Lstat(rel)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
@@ -310,24 +386,38 @@ func (s *Store) current(key, rel string) (fs.FileInfo, error) {
 	return fi, nil
 }
 
-// createTemp creates a temporary file in dir, creating dir if needed. A
-// concurrent erase may remove an empty dir between the two steps; then it
-// tries again.
-func (s *Store) createTemp(key, dir string) (*os.File, string, error) {
+// createTemp creates a temporary file in dir, creating dir if needed, and
+// returns dir opened as a root (the caller closes it) and the file's name
+// in it. A concurrent erase may remove an empty dir between the two steps;
+// then it tries again.
+func (s *Store) createTemp(key, dir string) (*os.Root, *os.File, string, error) {
 	var lastErr error
 	for range 10 {
-		if dir != "." {
-			if err := s.root.MkdirAll(dir, 0o755); err != nil {
-				if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
-					return nil, "", errs.New(errs.FailedPrecondition, "set %q: a parent of the key is itself a key (a file) in this file store", key)
-				}
-				return nil, "", mapErr("set", key, err)
+		d, err := s.root.OpenRoot(dir)
+		if errors.Is(err, fs.ErrNotExist) && dir != "." {
+			err = s.root.MkdirAll(dir, 0o755)
+			if err == nil {
+				d, err = s.root.OpenRoot(dir)
 			}
+		}
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				lastErr = err
+				continue // removed again meanwhile
+			}
+			// os.Root says "not a directory" of a file at dir without
+			// ENOTDIR: ask the file system.
+			fi, serr := s.root.Stat(dir)
+			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) ||
+				errors.Is(serr, syscall.ENOTDIR) || (serr == nil && !fi.IsDir()) {
+				return nil, nil, "", errs.New(errs.FailedPrecondition, "set %q: a parent of the key is itself a key (a file) in this file store", key)
+			}
+			return nil, nil, "", mapErr("set", key, err)
 		}
 		var rnd [8]byte
 		rand.Read(rnd[:])
-		tmpRel := filepath.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:]))
-		f, err := s.root.OpenFile(tmpRel, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		tmpName := tmpPrefix + hex.EncodeToString(rnd[:])
+		f, err := d.OpenFile(tmpName, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 		if err == nil {
 			// Held until the file is closed: tells CleanTemps it is live.
 			// CleanTemps may have come between the create and the lock
@@ -337,33 +427,60 @@ func (s *Store) createTemp(key, dir string) (*os.File, string, error) {
 			if ferr := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); ferr != nil {
 				f.Close()
 				if errors.Is(ferr, unix.EWOULDBLOCK) {
+					d.Close()
 					lastErr = ferr
 					continue
 				}
-				s.root.Remove(tmpRel)
-				return nil, "", mapErr("set", key, ferr)
+				d.Remove(tmpName)
+				d.Close()
+				return nil, nil, "", mapErr("set", key, ferr)
 			}
 			var st unix.Stat_t
 			if ferr := unix.Fstat(int(f.Fd()), &st); ferr != nil || st.Nlink == 0 {
 				f.Close()
+				d.Close()
 				lastErr = fmt.Errorf("temporary file removed before it was locked")
 				continue
 			}
-			return f, tmpRel, nil
+			return d, f, tmpName, nil
 		}
+		d.Close()
 		lastErr = err
 		if !errors.Is(err, fs.ErrNotExist) {
 			break
 		}
 	}
-	return nil, "", mapErr("set", key, lastErr)
+	return nil, nil, "", mapErr("set", key, lastErr)
+}
+
+// withHeldDirLock runs fn holding an exclusive flock on dir, opened as d
+// (where the caller's temporary file is). If dir is no longer d (an erase
+// of the whole prefix removed it, and the temporary file with it), the
+// write cannot land: Aborted, which the caller may retry.
+func (s *Store) withHeldDirLock(key, dir string, d *os.Root, fn func() error) error {
+	f, err := d.Open(".")
+	if err != nil {
+		return mapErr("lock", key, err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		return mapErr("lock", key, err)
+	}
+	defer unix.Flock(fd, unix.LOCK_UN)
+	held, err1 := f.Stat()
+	now, err2 := s.root.Stat(dir)
+	if err1 != nil || err2 != nil || !os.SameFile(held, now) {
+		return errs.New(errs.Aborted, "set %q: the key's directory was removed during the write", key)
+	}
+	return fn()
 }
 
 // withDirLock runs fn holding an exclusive flock on dir. A lock on a
 // directory that a concurrent erase removed (and a writer perhaps
 // recreated) protects nothing, so it checks that the locked directory is
 // still the one at that path, and tries again if not.
-func (s *Store) withDirLock(key, dir string, fn func(d *os.File) error) error {
+func (s *Store) withDirLock(key, dir string, fn func() error) error {
 	for range 100 {
 		d, err := s.root.Open(dir)
 		if err != nil {
@@ -377,7 +494,7 @@ func (s *Store) withDirLock(key, dir string, fn func(d *os.File) error) error {
 		held, err1 := d.Stat()
 		now, err2 := s.root.Stat(dir)
 		if err1 == nil && err2 == nil && os.SameFile(held, now) {
-			err := fn(d)
+			err := fn()
 			unix.Flock(fd, unix.LOCK_UN)
 			d.Close()
 			return err
@@ -414,7 +531,7 @@ func (s *Store) patch(ctx context.Context, key string, ws []storesvc.PartialWrit
 	if _, err := s.root.Stat(dir); err != nil {
 		return mapErr("set_partial_values", key, err)
 	}
-	return s.withDirLock(key, dir, func(d *os.File) error {
+	err := s.withDirLock(key, dir, func() error {
 		old, err := s.root.Open(rel)
 		if err != nil {
 			return mapErr("set_partial_values", key, err)
@@ -431,16 +548,17 @@ func (s *Store) patch(ctx context.Context, key string, ws []storesvc.PartialWrit
 			}
 			size = max(size, w.Offset+int64(len(w.Data)))
 		}
-		tmp, tmpRel, err := s.createTemp(key, dir)
+		d, tmp, tmpName, err := s.createTemp(key, dir)
 		if err != nil {
 			return err
 		}
 		committed := false
 		defer func() {
 			if !committed {
-				s.root.Remove(tmpRel)
+				d.Remove(tmpName)
 			}
 			tmp.Close()
+			d.Close()
 		}()
 		if _, err := storesvc.CopyContext(ctx, tmp, old); err != nil {
 			return mapErr("set_partial_values", key, err)
@@ -450,15 +568,19 @@ func (s *Store) patch(ctx context.Context, key string, ws []storesvc.PartialWrit
 				return mapErr("set_partial_values", key, err)
 			}
 		}
-		if _, err := s.seal(tmp, tmpRel); err != nil {
+		if _, err := s.seal(d, tmp, tmpName); err != nil {
 			return mapErr("set_partial_values", key, err)
 		}
-		if err := s.root.Rename(tmpRel, rel); err != nil {
+		if err := d.Rename(tmpName, filepath.Base(rel)); err != nil {
 			return mapErr("set_partial_values", key, err)
 		}
 		committed = true
-		return d.Sync()
+		return nil
 	})
+	if err != nil {
+		return err
+	}
+	return mapErr("set_partial_values", key, s.syncDir(dir))
 }
 
 // Erase implements storesvc.Store.
@@ -476,8 +598,9 @@ func (s *Store) Erase(_ context.Context, key string, cond storesvc.Condition) er
 		}
 		return mapErr("erase", key, err)
 	}
-	err := s.withDirLock(key, dir, func(*os.File) error {
-		current, err := s.current(key, rel)
+	removed := false
+	err := s.withDirLock(key, dir, func() error {
+		current, err := current(s.root, key, rel)
 		if err != nil {
 			return err
 		}
@@ -487,7 +610,11 @@ func (s *Store) Erase(_ context.Context, key string, cond storesvc.Condition) er
 		if current == nil {
 			return nil
 		}
-		return mapErr("erase", key, s.root.Remove(rel))
+		if err := s.root.Remove(rel); err != nil {
+			return mapErr("erase", key, err)
+		}
+		removed = true
+		return nil
 	})
 	if errors.Is(err, storesvc.ErrNotFound) {
 		if !cond.IsZero() {
@@ -497,6 +624,13 @@ func (s *Store) Erase(_ context.Context, key string, cond storesvc.Condition) er
 	}
 	if err != nil {
 		return err
+	}
+	if removed {
+		// The removal is durable before the call returns, as a write
+		// is: a whole-chunk write of fill value erases the chunk.
+		if err := s.syncDir(dir); err != nil {
+			return mapErr("erase", key, err)
+		}
 	}
 	s.prune(dir)
 	return nil
@@ -697,4 +831,91 @@ func (s *Store) CleanTemps(ctx context.Context, minAge time.Duration) (TempStats
 		return st, mapErr("clean_temps", "", err)
 	}
 	return st, nil
+}
+
+// testHookDirSync, when set by a test, runs before each directory fsync.
+var testHookDirSync func(dir string)
+
+// dirSyncer groups the fsyncs of one directory. A writer that renamed a
+// file into the directory joins the next round, one that has not started
+// yet (so it starts after the rename), and waits for it; one round runs at
+// a time, and a round covers every writer that joined it.
+type dirSyncer struct {
+	running bool
+	next    *syncRound // the round writers join; nil until one does
+	users   int        // writers joined and not yet woken
+}
+
+type syncRound struct {
+	done chan struct{}
+	err  error
+}
+
+// syncDir makes the renames and removals already done in dir durable
+// (with DurabilityFsync; nothing with DurabilityNone): it returns once an
+// fsync of dir that started after the call did has finished.
+func (s *Store) syncDir(dir string) error {
+	if s.Durability() != DurabilityFsync {
+		return nil
+	}
+	s.mu.Lock()
+	ds := s.syncers[dir]
+	if ds == nil {
+		ds = &dirSyncer{}
+		s.syncers[dir] = ds
+	}
+	if ds.next == nil {
+		ds.next = &syncRound{done: make(chan struct{})}
+	}
+	r := ds.next
+	ds.users++
+	if !ds.running {
+		ds.running = true
+		go s.runSyncs(dir, ds)
+	}
+	s.mu.Unlock()
+	<-r.done
+	s.mu.Lock()
+	ds.users--
+	if ds.users == 0 && !ds.running {
+		delete(s.syncers, dir)
+	}
+	s.mu.Unlock()
+	return r.err
+}
+
+// runSyncs runs rounds while writers join them.
+func (s *Store) runSyncs(dir string, ds *dirSyncer) {
+	s.mu.Lock()
+	for ds.next != nil {
+		r := ds.next
+		ds.next = nil
+		s.mu.Unlock()
+		r.err = s.fsyncDir(dir)
+		close(r.done)
+		s.mu.Lock()
+	}
+	ds.running = false
+	if ds.users == 0 {
+		delete(s.syncers, dir)
+	}
+	s.mu.Unlock()
+}
+
+// fsyncDir fsyncs dir. A directory removed meanwhile holds nothing of the
+// writers waiting (an erase emptied it): nothing to make durable.
+func (s *Store) fsyncDir(dir string) error {
+	if testHookDirSync != nil {
+		testHookDirSync(dir)
+	}
+	d, err := s.root.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	s.dirSyncs.Add(1)
+	return d.Sync()
 }
