@@ -17,6 +17,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
+	"github.com/zarrgate/zarrgate/internal/complevel"
 )
 
 func init() {
@@ -120,17 +121,20 @@ var (
 		func(r io.Reader) (io.Reader, error) { return zlib.NewReader(r) })
 )
 
+// Encode compresses at zlib's level, as zlib would (complevel.Deflate).
 func (d deflateCodec) Encode(b []byte) ([]byte, error) {
-	var out bytes.Buffer
-	w, err := d.newWriter(&out, d.level)
-	if err != nil {
-		return nil, errs.Wrap(errs.InvalidArgument, err, "%s", d.name)
-	}
-	w.Write(b)
-	if err := w.Close(); err != nil {
-		return nil, errs.Wrap(errs.Internal, err, "%s", d.name)
-	}
-	return out.Bytes(), nil
+	return complevel.Deflate(b, d.level, func(b []byte, level int) ([]byte, error) {
+		var out bytes.Buffer
+		w, err := d.newWriter(&out, level)
+		if err != nil {
+			return nil, errs.Wrap(errs.InvalidArgument, err, "%s", d.name)
+		}
+		w.Write(b)
+		if err := w.Close(); err != nil {
+			return nil, errs.Wrap(errs.Internal, err, "%s", d.name)
+		}
+		return out.Bytes(), nil
+	})
 }
 
 // Decode decodes one stream (gzip: all members) and refuses anything after
@@ -203,8 +207,8 @@ func newZstd(cfg json.RawMessage, _ ChunkSpec) (any, error) {
 	enc := zstdEncs[key]
 	if enc == nil {
 		var err error
-		enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(max(level, 1))),
-			zstd.WithEncoderCRC(checksum), zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true))
+		enc, err = zstd.NewWriter(nil, append(complevel.ZstdOptions(level),
+			zstd.WithEncoderCRC(checksum), zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true))...)
 		if err != nil {
 			return nil, errs.Wrap(errs.InvalidArgument, err, "zstd")
 		}
