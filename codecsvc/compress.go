@@ -140,6 +140,19 @@ func (d deflateCodec) Encode(b []byte) ([]byte, error) {
 // Decode decodes one stream (gzip: all members) and refuses anything after
 // it.
 func (d deflateCodec) Decode(b []byte, max int64) ([]byte, error) {
+	if cInflate != nil && (d.name == "gzip" || d.name == "zlib") {
+		// Whole-buffer decoding into the most the input can decode to,
+		// never more than the bound.
+		capacity := min(max, deflateRatio*int64(len(b))+1024)
+		out, fits, err := cInflate(d.name, b, int(capacity))
+		if !fits {
+			if capacity < max {
+				return nil, errs.New(errs.DataLoss, "%s: corrupt data: decodes to more than DEFLATE's ratio allows", d.name)
+			}
+			return nil, overBoundError(d.name, max)
+		}
+		return out, err
+	}
 	in := bytes.NewReader(b)
 	r, err := d.newReader(in)
 	if err != nil {
@@ -164,9 +177,25 @@ func bound(n, overhead int64) int64 {
 	return n + overhead
 }
 
+// The C codecs of the cgocodecs build (compress_cgo.go); nil in the
+// default, pure-Go build.
+var (
+	// cInflate decodes a gzip or zlib stream into at most capacity
+	// bytes; fits is false when the output does not fit.
+	cInflate func(container string, b []byte, capacity int) (out []byte, fits bool, err error)
+	// cZstdDecode decodes all frames of b into dst's capacity, failing
+	// with errDstTooSmall when they do not fit.
+	cZstdDecode func(b, dst []byte) (int, error)
+	// cZstdEncode compresses b at a libzstd level into one frame.
+	cZstdEncode func(b []byte, level int, checksum bool) ([]byte, error)
+)
+
+var errDstTooSmall = errors.New("zstd: output does not fit")
+
 // zstdCodec is v3 "zstd".
 type zstdCodec struct {
 	enc      *zstd.Encoder
+	level    int
 	checksum bool
 }
 
@@ -214,10 +243,13 @@ func newZstd(cfg json.RawMessage, _ ChunkSpec) (any, error) {
 		}
 		zstdEncs[key] = enc
 	}
-	return zstdCodec{enc: enc, checksum: checksum}, nil
+	return zstdCodec{enc: enc, level: level, checksum: checksum}, nil
 }
 
 func (z zstdCodec) Encode(b []byte) ([]byte, error) {
+	if cZstdEncode != nil {
+		return cZstdEncode(b, z.level, z.checksum)
+	}
 	return z.enc.EncodeAll(b, make([]byte, 0, len(b)/2+64)), nil
 }
 
@@ -242,7 +274,17 @@ func (zstdCodec) Decode(b []byte, max int64) ([]byte, error) {
 	// capped by the capacity (exact, although the pool rounds the buffer
 	// up), never reallocates.
 	buf := bufpool.Get(capacity)
-	out, err := zstdDecoder().DecodeAll(b, buf[:0:capacity])
+	var out []byte
+	if cZstdDecode != nil {
+		var n int
+		if n, err = cZstdDecode(b, buf[:0:capacity]); err == nil {
+			out = buf[:n]
+		} else if err == errDstTooSmall {
+			err = zstd.ErrDecoderSizeExceeded
+		}
+	} else {
+		out, err = zstdDecoder().DecodeAll(b, buf[:0:capacity])
+	}
 	switch {
 	case err == nil:
 		if len(out) > 0 && &out[0] == &buf[0] {

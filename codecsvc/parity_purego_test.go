@@ -1,3 +1,5 @@
+//go:build !cgocodecs
+
 package codecsvc
 
 // zstdParity is the least share of libzstd's ratio the pure-Go zstd
@@ -7,21 +9,6 @@ package codecsvc
 func zstdParity(level int) float64 {
 	if level >= 16 {
 		return 0.70
-	}
-	return 0.95
-}
-
-// bloscParity is the same for our Blosc: its zstd, zlib and lz4hc
-// streams (one per shuffled byte of the type) fall short of c-blosc's,
-// most at low levels.
-func bloscParity(cname string, level int) float64 {
-	switch cname {
-	case "zstd":
-		return 0.70
-	case "zlib":
-		return 0.84
-	case "lz4hc":
-		return 0.90
 	}
 	return 0.95
 }
