@@ -183,14 +183,9 @@ var (
 	// cInflate decodes a gzip or zlib stream into at most capacity
 	// bytes; fits is false when the output does not fit.
 	cInflate func(container string, b []byte, capacity int) (out []byte, fits bool, err error)
-	// cZstdDecode decodes all frames of b into dst's capacity, failing
-	// with errDstTooSmall when they do not fit.
-	cZstdDecode func(b, dst []byte) (int, error)
 	// cZstdEncode compresses b at a libzstd level into one frame.
 	cZstdEncode func(b []byte, level int, checksum bool) ([]byte, error)
 )
-
-var errDstTooSmall = errors.New("zstd: output does not fit")
 
 // zstdCodec is v3 "zstd".
 type zstdCodec struct {
@@ -274,17 +269,7 @@ func (zstdCodec) Decode(b []byte, max int64) ([]byte, error) {
 	// capped by the capacity (exact, although the pool rounds the buffer
 	// up), never reallocates.
 	buf := bufpool.Get(capacity)
-	var out []byte
-	if cZstdDecode != nil {
-		var n int
-		if n, err = cZstdDecode(b, buf[:0:capacity]); err == nil {
-			out = buf[:n]
-		} else if err == errDstTooSmall {
-			err = zstd.ErrDecoderSizeExceeded
-		}
-	} else {
-		out, err = zstdDecoder().DecodeAll(b, buf[:0:capacity])
-	}
+	out, err := zstdDecoder().DecodeAll(b, buf[:0:capacity])
 	switch {
 	case err == nil:
 		if len(out) > 0 && &out[0] == &buf[0] {

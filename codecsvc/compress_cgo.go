@@ -1,7 +1,10 @@
 //go:build cgocodecs
 
-// The cgocodecs build decodes gzip and zlib with libdeflate and encodes
-// and decodes zstd with libzstd (Debian libdeflate-dev, libzstd-dev):
+// The cgocodecs build decodes gzip and zlib with libdeflate (twice as
+// fast as klauspost/compress) and encodes zstd with libzstd (every
+// level as libzstd compresses it, and faster); zstd decoding stays
+// klauspost's, which libzstd does not beat (docs/benchmarks.md). It
+// needs Debian's libdeflate-dev and libzstd-dev:
 //
 //	go build -tags cgocodecs ./cmd/zarrgate
 //
@@ -14,7 +17,6 @@ package codecsvc
 #include <stdlib.h>
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
-#include <zstd_errors.h>
 #include <libdeflate.h>
 */
 import "C"
@@ -28,7 +30,6 @@ import (
 
 func init() {
 	cInflate = libdeflateInflate
-	cZstdDecode = libzstdDecode
 	cZstdEncode = libzstdEncode
 }
 
@@ -69,7 +70,6 @@ func (p *cPool[P]) put(x P) {
 
 var (
 	inflaters = newCPool(func(d *C.struct_libdeflate_decompressor) { C.libdeflate_free_decompressor(d) })
-	zstdDCtxs = newCPool(func(d *C.ZSTD_DCtx) { C.ZSTD_freeDCtx(d) })
 	zstdCCtxs = newCPool(func(c *C.ZSTD_CCtx) { C.ZSTD_freeCCtx(c) })
 )
 
@@ -114,24 +114,6 @@ func libdeflateInflate(container string, b []byte, capacity int) (out []byte, fi
 		return nil, true, errs.New(errs.DataLoss, "%s: %d bytes of garbage after the stream", container, len(b)-in)
 	}
 	return out[:n:n], true, nil
-}
-
-// libzstdDecode decodes all frames of b into dst (its capacity).
-func libzstdDecode(b, dst []byte) (int, error) {
-	d := zstdDCtxs.get(func() *C.ZSTD_DCtx { return C.ZSTD_createDCtx() })
-	defer zstdDCtxs.put(d)
-	if d == nil {
-		return 0, errs.New(errs.ResourceExhausted, "zstd: no memory for a decoder")
-	}
-	dst = dst[:cap(dst)]
-	n := C.ZSTD_decompressDCtx(d, ptr(dst), C.size_t(len(dst)), ptr(b), C.size_t(len(b)))
-	if C.ZSTD_isError(n) != 0 {
-		if C.ZSTD_getErrorCode(n) == C.ZSTD_error_dstSize_tooSmall {
-			return 0, errDstTooSmall
-		}
-		return 0, errs.New(errs.DataLoss, "zstd: %s", C.GoString(C.ZSTD_getErrorName(n)))
-	}
-	return int(n), nil
 }
 
 // libzstdEncode compresses b at a libzstd level, into one frame with
