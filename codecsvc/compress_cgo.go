@@ -8,7 +8,7 @@
 //
 //	go build -tags cgocodecs ./cmd/zarrgate
 //
-// The default build stays pure Go and static. docs/codecs.md, "C codecs".
+// The default build stays pure Go and static. README.md, "Compression levels".
 
 package codecsvc
 

@@ -3,8 +3,10 @@ through numcodecs) for codecsvc's TestCompressionParity.
 
     python ratios.py DIR
 
-DIR holds the inputs as <name>.f32 (little-endian float32) and a
-cases.json list of [input, codec, level]; prints {"input codec level": ratio}.
+DIR holds the inputs as <name>.f32 (little-endian float32), a cases.json
+list of [input, codec, level] and zarrgate's frames of each case as
+<input>_<codec>_<level>.bin; prints {"input codec level": ratio} and
+fails unless numcodecs decodes each of zarrgate's frames to the input.
 """
 import json
 import os
@@ -27,4 +29,8 @@ for name, codec, level in json.load(open(os.path.join(d, "cases.json"))):
     else:  # blosc-<cname>, byte shuffle
         c = Blosc(cname=codec.split("-", 1)[1], clevel=level, shuffle=Blosc.SHUFFLE, blocksize=0)
     out[f"{name} {codec} {level}"] = x.nbytes / len(c.encode(x))
+    with open(os.path.join(d, f"{name}_{codec}_{level}.bin"), "rb") as f:
+        ours = f.read()
+    if bytes(c.decode(ours)) != x.tobytes():
+        sys.exit(f"{name} {codec} {level}: numcodecs decodes zarrgate's frame to other bytes")
 print(json.dumps(out))

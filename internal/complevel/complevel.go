@@ -1,7 +1,7 @@
 // Package complevel maps the compression levels users know from the
 // reference libraries (libzstd's -131072..22, zlib's 0..9) onto the
 // pure-Go encoders of klauspost/compress, so that each level compresses
-// about as well as the library it names (docs/codecs.md, "Compression
+// about as well as the library it names (README.md, "Compression
 // levels"), while staying as fast as it can.
 //
 // Left to themselves the fast klauspost encoders store data they find no
