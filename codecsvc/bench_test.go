@@ -3,6 +3,7 @@ package codecsvc
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -167,4 +168,34 @@ func BenchmarkSharding(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkLevels encodes benchData at each zstd and gzip level: cpuMB/s
+// and ratio per level, for the level table of docs/benchmarks.md
+// (bench/numcodecs_levels.py measures numcodecs the same way).
+//
+//	go test -run '^$' -bench Levels -cpu 1 -benchtime 3x ./codecsvc/
+func BenchmarkLevels(b *testing.B) {
+	data := benchData()
+	spec := ChunkSpec{Shape: []int{1 << 20}, DataType: zarr.MustDataType("float32")}
+	run := func(name string, level int) {
+		ch := chain(b, fmt.Sprintf(`[{"name":"bytes","configuration":{"endian":"little"}},{"name":%q,"configuration":{"level":%d}}]`, name, level), spec)
+		b.Run(fmt.Sprintf("%s/%d", name, level), func(b *testing.B) {
+			var n int
+			loopCPU(b, len(data), func() {
+				enc, err := ch.Encode(Chunk{Data: data})
+				if err != nil {
+					b.Fatal(err)
+				}
+				n = len(enc)
+			})
+			b.ReportMetric(float64(len(data))/float64(n), "ratio")
+		})
+	}
+	for _, l := range []int{-1, 1, 2, 3, 4, 5, 6, 7, 9, 12, 15, 16, 19, 22} {
+		run("zstd", l)
+	}
+	for l := 1; l <= 9; l++ {
+		run("gzip", l)
+	}
 }
