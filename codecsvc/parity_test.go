@@ -38,10 +38,10 @@ type parityCase struct {
 
 func parityCases() []parityCase {
 	var cs []parityCase
-	for l := -3; l <= 22; l++ {
-		if l != 0 && l != -2 {
-			cs = append(cs, parityCase{"zstd", l, zstdParity(l)})
-		}
+	// zstd: negative levels, 1 to 16 and two of the levels whose
+	// parameters differ little above (17–22), to keep the test short.
+	for _, l := range []int{-3, -1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 19, 22} {
+		cs = append(cs, parityCase{"zstd", l, zstdParity(l)})
 	}
 	for l := 0; l <= 9; l++ {
 		cs = append(cs, parityCase{"gzip", l, 0.95}, parityCase{"zlib", l, 0.95})
