@@ -8,7 +8,9 @@
 //
 //	go build -tags cgocodecs ./cmd/zarrgate
 //
-// The default build stays pure Go and static. README.md, "Compression levels".
+// The default build stays pure Go and static (README.md, "Compression
+// levels"); `go version -m zarrgate` shows which build a binary is
+// (-tags=cgocodecs).
 
 package codecsvc
 
@@ -32,9 +34,6 @@ func init() {
 	cInflate = libdeflateInflate
 	cZstdEncode = libzstdEncode
 }
-
-// CCodecs names the C libraries this build uses.
-const CCodecs = "libdeflate, libzstd"
 
 // cPool keeps a few C contexts (pointers) for reuse; contexts beyond
 // its capacity are freed.
