@@ -15,7 +15,7 @@ CACHE    ?= $(HOME)/.cache/zarrgate
 export ZARRGATE_CACHE := $(CACHE)/bin
 export ZARRGATE_VENV  := $(CACHE)/venv
 
-.PHONY: build all tools api-landed deps fuzz test-python test-typescript generate check-generated lint breaking tidy-check deploy-check test test-go serve bench clean
+.PHONY: build all tools api-landed deps fuzz test-cgocodecs test-python test-typescript generate check-generated lint breaking tidy-check deploy-check test test-go serve bench clean
 
 all: lint test-go
 
@@ -84,7 +84,7 @@ api-landed:
 	$(BUF) build -o api/landed.binpb
 
 ## test: everything CI checks (installs what the tests need first)
-test: tools lint check-generated test-go test-python test-typescript fuzz
+test: tools lint check-generated test-go test-cgocodecs test-python test-typescript fuzz
 
 ## fuzz: every fuzz target, briefly (FUZZTIME=3s each)
 fuzz:
@@ -118,6 +118,13 @@ test-go: deps
 	ZARRGATE_S3_REQUIRED=1 ZARRGATE_INTEROP_REQUIRED=1 ZARRGATE_PYTHON=$(PYTHON) $(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/e2e$$')
 	ZARRGATE_S3_REQUIRED=1 ZARRGATE_INTEROP_REQUIRED=1 ZARRGATE_PYTHON=$(PYTHON) $(GO) test -count=1 -timeout 20m ./e2e/
 	ZARRGATE_INTEROP_REQUIRED=1 ZARRGATE_PYTHON=$(PYTHON) $(GO) test -count=1 -tags purego ./codecsvc/ ./codecsvc/blosc/
+
+## test-cgocodecs: the optional cgocodecs build (libdeflate, libzstd; deps
+## installs Debian's libdeflate-dev and libzstd-dev) builds and passes the
+## codec tests, the numcodecs interop and compression parity included
+test-cgocodecs: deps
+	CGO_ENABLED=1 $(GO) build -tags cgocodecs -o /dev/null ./cmd/zarrgate
+	CGO_ENABLED=1 ZARRGATE_INTEROP_REQUIRED=1 ZARRGATE_PYTHON=$(PYTHON) $(GO) test -tags cgocodecs -count=1 ./codecsvc/ ./codecsvc/blosc/
 
 ## serve: run the embedded server on ./data at 127.0.0.1:50051
 serve:

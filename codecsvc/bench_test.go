@@ -3,6 +3,7 @@ package codecsvc
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -23,6 +24,27 @@ func benchData() []byte {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(math.Sin(float64(i)*0.001)*1000+float64(i%7))))
 	}
 	return b
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var r syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &r)
+	return time.Duration(r.Utime.Nano() + r.Stime.Nano())
+}
+
+// loopCPU runs f in b.Loop and reports MB/s per CPU second ("cpuMB/s"),
+// which a shared machine disturbs less than wall time.
+func loopCPU(b *testing.B, bytes int, f func()) {
+	b.SetBytes(int64(bytes))
+	t0, n := cpuTime(), 0
+	for b.Loop() {
+		f()
+		n++
+	}
+	if d := cpuTime() - t0; d > 0 {
+		b.ReportMetric(float64(bytes)*float64(n)/d.Seconds()/1e6, "cpuMB/s")
+	}
 }
 
 // benchChains are the chains bench/numcodecs_bench.py runs in numcodecs.
@@ -47,24 +69,20 @@ func BenchmarkCodecs(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Run(c.name+"/encode", func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
-			for b.Loop() {
+			loopCPU(b, len(data), func() {
 				if _, err := ch.Encode(Chunk{Data: data}); err != nil {
 					b.Fatal(err)
 				}
-			}
+			})
 		})
 		b.Run(c.name+"/decode", func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
-			cpu0 := cpuTime(b)
-			for b.Loop() {
+			loopCPU(b, len(data), func() {
 				out, err := ch.Decode(enc)
 				if err != nil {
 					b.Fatal(err)
 				}
-				out.Release() // as the gateway does once the chunk is sent
-			}
-			reportCPU(b, cpu0, len(data))
+				out.Release() // as the servers do once the chunk is sent
+			})
 			b.ReportMetric(float64(len(data))/float64(len(enc)), "ratio")
 		})
 	}
@@ -94,16 +112,13 @@ func BenchmarkDecodeNumcodecsFrames(b *testing.B) {
 			b.Fatalf("%s: numcodecs' frame does not decode to the data: %v", c.name, err)
 		}
 		b.Run(c.name, func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
-			cpu0 := cpuTime(b)
-			for b.Loop() {
+			loopCPU(b, len(data), func() {
 				out, err := ch.Decode(enc)
 				if err != nil {
 					b.Fatal(err)
 				}
-				out.Release() // as the gateway does once the chunk is sent
-			}
-			reportCPU(b, cpu0, len(data))
+				out.Release() // as the servers do once the chunk is sent
+			})
 		})
 	}
 }
@@ -155,21 +170,32 @@ func BenchmarkSharding(b *testing.B) {
 	})
 }
 
-// cpuTime is the process's user+system CPU time. With -cpu 1 it is the
-// benchmark's own CPU (and the runtime's), which stays meaningful on a
-// machine shared with other work where wall-clock MB/s does not.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
+// BenchmarkLevels encodes benchData at each zstd and gzip level: cpuMB/s
+// and ratio per level, for the level table of docs/benchmarks.md
+// (bench/numcodecs_levels.py measures numcodecs the same way).
+//
+//	go test -run '^$' -bench Levels -cpu 1 -benchtime 3x ./codecsvc/
+func BenchmarkLevels(b *testing.B) {
+	data := benchData()
+	spec := ChunkSpec{Shape: []int{1 << 20}, DataType: zarr.MustDataType("float32")}
+	run := func(name string, level int) {
+		ch := chain(b, fmt.Sprintf(`[{"name":"bytes","configuration":{"endian":"little"}},{"name":%q,"configuration":{"level":%d}}]`, name, level), spec)
+		b.Run(fmt.Sprintf("%s/%d", name, level), func(b *testing.B) {
+			var n int
+			loopCPU(b, len(data), func() {
+				enc, err := ch.Encode(Chunk{Data: data})
+				if err != nil {
+					b.Fatal(err)
+				}
+				n = len(enc)
+			})
+			b.ReportMetric(float64(len(data))/float64(n), "ratio")
+		})
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// reportCPU reports cpu-MB/s: decoded bytes per second of CPU time since
-// cpu0 (bench/numcodecs_bench.py prints the same, cpu_mb_per_s).
-func reportCPU(b *testing.B, cpu0 time.Duration, n int) {
-	if d := cpuTime(b) - cpu0; d > 0 {
-		b.ReportMetric(float64(n)*float64(b.N)/d.Seconds()/1e6, "cpu-MB/s")
+	for _, l := range []int{-1, 1, 2, 3, 4, 5, 6, 7, 9, 12, 15, 16, 19, 22} {
+		run("zstd", l)
+	}
+	for l := 1; l <= 9; l++ {
+		run("gzip", l)
 	}
 }

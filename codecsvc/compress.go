@@ -17,6 +17,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
+	"github.com/zarrgate/zarrgate/internal/complevel"
 )
 
 func init() {
@@ -120,22 +121,38 @@ var (
 		func(r io.Reader) (io.Reader, error) { return zlib.NewReader(r) })
 )
 
+// Encode compresses at zlib's level, as zlib would (complevel.Deflate).
 func (d deflateCodec) Encode(b []byte) ([]byte, error) {
-	var out bytes.Buffer
-	w, err := d.newWriter(&out, d.level)
-	if err != nil {
-		return nil, errs.Wrap(errs.InvalidArgument, err, "%s", d.name)
-	}
-	w.Write(b)
-	if err := w.Close(); err != nil {
-		return nil, errs.Wrap(errs.Internal, err, "%s", d.name)
-	}
-	return out.Bytes(), nil
+	return complevel.Deflate(b, d.level, func(b []byte, level int) ([]byte, error) {
+		var out bytes.Buffer
+		w, err := d.newWriter(&out, level)
+		if err != nil {
+			return nil, errs.Wrap(errs.InvalidArgument, err, "%s", d.name)
+		}
+		w.Write(b)
+		if err := w.Close(); err != nil {
+			return nil, errs.Wrap(errs.Internal, err, "%s", d.name)
+		}
+		return out.Bytes(), nil
+	})
 }
 
 // Decode decodes one stream (gzip: all members) and refuses anything after
 // it.
 func (d deflateCodec) Decode(b []byte, max int64) ([]byte, error) {
+	if cInflate != nil && (d.name == "gzip" || d.name == "zlib") {
+		// Whole-buffer decoding into the most the input can decode to,
+		// never more than the bound.
+		capacity := min(max, deflateRatio*int64(len(b))+1024)
+		out, fits, err := cInflate(d.name, b, int(capacity))
+		if !fits {
+			if capacity < max {
+				return nil, errs.New(errs.DataLoss, "%s: corrupt data: decodes to more than DEFLATE's ratio allows", d.name)
+			}
+			return nil, overBoundError(d.name, max)
+		}
+		return out, err
+	}
 	in := bytes.NewReader(b)
 	r, err := d.newReader(in)
 	if err != nil {
@@ -160,9 +177,20 @@ func bound(n, overhead int64) int64 {
 	return n + overhead
 }
 
+// The C codecs of the cgocodecs build (compress_cgo.go); nil in the
+// default, pure-Go build.
+var (
+	// cInflate decodes a gzip or zlib stream into at most capacity
+	// bytes; fits is false when the output does not fit.
+	cInflate func(container string, b []byte, capacity int) (out []byte, fits bool, err error)
+	// cZstdEncode compresses b at a libzstd level into one frame.
+	cZstdEncode func(b []byte, level int, checksum bool) ([]byte, error)
+)
+
 // zstdCodec is v3 "zstd".
 type zstdCodec struct {
 	enc      *zstd.Encoder
+	level    int
 	checksum bool
 }
 
@@ -203,17 +231,20 @@ func newZstd(cfg json.RawMessage, _ ChunkSpec) (any, error) {
 	enc := zstdEncs[key]
 	if enc == nil {
 		var err error
-		enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(max(level, 1))),
-			zstd.WithEncoderCRC(checksum), zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true))
+		enc, err = zstd.NewWriter(nil, append(complevel.ZstdOptions(level),
+			zstd.WithEncoderCRC(checksum), zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true))...)
 		if err != nil {
 			return nil, errs.Wrap(errs.InvalidArgument, err, "zstd")
 		}
 		zstdEncs[key] = enc
 	}
-	return zstdCodec{enc: enc, checksum: checksum}, nil
+	return zstdCodec{enc: enc, level: level, checksum: checksum}, nil
 }
 
 func (z zstdCodec) Encode(b []byte) ([]byte, error) {
+	if cZstdEncode != nil {
+		return cZstdEncode(b, z.level, z.checksum)
+	}
 	return z.enc.EncodeAll(b, make([]byte, 0, len(b)/2+64)), nil
 }
 

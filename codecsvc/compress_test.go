@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/zarrgate/zarrgate/errs"
@@ -83,4 +84,57 @@ func TestBloscBlockSizeBomb(t *testing.T) {
 	if a := heapAlloc() - a0; a > 4<<20 {
 		t.Errorf("blocksize bomb: decoding allocated %d KiB", a>>10)
 	}
+}
+
+// gzip and zlib streams decode alike in every build (pure Go, and
+// libdeflate with -tags cgocodecs): gzip members as their concatenation,
+// anything after the stream, a truncated stream and more output than the
+// chunk holds refused as DataLoss.
+func TestDeflateStreams(t *testing.T) {
+	spec := ChunkSpec{Shape: []int{4096}, DataType: zarr.MustDataType("uint8")}
+	data := slabBenchChunk(0, 0)[:4096]
+	for _, name := range []string{"gzip", "numcodecs.zlib"} {
+		for _, level := range []int{0, 1, 5, 9} {
+			c := chain(t, fmt.Sprintf(`[{"name":"bytes"},{"name":%q,"configuration":{"level":%d}}]`, name, level), spec)
+			enc, err := c.Encode(Chunk{Data: data})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out, err := c.Decode(enc); err != nil || !bytes.Equal(out.Data, data) {
+				t.Fatalf("%s %d: round trip: %v", name, level, err)
+			}
+			for what, bad := range map[string][]byte{
+				"garbage after":    append(bytes.Clone(enc), "junk"...),
+				"truncated":        enc[:len(enc)-5],
+				"empty":            {},
+				"twice the output": twoStreams(t, name, data, data),
+			} {
+				if name != "gzip" && what == "twice the output" {
+					bad = append(bytes.Clone(enc), enc...) // zlib: one stream only
+				}
+				if _, err := c.Decode(bad); !errors.Is(err, errs.DataLoss) {
+					t.Errorf("%s %d, %s: %v, want DataLoss", name, level, what, err)
+				}
+			}
+		}
+	}
+	// Two gzip members decode as their concatenation.
+	c := chain(t, `[{"name":"bytes"},{"name":"gzip"}]`, spec)
+	if out, err := c.Decode(twoStreams(t, "gzip", data[:1000], data[1000:])); err != nil || !bytes.Equal(out.Data, data) {
+		t.Errorf("two gzip members: %v", err)
+	}
+}
+
+// twoStreams is a and b compressed each into its own stream, back to back.
+func twoStreams(t *testing.T, name string, a, b []byte) []byte {
+	var out []byte
+	for _, p := range [][]byte{a, b} {
+		c := chain(t, fmt.Sprintf(`[{"name":"bytes"},{"name":%q}]`, name), ChunkSpec{Shape: []int{len(p)}, DataType: zarr.MustDataType("uint8")})
+		enc, err := c.Encode(Chunk{Data: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, enc...)
+	}
+	return out
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
+
+	"github.com/zarrgate/zarrgate/internal/complevel"
 )
 
 // A streamDecoder decodes one stream into out, which it must fill exactly;
@@ -181,7 +183,29 @@ func (w *appendWriter) Write(p []byte) (int, error) {
 
 var zlibWriters [10]sync.Pool
 
+// encodeZlib compresses at zlib's level, as zlib would
+// (complevel.Deflate).
 func encodeZlib(dst, src []byte, clevel, _ int) []byte {
+	at := len(dst)
+	out, _ := complevel.Deflate(src, clevel, func(src []byte, level int) ([]byte, error) {
+		if level != clevel { // Huffman only: rare, not pooled, not in dst
+			aw := &appendWriter{}
+			w, err := zlib.NewWriterLevel(aw, level)
+			if err != nil {
+				return nil, err
+			}
+			w.Write(src)
+			if err := w.Close(); err != nil {
+				return nil, err
+			}
+			return aw.b, nil
+		}
+		return encodeZlibLevel(dst[:at], src, clevel)[at:], nil
+	})
+	return append(dst[:at], out...)
+}
+
+func encodeZlibLevel(dst, src []byte, clevel int) []byte {
 	at := len(dst)
 	aw := &appendWriter{b: dst}
 	var w *zlib.Writer
@@ -243,11 +267,10 @@ func encodeZstd(dst, src []byte, clevel, _ int) []byte {
 		if clevel == 9 {
 			level = 22
 		}
-		enc, err := zstd.NewWriter(nil,
-			zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)),
+		enc, err := zstd.NewWriter(nil, append(complevel.ZstdOptions(level),
 			zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)),
 			zstd.WithEncoderCRC(false),
-		)
+		)...)
 		if err == nil {
 			e.enc = enc
 		}

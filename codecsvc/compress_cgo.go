@@ -1,0 +1,135 @@
+//go:build cgocodecs
+
+// The cgocodecs build decodes gzip and zlib with libdeflate (twice as
+// fast as klauspost/compress) and encodes zstd with libzstd (every
+// level as libzstd compresses it, and faster); zstd decoding stays
+// klauspost's, which libzstd does not beat (docs/benchmarks.md). It
+// needs Debian's libdeflate-dev and libzstd-dev:
+//
+//	go build -tags cgocodecs ./cmd/zarrgate
+//
+// The default build stays pure Go and static (README.md, "Compression
+// levels"); `go version -m zarrgate` shows which build a binary is
+// (-tags=cgocodecs).
+
+package codecsvc
+
+/*
+#cgo LDFLAGS: -lzstd -ldeflate
+#include <stdlib.h>
+#define ZSTD_STATIC_LINKING_ONLY
+#include <zstd.h>
+#include <libdeflate.h>
+*/
+import "C"
+
+import (
+	"runtime"
+	"unsafe"
+
+	"github.com/zarrgate/zarrgate/errs"
+)
+
+func init() {
+	cInflate = libdeflateInflate
+	cZstdEncode = libzstdEncode
+}
+
+// cPool keeps a few C contexts (pointers) for reuse; contexts beyond
+// its capacity are freed.
+type cPool[P comparable] struct {
+	c    chan P
+	free func(P)
+}
+
+func newCPool[P comparable](free func(P)) *cPool[P] {
+	return &cPool[P]{c: make(chan P, 4*runtime.GOMAXPROCS(0)), free: free}
+}
+
+func (p *cPool[P]) get(alloc func() P) P {
+	select {
+	case x := <-p.c:
+		return x
+	default:
+		return alloc()
+	}
+}
+
+func (p *cPool[P]) put(x P) {
+	var zero P
+	if x == zero {
+		return
+	}
+	select {
+	case p.c <- x:
+	default:
+		p.free(x)
+	}
+}
+
+var (
+	inflaters = newCPool(func(d *C.struct_libdeflate_decompressor) { C.libdeflate_free_decompressor(d) })
+	zstdCCtxs = newCPool(func(c *C.ZSTD_CCtx) { C.ZSTD_freeCCtx(c) })
+)
+
+func ptr(b []byte) unsafe.Pointer {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(unsafe.SliceData(b))
+}
+
+// libdeflateInflate decodes a gzip (all members) or zlib stream of b
+// into a buffer of capacity bytes, refusing anything after it. fits is
+// false when the output does not fit.
+func libdeflateInflate(container string, b []byte, capacity int) (out []byte, fits bool, err error) {
+	d := inflaters.get(func() *C.struct_libdeflate_decompressor { return C.libdeflate_alloc_decompressor() })
+	defer inflaters.put(d)
+	if d == nil {
+		return nil, true, errs.New(errs.ResourceExhausted, "%s: no memory for a decompressor", container)
+	}
+	out = make([]byte, capacity)
+	var in, n int
+	for first := true; first || (container == "gzip" && in < len(b)); first = false {
+		var inN, outN C.size_t
+		var r C.enum_libdeflate_result
+		src, dst := b[in:], out[n:]
+		if container == "gzip" {
+			r = C.libdeflate_gzip_decompress_ex(d, ptr(src), C.size_t(len(src)), ptr(dst), C.size_t(len(dst)), &inN, &outN)
+		} else {
+			r = C.libdeflate_zlib_decompress_ex(d, ptr(src), C.size_t(len(src)), ptr(dst), C.size_t(len(dst)), &inN, &outN)
+		}
+		switch r {
+		case C.LIBDEFLATE_SUCCESS:
+		case C.LIBDEFLATE_INSUFFICIENT_SPACE:
+			return nil, false, nil
+		default:
+			return nil, true, errs.New(errs.DataLoss, "%s: corrupt or truncated data", container)
+		}
+		in += int(inN)
+		n += int(outN)
+	}
+	if in < len(b) {
+		return nil, true, errs.New(errs.DataLoss, "%s: %d bytes of garbage after the stream", container, len(b)-in)
+	}
+	return out[:n:n], true, nil
+}
+
+// libzstdEncode compresses b at a libzstd level, into one frame with
+// its content size and, if asked, a checksum.
+func libzstdEncode(b []byte, level int, checksum bool) ([]byte, error) {
+	c := zstdCCtxs.get(func() *C.ZSTD_CCtx { return C.ZSTD_createCCtx() })
+	defer zstdCCtxs.put(c)
+	if c == nil {
+		return nil, errs.New(errs.ResourceExhausted, "zstd: no memory for an encoder")
+	}
+	C.ZSTD_CCtx_reset(c, C.ZSTD_reset_session_and_parameters)
+	C.ZSTD_CCtx_setParameter(c, C.ZSTD_c_compressionLevel, C.int(level))
+	C.ZSTD_CCtx_setParameter(c, C.ZSTD_c_checksumFlag, C.int(map[bool]int{true: 1}[checksum]))
+	out := make([]byte, int(C.ZSTD_compressBound(C.size_t(len(b)))))
+	n := C.ZSTD_compress2(c, ptr(out), C.size_t(len(out)), ptr(b), C.size_t(len(b)))
+	if C.ZSTD_isError(n) != 0 {
+		return nil, errs.New(errs.Internal, "zstd: %s", C.GoString(C.ZSTD_getErrorName(n)))
+	}
+	return out[:n:n], nil
+}
