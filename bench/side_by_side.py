@@ -177,8 +177,19 @@ def decode_round(b, out):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
+    ap.add_argument("--bin", help="the directory of zarrgate, sidebyside and codecsvc.test")
+    ap.add_argument("--render", metavar="ROWS_JSONL", help="only print the table of an earlier run's rows.jsonl")
     args = ap.parse_args()
+    if args.render:
+        res = [json.loads(l) for l in open(args.render)]
+        meta = next(r for r in res if r["row"] == "meta")
+        end = next((r for r in res if r["row"] == "meta-end"), {"load_after": "?"})
+        print(render([r for r in res if not r["row"].startswith("meta")], meta["rows"], meta["rounds"],
+                     datetime.datetime.fromisoformat(meta["started"]), meta["load_before"], end["load_after"],
+                     meta["data"], meta["command"], meta["commit"]), end="")
+        return
+    if not args.bin:
+        raise SystemExit("--bin or --render is needed")
     rounds = int(os.environ.get("ROUNDS", "5"))
     rows = [r for r in os.environ.get("ROWS", ",".join(ROW_NAMES)).split(",") if r]
     for r in rows:
@@ -202,6 +213,16 @@ def main():
         rec.write(json.dumps(kw) + "\n")
         rec.flush()
 
+    cmd = "make bench-side-by-side"
+    for k in ("ROWS", "ROUNDS"):
+        if os.environ.get(k):
+            cmd = f"{k}={os.environ[k]} {cmd}"
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
+    if subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+                      cwd=REPO).stdout.strip():
+        commit += " (with uncommitted changes)"
+    rec.write(json.dumps(dict(row="meta", started=started.isoformat(), load_before=load_before, rounds=rounds, rows=rows,
+                              data=stamp, command=cmd, commit=commit)) + "\n")
     try:
         if "ratio" in rows:
             o, _ = run([os.path.join(args.bin, "sidebyside"), "ratio", "-dir", os.path.join(data, "uncompressed")])
@@ -225,8 +246,9 @@ def main():
                     c0 = srv.cpu_s() if zg else 0
                     o, secs = run(argv)
                     m = json_lines(o)[-1]
-                    if zg:
-                        m["server_cpu_ms"] = round((srv.cpu_s() - c0) * 1e3)
+                    if zg:  # per operation: reads are 1 warm-up + 2 timed, random ones 1 + 1000
+                        ops = {"random": 1001, "write": 1}.get(row, 3)
+                        m["server_cpu_ms"] = round((srv.cpu_s() - c0) * 1e3 / ops, 3)
                     record(row=row, system=system, round=rnd, wall_s=round(secs, 1), **m)
                 if row == "write":
                     cleanup_write(data, out)
@@ -235,7 +257,9 @@ def main():
         srv.stop()
         cleanup_write(data, out)
     load_after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    table = render(results, rows, rounds, started, load_before, load_after, stamp)
+    rec.write(json.dumps(dict(row="meta-end", load_after=load_after)) + "\n")
+    rec.close()
+    table = render(results, rows, rounds, started, load_before, load_after, stamp, cmd, commit)
     open(os.path.join(out, "table.md"), "w").write(table)
     print(table)
     log(f"raw results in {out}")
@@ -260,26 +284,26 @@ def fmt(x, unit=""):
     return f"{x:.0f}{unit}" if x >= 100 else f"{x:.2f}{unit}" if x < 10 else f"{x:.1f}{unit}"
 
 
-def render(results, rows, rounds, started, load_before, load_after, stamp):
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
-                           cwd=REPO).stdout.strip()
+def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, commit):
     import importlib.metadata as md
 
     vers = ", ".join(f"{p} {md.version(p)}" for p in ("tensorstore", "zarrs", "zarr", "numcodecs", "numpy"))
     gover = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    cmd = "make bench-side-by-side"
-    if os.environ.get("ROUNDS"):
-        cmd = f"ROUNDS={rounds} " + cmd
-    if os.environ.get("ROWS"):
-        cmd = f"ROWS={os.environ['ROWS']} " + cmd
-    L = [f"Run {started:%Y-%m-%d %H:%M} UTC, commit {commit}{' (dirty)' if dirty else ''}, `{cmd}`: "
+    L = [f"Run {started:%Y-%m-%d %H:%M} UTC, commit {commit}, `{cmd}`: "
          f"{rounds} interleaved rounds, medians over the rounds; {os.cpu_count()} cores ({cpu}), "
          f"Python {platform.python_version()}, {gover}, {vers}; data {stamp}.",
          "", f"- load before: `{load_before}`", f"- load after: `{load_after}`", "",
-         "| path | zarrgate | best anchor | ratio |", "| --- | --- | --- | --- |"]
+         "| path | zarrgate | best anchor | ratio | cpu ms/op, zarrgate (client + server) / anchor |",
+         "| --- | --- | --- | --- | --- |"]
     detail = []
+
+    def cpu(row, system):
+        """Median CPU ms of one operation: the process's, plus the server's."""
+        rs = [r for r in results if r["row"] == row and r["system"] == system and "cpu_ms" in r]
+        if not rs:
+            return None
+        return med([r["cpu_ms"] + r.get("server_cpu_ms", 0) for r in rs])
 
     def mbps_line(label, row, zg, anchors):
         by = collect(results, row, "mb_per_s")
@@ -288,7 +312,9 @@ def render(results, rows, rounds, started, load_before, load_after, stamp):
         if z is None or not cand:
             return
         best, who = max(cand)
-        L.append(f"| {label} | {fmt(z)} MB/s | {who} {fmt(best)} | {z / best:.2f} |")
+        zc, ac = cpu(row, zg), cpu(row, who)
+        c = f"{fmt(zc)} / {fmt(ac)}" if zc is not None and ac is not None else ""
+        L.append(f"| {label} | {fmt(z)} MB/s | {who} {fmt(best)} | {z / best:.2f} | {c} |")
 
     def lat_line(label, row, zg, anchors, key):
         by = collect(results, row, key)
@@ -297,7 +323,7 @@ def render(results, rows, rounds, started, load_before, load_after, stamp):
         if z is None or not cand:
             return
         best, who = min(cand)
-        L.append(f"| {label} | {z / 1e3:.2f} ms | {who} {best / 1e3:.2f} ms | {z / best:.2f}× slower |")
+        L.append(f"| {label} | {z / 1e3:.2f} ms | {who} {best / 1e3:.2f} ms | {z / best:.2f}× slower | |")
 
     anchors = ["tensorstore", "zarrs", "zarr-python"]
     for row, name in (("read-zstd", "zstd"), ("read-sharded", "sharded zstd")):
@@ -323,7 +349,7 @@ def render(results, rows, rounds, started, load_before, load_after, stamp):
             z, n = med(dec.get((codec, "zarrgate"), [])), med(dec.get((codec, "numcodecs"), []))
             if z and n:
                 what = "bytes(big)+zstd+crc32c" if codec == "chain" else codec + (" + shuffle" if codec == "blosc-lz4" else "")
-                L.append(f"| decode 1 core: {what} (numcodecs' frames) | {fmt(z)} MB/s | numcodecs {fmt(n)} | {z / n:.2f} |")
+                L.append(f"| decode 1 core: {what} (numcodecs' frames) | {fmt(z)} MB/s | numcodecs {fmt(n)} | {z / n:.2f} | |")
     if "python" in rows:
         mbps_line("Python: zarr-python over `ZarrgateStore` (zstd)", "python", "zarrgate-store", ["zarr-python"])
     if "ratio" in rows:
@@ -331,10 +357,11 @@ def render(results, rows, rounds, started, load_before, load_after, stamp):
         nr = {r["codec"]: r["ratio"] for r in results if r["row"] == "ratio" and r["system"] == "numcodecs"}
         for c in zr:
             if c in nr:
-                L.append(f"| compression ratio {c} | {zr[c]:.3f} | numcodecs {nr[c]:.3f} | {zr[c] / nr[c]:.2f} |")
+                L.append(f"| compression ratio {c} | {zr[c]:.3f} | numcodecs {nr[c]:.3f} | {zr[c] / nr[c]:.2f} | |")
     # Every system of every row: median (min–max) over the rounds.
-    detail += ["", "Every measurement: median (min–max over the rounds); cpu: the process's (and for "
-               "zarrgate the server's) CPU time of one timed operation.", "",
+    detail += ["", "Every measurement: median (min–max over the rounds); client cpu: the process's CPU time of "
+               "its best timed read (or its write); server cpu: `zarrgate serve`'s CPU time over the whole "
+               "process divided by its operations (3 full reads, 1001 random reads, 1 write).", "",
                "| row | system | median | min–max | client cpu ms | server cpu ms |", "| --- | --- | --- | --- | --- | --- |"]
     for row in rows:
         if row in ("ratio",):

@@ -131,7 +131,7 @@ def cmd_read(system, target, name, reads=2):
         best = min(best, time.perf_counter() - t0)
         cpu = min(cpu, time.process_time() - c0)
     x = np.ascontiguousarray(x, dtype="<f4")
-    emit(system=version(system), mb_per_s=round(x.nbytes / best / 1e6, 1), cpu_ms=round(cpu * 1e3, 1),
+    emit(version=version(system), mb_per_s=round(x.nbytes / best / 1e6, 1), cpu_ms=round(cpu * 1e3, 1),
          crc32=zlib.crc32(x))
 
 
@@ -146,7 +146,7 @@ def cmd_random(system, target, name, n=1000):
         read_window(system, a, y, x)
         lat.append(time.perf_counter() - t0)
     lat.sort()
-    emit(system=version(system), p50_us=round(lat[len(lat) // 2] * 1e6), p99_us=round(lat[len(lat) * 99 // 100] * 1e6))
+    emit(version=version(system), p50_us=round(lat[len(lat) // 2] * 1e6), p99_us=round(lat[len(lat) * 99 // 100] * 1e6))
 
 
 def cmd_write(system, out):
@@ -173,7 +173,7 @@ def cmd_write(system, out):
                               compressors=zarr.codecs.ZstdCodec(level=3, checksum=False))
         t0 = time.perf_counter()
         a[...] = v
-    emit(system=version(system.removesuffix("-nosync")), mb_per_s=round(v.nbytes / (time.perf_counter() - t0) / 1e6, 1))
+    emit(version=version(system.removesuffix("-nosync")), mb_per_s=round(v.nbytes / (time.perf_counter() - t0) / 1e6, 1))
 
 
 def cmd_ratio(data, k=64):
