@@ -29,7 +29,9 @@ import importlib.metadata
 import json
 import os
 import random
+import shutil
 import sys
+import tempfile
 import time
 import zlib
 
@@ -151,7 +153,15 @@ def cmd_random(system, target, name, n=1000):
 
 def cmd_write(system, out):
     v = bench_value()
-    path = os.path.join(out, "w")
+    os.makedirs(out, exist_ok=True)
+    path = tempfile.mkdtemp(dir=out)
+    try:
+        write_to(system, path, v)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def write_to(system, path, v):
     if system.startswith("tensorstore"):
         import tensorstore as ts
 
@@ -163,7 +173,7 @@ def cmd_write(system, out):
                                   "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
                                              {"name": "zstd", "configuration": {"level": 3, "checksum": False}}]}},
                     create=True, context=ts.Context({"file_io_sync": sync})).result()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         a.write(v).result()
     else:
         zarr = zarr_module(system)
@@ -171,9 +181,10 @@ def cmd_write(system, out):
 
         a = zarr.create_array(store=LocalStore(path), shape=v.shape, chunks=(CHUNK, CHUNK), dtype="<f4", fill_value=0,
                               compressors=zarr.codecs.ZstdCodec(level=3, checksum=False))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         a[...] = v
-    emit(version=version(system.removesuffix("-nosync")), mb_per_s=round(v.nbytes / (time.perf_counter() - t0) / 1e6, 1))
+    emit(version=version(system.removesuffix("-nosync")), mb_per_s=round(v.nbytes / (time.perf_counter() - t0) / 1e6, 1),
+         cpu_ms=round((time.process_time() - c0) * 1e3, 1))
 
 
 def cmd_ratio(data, k=64):
