@@ -100,6 +100,8 @@ def ensure_data(data):
 
     want = f"{DATA_VERSION} zarr {zarr.__version__} numcodecs {numcodecs.__version__}"
     if os.path.exists(stamp) and open(stamp).read().startswith(want):
+        if not os.path.exists(os.path.join(data, "values.f32")):
+            run(WORKER + ["values", data])
         return open(stamp).read().strip()
     log(f"writing the benchmark arrays with zarr-python into {data} (once)")
     shutil.rmtree(data, ignore_errors=True)
@@ -139,8 +141,8 @@ def jobs(row, b, srv, data, out, rnd):
     if row == "write":
         tmp = os.path.join(out, "write")
         return [("zarrgate (fsync)", [sbs, "write", "-addr", srv.addr, "-path", f"side-by-side-write-{os.getpid()}-{rnd}",
-                                      "-codecs", ZSTD], True)] + [
-            (label, w + ["write", s, tmp], False) for label, s in (
+                                      "-codecs", ZSTD, "-values", os.path.join(data, "values.f32")], True)] + [
+            (label, w + ["write", s, tmp, data], False) for label, s in (
                 ("tensorstore (fsync)", "tensorstore"), ("tensorstore (no fsync)", "tensorstore-nosync"),
                 ("zarrs (no fsync)", "zarrs"), ("zarr-python (no fsync)", "zarr-python"))]
     if row == "python":

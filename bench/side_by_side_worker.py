@@ -4,13 +4,16 @@ process of its own, printed as one JSON object.
     python bench/side_by_side_worker.py gen DATA
     python bench/side_by_side_worker.py read SYSTEM TARGET ARRAY [READS]
     python bench/side_by_side_worker.py random SYSTEM TARGET ARRAY [N]
-    python bench/side_by_side_worker.py write SYSTEM DIR
+    python bench/side_by_side_worker.py write SYSTEM DIR DATA
+    python bench/side_by_side_worker.py values DATA
     python bench/side_by_side_worker.py ratio DIR [CHUNKS]
 
 gen: writes the benchmark array (16384×8192 float32, 256² chunks, the
 content of e2e/slab_bench_test.go's benchValue) with zarr-python's default
 pipeline into DATA as uncompressed, zstd (numcodecs' Zstd: libzstd level 3)
-and sharded-zstd (4096² shards of those chunks).
+and sharded-zstd (4096² shards of those chunks), and the values themselves
+as raw little-endian float32 in DATA/values.f32 (values: only that file),
+which the writers load.
 
 SYSTEM: tensorstore, zarrs (zarr-python with zarrs.ZarrsCodecPipeline),
 zarr-python, zarrgate-store (zarr-python over zarrgate.ZarrgateStore; TARGET
@@ -19,8 +22,8 @@ tensorstore-nosync (file_io_sync false; tensorstore's default is true: every
 file is fsynced). read: one untimed warm-up read, READS (default 2) timed,
 the best, and the CRC-32 of the result (the driver checks every system read
 the same bytes). random: N (default 1000) reads of a 64×64 window at
-random places. write: one timed write of the whole array, zstd level 3, into
-a new array under DIR. ratio: numcodecs' compression ratio of CHUNKS chunk
+random places. write: one timed write of the whole array (DATA/values.f32),
+zstd level 3, into a new array in a new directory under DIR (removed after). ratio: numcodecs' compression ratio of CHUNKS chunk
 files of the uncompressed array DIR, at the levels bench/sidebyside ratio
 uses.
 """
@@ -104,11 +107,24 @@ def read_window(system, a, y, x):
     return a[y:y + 64, x:x + 64]
 
 
+def cmd_values(data):
+    """The array's values as raw little-endian float32 (values.f32), which
+    the writers load instead of computing them."""
+    v = bench_value()
+    v.tofile(os.path.join(data, "values.f32.tmp"))
+    os.replace(os.path.join(data, "values.f32.tmp"), os.path.join(data, "values.f32"))
+    return v
+
+
+def load_values(data):
+    return np.fromfile(os.path.join(data, "values.f32"), dtype="<f4").reshape(ROWS, COLS)
+
+
 def cmd_gen(data):
     import zarr
     from zarr.storage import LocalStore
 
-    v = bench_value()
+    v = cmd_values(data)
     for name, compressors, shards in [
         ("uncompressed", None, None),
         ("zstd", zarr.codecs.ZstdCodec(level=3, checksum=False), None),
@@ -151,8 +167,8 @@ def cmd_random(system, target, name, n=1000):
     emit(version=version(system), p50_us=round(lat[len(lat) // 2] * 1e6), p99_us=round(lat[len(lat) * 99 // 100] * 1e6))
 
 
-def cmd_write(system, out):
-    v = bench_value()
+def cmd_write(system, out, data):
+    v = load_values(data)
     os.makedirs(out, exist_ok=True)
     path = tempfile.mkdtemp(dir=out)
     try:
@@ -218,8 +234,10 @@ def main():
         cmd_read(args[0], args[1], args[2], *map(int, args[3:]))
     elif op == "random":
         cmd_random(args[0], args[1], args[2], *map(int, args[3:]))
+    elif op == "values":
+        cmd_values(args[0])
     elif op == "write":
-        cmd_write(args[0], args[1])
+        cmd_write(args[0], args[1], args[2])
     elif op == "ratio":
         cmd_ratio(args[0], *map(int, args[1:]))
     else:

@@ -4,7 +4,7 @@
 //
 //	sidebyside read   -addr A -path P [-shared=false] [-reads 2]
 //	sidebyside random -addr A -path P [-n 1000]
-//	sidebyside write  -addr A -path P -codecs JSON [-shard 4096]
+//	sidebyside write  -addr A -path P -codecs JSON [-shard 4096] [-values F]
 //	sidebyside raw    -dir D [-threads 2] [-reads 2]
 //	sidebyside ratio  -dir D [-chunks 64]
 //
@@ -12,12 +12,13 @@
 // untimed warm-up, then -reads timed; the best), through shared memory (the
 // default on loopback) or the socket. random: -n reads of a 64×64 window at
 // random places (the same seed each run), p50 and p99. write: CreateArray at
-// P, then one timed Write of the whole benchmark array (benchValue, as
-// e2e/slab_bench_test.go). raw: the chunk files under D read by -threads
-// goroutines (a shared cursor over the file list), the best of -reads.
-// ratio: -chunks chunk files of D (an uncompressed array of 256×256
-// float32, spread over the array) encoded by zarrgate's codecs at each
-// level; the ratio is raw bytes over encoded bytes.
+// P, then one timed Write of the whole benchmark array (the raw float32 of
+// -values, or benchValue computed as in e2e/slab_bench_test.go). raw: the
+// chunk files under D read by -threads goroutines (a shared cursor over the
+// file list), the best of -reads after a warm-up. ratio: -chunks chunk
+// files of D (an uncompressed array of 256×256 float32), spread over the
+// array, encoded by zarrgate's codecs at each level; the ratio is raw bytes
+// over encoded bytes.
 package main
 
 import (
@@ -61,6 +62,7 @@ func main() {
 	n := fs.Int("n", 1000, "random reads")
 	codecs := fs.String("codecs", "", "the codecs of the array to write (JSON)")
 	shard := fs.Int64("shard", 0, "shard shape (both dimensions), 0 for none")
+	values := fs.String("values", "", "write: the array's values as raw little-endian float32 (default: computed)")
 	dir := fs.String("dir", "", "an array's directory (its chunk files under c/)")
 	threads := fs.Int("threads", 2, "reader goroutines")
 	nchunks := fs.Int("chunks", 64, "chunks to encode")
@@ -109,9 +111,17 @@ func main() {
 		a, err := c.CreateArray(ctx, *path, spec)
 		check(err)
 		data := make([]float32, rows*cols)
-		for i := range rows {
-			for j := range cols {
-				data[i*cols+j] = benchValue(i, j)
+		if *values != "" {
+			f, err := os.Open(*values)
+			check(err)
+			_, err = io.ReadFull(f, bytesOf(data))
+			check(err)
+			f.Close()
+		} else {
+			for i := range rows {
+				for j := range cols {
+					data[i*cols+j] = benchValue(i, j)
+				}
 			}
 		}
 		t0, c0 := time.Now(), cpuTime()
