@@ -239,15 +239,25 @@ def main():
                 if row == "ratio":
                     continue
                 if row == "decode":
-                    for codec, system, m in decode_round(args.bin, out):
-                        record(row="decode", system=system, round=rnd, codec=codec, **m)
+                    try:
+                        for codec, system, m in decode_round(args.bin, out):
+                            record(row="decode", system=system, round=rnd, codec=codec, **m)
+                    except (RuntimeError, subprocess.TimeoutExpired) as e:
+                        log(f"decode failed: {e}")
+                        record(row="decode", system="decode", round=rnd, error=str(e)[-500:])
                     continue
                 js = jobs(row, args.bin, srv, data, out, rnd)
                 k = (rnd - 1) % len(js)
                 for system, argv, zg in js[k:] + js[:k]:
                     c0 = srv.cpu_s() if zg else 0
-                    o, secs = run(argv)
-                    m = json_lines(o)[-1]
+                    try:
+                        o, secs = run(argv)
+                        m = json_lines(o)[-1]
+                    except (RuntimeError, IndexError, subprocess.TimeoutExpired) as e:
+                        # One system's failure is reported, not the run's end.
+                        log(f"{row} {system} failed: {e}")
+                        record(row=row, system=system, round=rnd, error=str(e)[-500:])
+                        continue
                     if zg:  # per operation: reads are 1 warm-up + 2 timed, random ones 1 + 1000
                         ops = {"random": 1001, "write": 1}.get(row, 3)
                         m["server_cpu_ms"] = round((srv.cpu_s() - c0) * 1e3 / ops, 3)
@@ -288,6 +298,9 @@ def fmt(x, unit=""):
 
 def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, commit):
     import importlib.metadata as md
+
+    errors = [r for r in results if "error" in r]
+    results = [r for r in results if "error" not in r]
 
     vers = ", ".join(f"{p} {md.version(p)}" for p in ("tensorstore", "zarrs", "zarr", "numcodecs", "numpy"))
     gover = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
@@ -388,6 +401,8 @@ def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, 
             else:
                 val, rng = f"{fmt(med(xs))} MB/s", f"{fmt(min(xs))}–{fmt(max(xs))}"
             detail.append(f"| {row} | {s} | {val} | {rng} | {fmt(ccpu)} | {fmt(scpu)} |")
+    for r in errors:
+        detail.append(f"\n**{r['row']} {r['system']} failed in round {r['round']}**: `{r['error'][-200:].replace(chr(10), ' ')}`")
     # Every system of a full-read row must have read the same bytes.
     for row in rows:
         crcs = {(r["system"], r["crc32"]) for r in results if r["row"] == row and "crc32" in r}
