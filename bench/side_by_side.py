@@ -338,7 +338,9 @@ def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, 
         if z is None or not cand:
             return
         best, who = min(cand)
-        L.append(f"| {label} | {z / 1e3:.2f} ms | {who} {best / 1e3:.2f} ms | {z / best:.2f}× slower | |")
+        r = z / best
+        L.append(f"| {label} | {z / 1e3:.2f} ms | {who} {best / 1e3:.2f} ms | "
+                 f"{f'{r:.2f}× slower' if r >= 1 else f'{1 / r:.2f}× faster'} | |")
 
     anchors = ["tensorstore", "zarrs", "zarr-python"]
     for row, name in (("read-zstd", "zstd"), ("read-sharded", "sharded zstd")):
