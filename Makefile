@@ -15,7 +15,7 @@ CACHE    ?= $(HOME)/.cache/zarrgate
 export ZARRGATE_CACHE := $(CACHE)/bin
 export ZARRGATE_VENV  := $(CACHE)/venv
 
-.PHONY: build all tools api-landed deps fuzz test-cgocodecs test-python test-typescript generate check-generated lint breaking tidy-check deploy-check test test-go serve bench clean
+.PHONY: build all tools api-landed deps fuzz test-cgocodecs test-python test-typescript generate check-generated lint breaking tidy-check deploy-check test test-go serve bench bench-side-by-side clean
 
 all: lint test-go
 
@@ -140,6 +140,15 @@ bench: deps
 	$(GO) test -run '^$$' -bench 'ServeStream' -benchtime 5x ./e2e/
 	$(GO) test -run '^$$' -bench 'CodecWorkers' -benchtime 2x ./e2e/
 	$(GO) test -run '^$$' -bench 'GatewayMemory' -benchtime 1x -timeout 30m ./e2e/
+	$(MAKE) bench-side-by-side
+
+## bench-side-by-side: issue 20's table in one interleaved run: zarrgate
+## against tensorstore, zarrs, zarr-python, numcodecs and a raw 2-thread
+## read, on an array written by zarr-python (libzstd level 3), each system
+## in its own process (scripts/bench-side-by-side.sh; ROUNDS=5, ROWS=a,b to
+## run a subset; its own venv, ~/.cache/zarrgate/venv-bench)
+bench-side-by-side:
+	scripts/bench-side-by-side.sh
 
 clean:
 	rm -rf data bin
