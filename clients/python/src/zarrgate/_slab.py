@@ -616,14 +616,54 @@ def release_msg(blocks: int) -> bytes:
     return gpb.ReadSlabSharedRequest(release=gpb.SharedRelease(blocks=blocks)).SerializeToString()
 
 
+#: glibc malloc thresholds set by :func:`tune_malloc`: allocations below
+#: MMAP_THRESHOLD come from the heap, and up to TRIM_THRESHOLD of freed heap
+#: stays with the process.
+MMAP_THRESHOLD = 4 << 20
+TRIM_THRESHOLD = 16 << 20
+_tuned = False
+
+
+def tune_malloc() -> bool:
+    """Keep glibc from mapping and unmapping memory for every message.
+
+    grpcio hands each received message over as a new ``bytes`` (a block:
+    256 KiB and more), freed once copied out. With glibc's default
+    (dynamic) thresholds, such buffers are mapped fresh or trimmed off the
+    heap and faulted in again, message after message: page faults and
+    zeroing that cost a socket read about a fifth of its CPU here. Fixed
+    thresholds (MMAP_THRESHOLD, TRIM_THRESHOLD: as ``MALLOC_MMAP_THRESHOLD_``
+    and ``MALLOC_TRIM_THRESHOLD_`` would set them) keep those buffers on the
+    heap. Process-wide, once; not done where either variable is set (the
+    user's choice), nor off glibc. True if the thresholds were set."""
+    global _tuned
+    if _tuned or "MALLOC_MMAP_THRESHOLD_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ:
+        return False
+    _tuned = True
+    try:
+        if not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
+            return False
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError, ValueError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
 #: Threads that copy blocks out of messages or the segment into results,
 #: per client (as the Go client's min(GOMAXPROCS, 4) goroutines).
 COPY_THREADS = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1), 4)
 
+#: Reads of fewer bytes copy their blocks on the reading thread.
+COPIER_MIN = 4 << 20
+
 #: Bytes of socket blocks a read hands to the copiers at once, and how
 #: many such batches may wait for them (what a socket read keeps beyond
-#: its result: the messages not yet copied out).
-SOCKET_BATCH = 4 << 20
+#: its result: the messages not yet copied out, up to 3 MiB).
+SOCKET_BATCH = 1 << 20
 MAX_BATCHES = 2
 
 
@@ -769,7 +809,7 @@ class Reader:
     (the attach, then releases). :meth:`done` checks the slab is complete;
     :meth:`close` (always) keeps or unmaps the segment.
 
-    With a copier (and a slab of SOCKET_BATCH bytes or more), the copies
+    With a copier (and a slab of COPIER_MIN bytes or more), the copies
     run on the copier's threads while this one takes the next messages,
     and a shared read's releases are sent from there (``send``, thread-safe)
     once their blocks are copied out."""
@@ -783,7 +823,7 @@ class Reader:
         self.first = True
         self.m: Mapping | None = None
         self.sh: SharedIn | None = None
-        big = not sink.variable and sink.plan.size * sink.item >= SOCKET_BATCH
+        big = not sink.variable and sink.plan.size * sink.item >= COPIER_MIN
         self.copier = copier if big else None
         self.send = send
         self.batches: Batches | None = None

@@ -101,6 +101,7 @@ class _Base:
         self.channel_options = tuple(channel_options)
         self.stats = _slab.Stats()
         self._maps = _slab.Mappings()
+        _slab.tune_malloc()
         self._setup()
 
     def _setup(self) -> None:
