@@ -677,18 +677,26 @@ class Copier:
         self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._workers: list[threading.Thread] = []
+        self._pid = 0
         self._closed = False
 
     def submit(self, batch: _Batch) -> None:
         with self._lock:
             if self._closed:
-                raise ZarrgateError("client closed", grpc.StatusCode.CANCELLED, "")
-            if not self._workers:
-                for k in range(self.threads):
+                run_here = True
+            else:
+                run_here = False
+                if self._pid != os.getpid():  # none yet, or a forked child's
+                    self._pid, self._workers = os.getpid(), []
+                    self._q = queue.SimpleQueue()
+                for k in range(self.threads - len(self._workers)):
                     t = threading.Thread(target=self._work, name=f"zarrgate-copy-{k}", daemon=True)
                     t.start()
                     self._workers.append(t)
-        self._q.put(batch)
+        if run_here:  # a read racing the client's close: copy here
+            batch.run()
+        else:
+            self._q.put(batch)
 
     def _work(self) -> None:
         while (batch := self._q.get()) is not None:
@@ -775,7 +783,9 @@ class Batches:
                 n += head.blocks
                 if head.err is not None and self.err is None:
                     self.err = head.err
-            if n and self.send is not None and self.err is None:
+            if n and self.send is not None:
+                # Even after a failed copy: the read fails in done(), but
+                # the gateway must not wait for ring space meanwhile.
                 self.send(release_msg(n))
             self.cond.notify_all()
 
