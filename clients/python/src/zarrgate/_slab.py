@@ -660,10 +660,8 @@ COPY_THREADS = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinit
 #: Reads of fewer bytes copy their blocks on the reading thread.
 COPIER_MIN = 4 << 20
 
-#: Bytes of socket blocks a read hands to the copiers at once, and how
-#: many such batches may wait for them (what a socket read keeps beyond
-#: its result: the messages not yet copied out, up to 3 MiB).
-SOCKET_BATCH = 1 << 20
+#: Batches (an eighth of the segment each) a shared read may have waiting
+#: for the copiers before it waits for them.
 MAX_BATCHES = 2
 
 
@@ -740,11 +738,11 @@ class _Batch:
 
 
 class Batches:
-    """One read's blocks on their way through a Copier: gathered into
-    batches (an eighth of the segment, as the releases, or SOCKET_BATCH),
-    at most MAX_BATCHES of them waiting for the copiers; on a shared read,
-    each release is sent (``send``) once every block before it has been
-    copied out, in arrival order, as the gateway's ring expects."""
+    """One shared read's blocks on their way through a Copier: gathered
+    into batches (an eighth of the segment, as the releases), at most
+    MAX_BATCHES of them waiting for the copiers; each release is sent
+    (``send``) once every block before it has been copied out, in arrival
+    order, as the gateway's ring expects."""
 
     def __init__(self, copier: Copier, limit: int, m: Mapping | None, send: Any) -> None:
         self.copier = copier
@@ -819,10 +817,12 @@ class Reader:
     (the attach, then releases). :meth:`done` checks the slab is complete;
     :meth:`close` (always) keeps or unmaps the segment.
 
-    With a copier (and a slab of COPIER_MIN bytes or more), the copies
-    run on the copier's threads while this one takes the next messages,
-    and a shared read's releases are sent from there (``send``, thread-safe)
-    once their blocks are copied out."""
+    With a copier (a shared read of COPIER_MIN bytes or more), the copies
+    out of the segment run on the copier's threads while this one takes
+    the next messages, and the releases are sent from there (``send``,
+    thread-safe) once their blocks are copied out. Socket blocks are
+    copied here: handing them over cost more CPU than it saved (gRPC's
+    messages are received on this thread anyway)."""
 
     def __init__(self, path: str, sink: Sink, stats: Stats, maps: Mappings | None,
                  copier: Copier | None = None, send: Any = None) -> None:
@@ -874,10 +874,6 @@ class Reader:
             m.drop(off, n)
             self.stats.shared_bytes += n
             return self.sh.done(n)
-        elif self.batches is not None:
-            dst, src = self.sink.target(b, b.data)
-            self.batches.add(dst, src, None, len(b.data))
-            self.stats.socket_bytes += len(b.data)
         else:
             self.sink.place(b, b.data)
             self.stats.socket_bytes += len(b.data)
@@ -895,11 +891,8 @@ class Reader:
             self.stats.shared_reads += 1
         elif self.maps is not None:
             self.stats.socket_reads += 1
-        if self.copier is not None:
-            if self.sh is not None:
-                self.batches = Batches(self.copier, self.sh.batch, self.sh.m, self.send)
-            else:
-                self.batches = Batches(self.copier, SOCKET_BATCH, None, None)
+        if self.copier is not None and self.sh is not None:
+            self.batches = Batches(self.copier, self.sh.batch, self.sh.m, self.send)
         return reply
 
     def done(self) -> np.ndarray:

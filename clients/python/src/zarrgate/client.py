@@ -236,7 +236,7 @@ class Client(_Base):
 
     def _read_socket(self, a: Array, p: _slab.Plan, sink: _slab.Sink) -> np.ndarray:
         call = self._read_slab(_slab.read_msg(a.path, p), timeout=self.timeout)
-        r = _slab.Reader(a.path, sink, self.stats, None, self._copier)
+        r = _slab.Reader(a.path, sink, self.stats, None)
         try:
             for raw in call:
                 r.message(raw)
