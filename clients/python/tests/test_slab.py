@@ -336,3 +336,50 @@ def test_wire_parser_agrees_with_the_generated_classes() -> None:
     assert _wire.parse(gpb.ReadSlabSharedResponse(end=gpb.SlabEnd()).SerializeToString())[0] == _wire.END
     with pytest.raises(_wire.WireError):
         _wire.parse(gpb.ReadSlabResponse(block=gpb.Block(data=b"abc")).SerializeToString()[:-1])
+
+
+def test_copier_releases_blocks_in_arrival_order_once_copied(monkeypatch) -> None:
+    """Batches copied out of order (two copier threads) release nothing
+    until every block before theirs is copied: the gateway's ring reuses
+    released ranges in arrival order."""
+    monkeypatch.setattr(_slab, "MAX_BATCHES", 10)
+
+    class Held:  # a copier that runs batches when the test says
+        def __init__(self) -> None:
+            self.batches: list = []
+
+        def submit(self, b) -> None:
+            self.batches.append(b)
+
+    held, sent = Held(), []
+    bs = _slab.Batches(held, 8, None, sent.append)  # batches of 8 bytes
+    out = np.zeros(12, np.uint8)
+    src = np.arange(12, dtype=np.uint8)
+    for k in range(6):
+        bs.add(out[2 * k : 2 * k + 2], src[2 * k : 2 * k + 2], (64 + 2 * k, 2), 2)
+    bs.flush()
+    assert [b.blocks for b in held.batches] == [4, 2]
+    held.batches[1].run()
+    assert out[8:].tolist() == [8, 9, 10, 11] and sent == []
+    held.batches[0].run()
+    assert [gpb.ReadSlabSharedRequest.FromString(m).release.blocks for m in sent] == [6]
+    bs.wait()
+    np.testing.assert_array_equal(out, src)
+
+
+def test_tune_malloc_sets_glibc_thresholds_unless_the_user_did() -> None:
+    """Once per process, and never over MALLOC_MMAP_THRESHOLD_ or
+    MALLOC_TRIM_THRESHOLD_ from the environment."""
+    import os
+    import subprocess
+    import sys
+
+    code = "from zarrgate import _slab; print(_slab.tune_malloc(), _slab.tune_malloc())"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    glibc = (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [str(glibc), "False"]
+    for var in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
+        out = subprocess.run([sys.executable, "-c", code], env={**env, var: "131072"},
+                             capture_output=True, text=True, check=True)
+        assert out.stdout.split() == ["False", "False"]

@@ -6,12 +6,14 @@ gateway's shared-memory segments (as client/shared.go and internal/shm)."""
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import math
 import mmap
 import operator
 import os
+import queue
 import stat
 import threading
 from dataclasses import dataclass
@@ -294,15 +296,23 @@ class Sink:
                                 f"outside the slab {shape}")
         return tuple(slice(o, o + s) for o, s in zip(b.origin, b.shape))
 
-    def place(self, b: _wire.Block, data: Any) -> None:
-        """Copy a fixed-size block's data (a buffer) into place: one copy."""
+    def target(self, b: _wire.Block, data: Any) -> tuple[np.ndarray, np.ndarray]:
+        """A fixed-size block's place in the result and its data (a buffer)
+        as an array of the block's shape, checked; counted as received.
+        The copy of one into the other is the caller's (place, or a
+        Copier's thread)."""
         box = self.box(b)
         n = math.prod(b.shape)
         if len(data) != n * self.item:
             raise data_loss(f"read {self.path!r}: block at {b.origin} has {len(data)} bytes, "
                             f"want {n * self.item}")
-        self.out[box] = np.frombuffer(data, dtype=self.wire, count=n).reshape(b.shape)
         self.got += n
+        return self.out[box + (...,)], np.frombuffer(data, dtype=self.wire, count=n).reshape(b.shape)
+
+    def place(self, b: _wire.Block, data: Any) -> None:
+        """Copy a fixed-size block's data (a buffer) into place: one copy."""
+        dst, src = self.target(b, data)
+        np.copyto(dst, src)
 
     def place_strings(self, b: _wire.Block) -> None:
         """Decode a variable-length block (str for "string", bytes for
@@ -606,6 +616,187 @@ def release_msg(blocks: int) -> bytes:
     return gpb.ReadSlabSharedRequest(release=gpb.SharedRelease(blocks=blocks)).SerializeToString()
 
 
+#: glibc malloc thresholds set by :func:`tune_malloc`: allocations below
+#: MMAP_THRESHOLD come from the heap, and up to TRIM_THRESHOLD of freed heap
+#: stays with the process.
+MMAP_THRESHOLD = 4 << 20
+TRIM_THRESHOLD = 16 << 20
+_tuned = False
+
+
+def tune_malloc() -> bool:
+    """Keep glibc from mapping and unmapping memory for every message.
+
+    grpcio hands each received message over as a new ``bytes`` (a block:
+    256 KiB and more), freed once copied out. With glibc's default
+    (dynamic) thresholds, such buffers are mapped fresh or trimmed off the
+    heap and faulted in again, message after message: page faults and
+    zeroing that cost a socket read about a fifth of its CPU here. Fixed
+    thresholds (MMAP_THRESHOLD, TRIM_THRESHOLD: as ``MALLOC_MMAP_THRESHOLD_``
+    and ``MALLOC_TRIM_THRESHOLD_`` would set them) keep those buffers on the
+    heap. Process-wide, once; not done where either variable is set (the
+    user's choice), nor off glibc. True if the thresholds were set."""
+    global _tuned
+    if _tuned or "MALLOC_MMAP_THRESHOLD_" in os.environ or "MALLOC_TRIM_THRESHOLD_" in os.environ:
+        return False
+    _tuned = True
+    try:
+        if not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
+            return False
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError, ValueError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+#: Threads that copy blocks out of messages or the segment into results,
+#: per client (as the Go client's min(GOMAXPROCS, 4) goroutines).
+COPY_THREADS = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1), 4)
+
+#: Reads of fewer bytes copy their blocks on the reading thread.
+COPIER_MIN = 4 << 20
+
+#: Batches (an eighth of the segment each) a shared read may have waiting
+#: for the copiers before it waits for them.
+MAX_BATCHES = 2
+
+
+class Copier:
+    """A client's threads that copy blocks into place (numpy copies
+    without the GIL, so they run while the reading thread waits for gRPC's
+    next message). Started on first use; shared by the client's reads."""
+
+    def __init__(self, threads: int = COPY_THREADS) -> None:
+        self.threads = threads
+        self._q: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._workers: list[threading.Thread] = []
+        self._pid = 0
+        self._closed = False
+
+    def submit(self, batch: _Batch) -> None:
+        with self._lock:
+            if self._closed:
+                run_here = True
+            else:
+                run_here = False
+                if self._pid != os.getpid():  # none yet, or a forked child's
+                    self._pid, self._workers = os.getpid(), []
+                    self._q = queue.SimpleQueue()
+                for k in range(self.threads - len(self._workers)):
+                    t = threading.Thread(target=self._work, name=f"zarrgate-copy-{k}", daemon=True)
+                    t.start()
+                    self._workers.append(t)
+        if run_here:  # a read racing the client's close: copy here
+            batch.run()
+        else:
+            self._q.put(batch)
+
+    def _work(self) -> None:
+        while (batch := self._q.get()) is not None:
+            batch.run()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            workers, self._workers = self._workers, []
+        for _ in workers:
+            self._q.put(None)
+        for t in workers:
+            if t is not threading.current_thread():
+                t.join()
+
+
+class _Batch:
+    """Blocks of one read handed to the copiers together: (destination,
+    source, shared range to drop or None) each."""
+
+    __slots__ = ("owner", "items", "blocks", "done", "err")
+
+    def __init__(self, owner: Batches, items: list[tuple[np.ndarray, np.ndarray, tuple[int, int] | None]]) -> None:
+        self.owner = owner
+        self.items = items
+        self.blocks = len(items)
+        self.done = False
+        self.err: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            m = self.owner.m
+            for dst, src, shared in self.items:
+                np.copyto(dst, src)
+                if shared is not None and m is not None:
+                    m.drop(*shared)
+        except BaseException as e:  # raised by the read's done()
+            self.err = e
+        self.items = []
+        self.owner.finished(self)
+
+
+class Batches:
+    """One shared read's blocks on their way through a Copier: gathered
+    into batches (an eighth of the segment, as the releases), at most
+    MAX_BATCHES of them waiting for the copiers; each release is sent
+    (``send``) once every block before it has been copied out, in arrival
+    order, as the gateway's ring expects."""
+
+    def __init__(self, copier: Copier, limit: int, m: Mapping | None, send: Any) -> None:
+        self.copier = copier
+        self.limit = limit
+        self.m = m
+        self.send = send
+        self.items: list[tuple[np.ndarray, np.ndarray, tuple[int, int] | None]] = []
+        self.bytes = 0
+        self.queued: collections.deque[_Batch] = collections.deque()
+        self.cond = threading.Condition(threading.Lock())
+        self.err: BaseException | None = None
+
+    def add(self, dst: np.ndarray, src: np.ndarray, shared: tuple[int, int] | None, n: int) -> None:
+        self.items.append((dst, src, shared))
+        self.bytes += n
+        if self.bytes >= self.limit:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.items:
+            return
+        b = _Batch(self, self.items)
+        self.items, self.bytes = [], 0
+        with self.cond:
+            while len(self.queued) >= MAX_BATCHES and self.err is None:
+                self.cond.wait()
+            self.queued.append(b)
+        self.copier.submit(b)
+
+    def finished(self, b: _Batch) -> None:
+        with self.cond:
+            b.done = True
+            n = 0
+            while self.queued and self.queued[0].done:
+                head = self.queued.popleft()
+                n += head.blocks
+                if head.err is not None and self.err is None:
+                    self.err = head.err
+            if n and self.send is not None:
+                # Even after a failed copy: the read fails in done(), but
+                # the gateway must not wait for ring space meanwhile.
+                self.send(release_msg(n))
+            self.cond.notify_all()
+
+    def wait(self) -> None:
+        """Wait until every batch handed over is copied; raise what a copy
+        raised."""
+        with self.cond:
+            while self.queued:
+                self.cond.wait()
+        if self.err is not None:
+            raise self.err
+
+
 @dataclass
 class Stats:
     """What a client's reads did: calls by path taken, and bytes of block
@@ -624,9 +815,17 @@ class Reader:
     places the blocks into the sink (one copy each: out of the message, or
     out of the mapped segment) and says what to send back on a shared read
     (the attach, then releases). :meth:`done` checks the slab is complete;
-    :meth:`close` (always) keeps or unmaps the segment."""
+    :meth:`close` (always) keeps or unmaps the segment.
 
-    def __init__(self, path: str, sink: Sink, stats: Stats, maps: Mappings | None) -> None:
+    With a copier (a shared read of COPIER_MIN bytes or more), the copies
+    out of the segment run on the copier's threads while this one takes
+    the next messages, and the releases are sent from there (``send``,
+    thread-safe) once their blocks are copied out. Socket blocks are
+    copied here: handing them over cost more CPU than it saved (gRPC's
+    messages are received on this thread anyway)."""
+
+    def __init__(self, path: str, sink: Sink, stats: Stats, maps: Mappings | None,
+                 copier: Copier | None = None, send: Any = None) -> None:
         self.path = path
         self.sink = sink
         self.stats = stats
@@ -634,6 +833,10 @@ class Reader:
         self.first = True
         self.m: Mapping | None = None
         self.sh: SharedIn | None = None
+        big = not sink.variable and sink.plan.size * sink.item >= COPIER_MIN
+        self.copier = copier if big else None
+        self.send = send
+        self.batches: Batches | None = None
         if maps is None:
             stats.socket_reads += 1
 
@@ -648,6 +851,9 @@ class Reader:
             return self._header(v)  # type: ignore[arg-type]
         if kind == _wire.END and self.sh is not None:
             self.sh.ended = True
+            if self.batches is not None:
+                self.batches.flush()  # its release follows the copies
+                return None
             return self.sh.release()
         if kind != _wire.BLOCK:
             raise data_loss(f"read {self.path!r}: a message after the header is not a block")
@@ -659,6 +865,11 @@ class Reader:
                 raise data_loss(f"read {self.path!r}: a shared block, but no segment is attached")
             off, n = b.shared
             m = self.sh.m
+            if self.batches is not None:
+                dst, src = self.sink.target(b, m.data(off, n))
+                self.batches.add(dst, src, (off, n), n)
+                self.stats.shared_bytes += n
+                return None
             self.sink.place(b, m.data(off, n))
             m.drop(off, n)
             self.stats.shared_bytes += n
@@ -680,13 +891,24 @@ class Reader:
             self.stats.shared_reads += 1
         elif self.maps is not None:
             self.stats.socket_reads += 1
+        if self.copier is not None and self.sh is not None:
+            self.batches = Batches(self.copier, self.sh.batch, self.sh.m, self.send)
         return reply
 
     def done(self) -> np.ndarray:
         if self.first and self.maps is not None:
             raise data_loss(f"read {self.path!r}: stream ended before the header")
+        if self.batches is not None:
+            self.batches.flush()
+            self.batches.wait()
         return self.sink.done()
 
     def close(self) -> None:
+        if self.batches is not None:
+            # No copy may still read the segment or write the result.
+            try:
+                self.batches.wait()
+            except BaseException:
+                pass
         if self.maps is not None:
             self.maps.detach(self.m, self.sh is not None and self.sh.ended)

@@ -101,6 +101,7 @@ class _Base:
         self.channel_options = tuple(channel_options)
         self.stats = _slab.Stats()
         self._maps = _slab.Mappings()
+        _slab.tune_malloc()
         self._setup()
 
     def _setup(self) -> None:
@@ -131,6 +132,7 @@ class Client(_Base):
     def _setup(self) -> None:
         self._channel = self._conn.channel(_options(self.channel_options))
         self._stub = gpb_grpc.ArrayServiceStub(self._channel)
+        self._copier = _slab.Copier()
         # Slab streams with raw bytes: see _wire.
         self._read_slab = self._channel.unary_stream(
             _slab.READ_SLAB, request_serializer=gpb.ReadSlabRequest.SerializeToString,
@@ -142,6 +144,7 @@ class Client(_Base):
             response_deserializer=gpb.WriteSlabResponse.FromString)
 
     def close(self) -> None:
+        self._copier.close()
         self._maps.close()
         self._channel.close()
 
@@ -246,6 +249,8 @@ class Client(_Base):
         except BaseException:
             call.cancel()
             raise
+        finally:
+            r.close()
 
     def _read_shared(self, a: Array, p: _slab.Plan, sink: _slab.Sink) -> np.ndarray:
         # The request stream stays open until the call ends: the gateway
@@ -259,7 +264,7 @@ class Client(_Base):
                 yield m
 
         call = self._read_slab_shared(requests(), timeout=self.timeout)
-        r = _slab.Reader(a.path, sink, self.stats, self._maps)
+        r = _slab.Reader(a.path, sink, self.stats, self._maps, self._copier, q.put)
         try:
             for raw in call:
                 if (reply := r.message(raw)) is not None:
