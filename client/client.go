@@ -95,8 +95,9 @@ func WithSharedMemory(on bool) Option { return func(o *options) { o.shared = &on
 // dimension, cut at chunk (shard) boundaries, each read by its own
 // ReadSlab call on its own connection, so that both ends' HTTP/2 framing
 // and socket reads run in parallel. Each band is one call to the gateway:
-// its concurrency limits, fair scheduling and memory budget count it as
-// such. Other calls use the first connection.
+// the gateway's memory budget bounds them all together, but its fair
+// scheduler gives a split read one share of the processors per band.
+// Other calls use the first connection.
 func WithConnections(n int) Option { return func(o *options) { o.conns = n } }
 
 // WithDialOptions adds raw gRPC dial options.
