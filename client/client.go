@@ -46,6 +46,7 @@ type options struct {
 	dialOpts []grpc.DialOption
 	shared   *bool
 	token    *string
+	conns    int
 }
 
 // Option configures Dial.
@@ -87,6 +88,18 @@ func WithRetries(n uint, backoff time.Duration) Option {
 // addresses, off for others.
 func WithSharedMemory(on bool) Option { return func(o *options) { o.shared = &on } }
 
+// WithConnections sets how many HTTP/2 connections the client opens to
+// the gateway (default 1). With n > 1, typed reads through the socket
+// (ReadInto, ReadBytes, Read; not shared memory, not Blocks or strings)
+// of at least 4 Mi elements are split into up to n bands along the first
+// dimension, cut at chunk (shard) boundaries, each read by its own
+// ReadSlab call on its own connection, so that both ends' HTTP/2 framing
+// and socket reads run in parallel. Each band is one call to the gateway:
+// the gateway's memory budget bounds them all together, but its fair
+// scheduler gives a split read one share of the processors per band.
+// Other calls use the first connection.
+func WithConnections(n int) Option { return func(o *options) { o.conns = n } }
+
 // WithDialOptions adds raw gRPC dial options.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
@@ -97,6 +110,10 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 type Client struct {
 	cc     *grpc.ClientConn
 	arrays gatewayv1.ArrayServiceClient
+	// more connections for split reads (WithConnections), and their
+	// ArrayService clients: band i of a split read goes to bands[i].
+	more   []*grpc.ClientConn
+	bands  []gatewayv1.ArrayServiceClient
 	shared atomic.Bool // try ReadSlabShared for large reads
 	small  atomic.Bool // try ReadSlabSmall for small reads (small.go)
 	maps   mappings    // of the gateway's shared-memory segments
@@ -164,6 +181,18 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	}
 	c := &Client{cc: cc, arrays: gatewayv1.NewArrayServiceClient(cc)}
 	c.small.Store(true)
+	c.bands = []gatewayv1.ArrayServiceClient{c.arrays}
+	for range max(o.conns, 1) - 1 {
+		// Each its own connection: grpc.NewClient shares no transport
+		// between clients.
+		m, err := grpc.NewClient(addr, dial...)
+		if err != nil {
+			c.Close()
+			return nil, errs.Wrap(errs.InvalidArgument, err, "dial %s", addr)
+		}
+		c.more = append(c.more, m)
+		c.bands = append(c.bands, gatewayv1.NewArrayServiceClient(m))
+	}
 	if o.shared != nil {
 		c.shared.Store(*o.shared)
 	} else {
@@ -193,6 +222,9 @@ func isLocal(addr string) bool {
 // Close closes the connection.
 func (c *Client) Close() error {
 	c.maps.close()
+	for _, m := range c.more {
+		m.Close()
+	}
 	return c.cc.Close()
 }
 

@@ -6,3 +6,14 @@ func IdleMappings(c *Client) int {
 	defer c.maps.mu.Unlock()
 	return len(c.maps.idle)
 }
+
+// SetSplitMin sets the smallest slab a client with several connections
+// splits, for the length of a test.
+func SetSplitMin(t interface{ Cleanup(func()) }, n int64) {
+	old := splitMinElements
+	splitMinElements = n
+	t.Cleanup(func() { splitMinElements = old })
+}
+
+// SplitCuts is where a read of sel on a would be cut (nil: not split).
+func SplitCuts(a *Array, sel Selection) []int64 { return a.splitCuts(sel) }

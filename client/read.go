@@ -75,6 +75,12 @@ type slabMsg interface {
 }
 
 func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeader, iter.Seq2[Block, error], error) {
+	return a.blocksVia(ctx, a.c.arrays, sel, mode)
+}
+
+// blocksVia is blocks through the ArrayService client arrays (one of the
+// client's connections); shared-memory reads always take the first.
+func (a *Array) blocksVia(ctx context.Context, arrays gatewayv1.ArrayServiceClient, sel Selection, mode int) (*SlabHeader, iter.Seq2[Block, error], error) {
 	shared := mode != recvReuse && a.c.shared.Load() && product(sel.Shape(a.Shape)) >= sharedMinElements
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -94,7 +100,7 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 		}
 		stream, newMsg = s, func() slabMsg { return &gatewayv1.ReadSlabSharedResponse{} }
 	} else {
-		stream, err = a.c.arrays.ReadSlab(ctx, &gatewayv1.ReadSlabRequest{Path: a.Path, Selection: sel.proto()})
+		stream, err = arrays.ReadSlab(ctx, &gatewayv1.ReadSlabRequest{Path: a.Path, Selection: sel.proto()})
 		newMsg = func() slabMsg { return &gatewayv1.ReadSlabResponse{} }
 	}
 	if err != nil {
@@ -108,7 +114,7 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 			// A gateway from before ReadSlabShared ("unknown method"), or
 			// one that does not implement it.
 			a.c.shared.Store(false)
-			return a.blocks(parent, sel, mode)
+			return a.blocksVia(parent, arrays, sel, mode)
 		}
 		if err == io.EOF {
 			err = errs.New(errs.DataLoss, "read %q: stream ended before the header", a.Path)

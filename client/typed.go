@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
+
 	"github.com/zarrgate/zarrgate/errs"
 )
 
@@ -96,7 +98,15 @@ const inlinePlaceBytes = 1 << 20
 // memory are copied out by several goroutines (slabs over
 // inlinePlaceBytes); the others as they arrive.
 func readDense(ctx context.Context, a *Array, sel Selection, alloc func(*SlabHeader) ([]byte, error)) (*SlabHeader, []byte, error) {
-	hdr, blocks, err := a.blocks(ctx, sel, recvPieces)
+	if cuts := a.splitCuts(sel); cuts != nil {
+		return readSplit(ctx, a, sel, cuts, alloc)
+	}
+	return readDenseVia(ctx, a, a.c.arrays, sel, alloc)
+}
+
+// readDenseVia is readDense through one ArrayService client.
+func readDenseVia(ctx context.Context, a *Array, arrays gatewayv1.ArrayServiceClient, sel Selection, alloc func(*SlabHeader) ([]byte, error)) (*SlabHeader, []byte, error) {
+	hdr, blocks, err := a.blocksVia(ctx, arrays, sel, recvPieces)
 	if err != nil {
 		return nil, nil, err
 	}
