@@ -67,7 +67,9 @@ func ReadInto[T Element](ctx context.Context, a *Array, sel Selection, dst []T) 
 		}
 		return out, nil
 	}
-	if int64(len(out)) <= smallSlabBytes && int64(len(dst)) < sharedMinElements {
+	// A slab a client of several connections splits is not small (only
+	// tests lower the split's floor that far).
+	if int64(len(out)) <= smallSlabBytes && int64(len(dst)) < sharedMinElements && a.splitCuts(sel) == nil {
 		if ok, err := readSmall(ctx, a, sel, alloc); ok {
 			return err
 		}
