@@ -126,9 +126,15 @@ func (s *Server) ReadSlabSmall(ctx context.Context, req *gatewayv1.ReadSlabSmall
 			if total += n; total > MaxSmallSlabBytes {
 				return tooLarge(total)
 			}
-			if err := reserve(n); err != nil {
-				return err
+			// The read holds its batches' memory here: take more only if
+			// it is free now, never wait for it while holding some (two
+			// such reads could wait on each other); refused, the client
+			// reads with ReadSlab.
+			r, ok := budget.TryAcquire(2 * n)
+			if !ok {
+				return errs.New(errs.ResourceExhausted, "read_slab_small %q: no memory free now for the response's %d bytes of strings; read it with ReadSlab", req.GetPath(), n)
 			}
+			held = append(held, r)
 		}
 		pb := blockProto(b)
 		pb.Data = bytes.Clone(b.Data)

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -261,5 +262,55 @@ func TestReadSlabSmallRefuses(t *testing.T) {
 	_, err = serveGateway(t, small).ReadSlabSmall(ctx, &gatewayv1.ReadSlabSmallRequest{Path: "a"})
 	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), "memory budget") {
 		t.Fatalf("a slab of 16 KiB under a budget of 24 KiB: %v, want RESOURCE_EXHAUSTED naming the memory budget", err)
+	}
+}
+
+// TestReadSlabSmallStringsDoNotWaitHolding: the strings of a small read
+// arrive while the read holds its batches' memory, so their response is
+// reserved only if the memory is free at once: under a budget that holds
+// the read but not its response the call is refused at once with
+// RESOURCE_EXHAUSTED naming read_slab_small (the client then reads with
+// ReadSlab), not after waiting for memory it holds itself.
+func TestReadSlabSmallStringsDoNotWaitHolding(t *testing.T) {
+	// Written by one gateway, read by others on the same store, so that
+	// each reader's budget sees its read alone.
+	st := memory.New()
+	g := gateway.New(st, codecsvc.NewLocal(), gateway.Config{})
+	{
+		if _, err := g.CreateArray(ctx, "str", gateway.ArraySpec{Shape: []int64{100}, DataType: "string", ChunkShape: []int64{100}, Codecs: json.RawMessage(`[{"name":"vlen-utf8"}]`)}); err != nil {
+			t.Fatal(err)
+		}
+		blk := gateway.Block{Origin: []int64{0}, Shape: []int64{100}, Offsets: []int64{0}}
+		for range 100 {
+			blk.Data = append(blk.Data, strings.Repeat("x", 1000)...)
+			blk.Offsets = append(blk.Offsets, int64(len(blk.Data)))
+		}
+		if _, err := g.WriteSlab(ctx, "str", nil, nextFrom([]gateway.Block{blk})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What the read and its response reserve at their peak, unhindered.
+	free := membudget.New(1<<30, 0)
+	resp, err := serveGateway(t, gateway.New(st, codecsvc.NewLocal(), gateway.Config{Budget: free})).ReadSlabSmall(ctx, &gatewayv1.ReadSlabSmallRequest{Path: "str"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, b := range resp.GetBlocks() {
+		n += int64(len(b.GetData())) + 8*int64(len(b.GetOffsets()))
+	}
+	peak := free.Peak()
+	if peak < 2*n {
+		t.Fatalf("peak %d below the response's reservation %d", peak, 2*n)
+	}
+	// A budget one byte short of that peak: the read gets its batches'
+	// memory, the response cannot have its own.
+	tight := membudget.New(peak-1, 5*time.Second)
+	_, err = serveGateway(t, gateway.New(st, codecsvc.NewLocal(), gateway.Config{Budget: tight})).ReadSlabSmall(ctx, &gatewayv1.ReadSlabSmallRequest{Path: "str"})
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), "read_slab_small") {
+		t.Fatalf("strings whose response the budget cannot hold beside the read: %v, want RESOURCE_EXHAUSTED naming read_slab_small", err)
+	}
+	if tight.InUse() != 0 {
+		t.Errorf("%d bytes of the budget still in use", tight.InUse())
 	}
 }
