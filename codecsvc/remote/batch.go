@@ -90,11 +90,21 @@ func (c *Client) DecodeSelected(ctx context.Context, spec *codec.BatchSpec, enco
 	}
 	psel := codecsvc.SelectionsToProto(sel, spec.DataType.Size)
 	out := make([]codec.Chunk, len(encoded))
+	err = c.decodeParts(ctx, spec, out, func(lo, hi int) *codecv1.DecodeRequest {
+		return &codecv1.DecodeRequest{Spec: ps, Encoded: encoded[lo:hi], Selections: psel[lo:hi]}
+	}, nil)
+	return out, err
+}
+
+// decodeParts sends a batch of len(out) chunks to the workers in the parts
+// split cuts it into, in parallel, each part's request made by req, and
+// lends each part's decoded chunks into out (got, if not nil, also sees
+// them): the shape Decode, DecodeSelected and DecodeFetched share.
+func (c *Client) decodeParts(ctx context.Context, spec *codec.BatchSpec, out []codec.Chunk, req func(lo, hi int) *codecv1.DecodeRequest, got func(lo int, chunks []*codecv1.Chunk)) error {
 	g, gctx := errgroup.WithContext(ctx)
-	for _, r := range split(spec, len(encoded)) {
+	for _, r := range split(spec, len(out)) {
 		g.Go(func() error {
-			resp, err := c.do(gctx, &codecv1.ProcessRequest{Work: &codecv1.ProcessRequest_Decode{Decode: &codecv1.DecodeRequest{
-				Spec: ps, Encoded: encoded[r[0]:r[1]], Selections: psel[r[0]:r[1]]}}})
+			resp, err := c.do(gctx, &codecv1.ProcessRequest{Work: &codecv1.ProcessRequest_Decode{Decode: req(r[0], r[1])}})
 			if err != nil {
 				return shift(err, r[0])
 			}
@@ -103,10 +113,13 @@ func (c *Client) DecodeSelected(ctx context.Context, spec *codec.BatchSpec, enco
 				return errs.New(errs.DataLoss, "codec worker answered %d chunks for %d", len(chunks), r[1]-r[0])
 			}
 			lendChunks(out[r[0]:r[1]], chunks)
+			if got != nil {
+				got(r[0], chunks)
+			}
 			return nil
 		})
 	}
-	return out, g.Wait()
+	return g.Wait()
 }
 
 var _ codec.FetchDecoder = (*Client)(nil)
@@ -127,29 +140,18 @@ func (c *Client) DecodeFetched(ctx context.Context, spec *codec.BatchSpec, refs 
 	prefs := codecsvc.RefsToProto(refs)
 	out := make([]codec.Chunk, len(refs))
 	found := make([]bool, len(refs))
-	g, gctx := errgroup.WithContext(ctx)
-	for _, r := range split(spec, len(refs)) {
-		g.Go(func() error {
-			req := &codecv1.DecodeRequest{Spec: ps, Refs: prefs[r[0]:r[1]]}
-			if psel != nil {
-				req.Selections = psel[r[0]:r[1]]
-			}
-			resp, err := c.do(gctx, &codecv1.ProcessRequest{Work: &codecv1.ProcessRequest_Decode{Decode: req}})
-			if err != nil {
-				return shift(err, r[0])
-			}
-			chunks := resp.GetDecode().GetChunks()
-			if len(chunks) != r[1]-r[0] {
-				return errs.New(errs.DataLoss, "codec worker answered %d chunks for %d", len(chunks), r[1]-r[0])
-			}
-			lendChunks(out[r[0]:r[1]], chunks)
-			for i, ch := range chunks {
-				found[r[0]+i] = !ch.GetMissing()
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	err = c.decodeParts(ctx, spec, out, func(lo, hi int) *codecv1.DecodeRequest {
+		req := &codecv1.DecodeRequest{Spec: ps, Refs: prefs[lo:hi]}
+		if psel != nil {
+			req.Selections = psel[lo:hi]
+		}
+		return req
+	}, func(lo int, chunks []*codecv1.Chunk) {
+		for i, ch := range chunks {
+			found[lo+i] = !ch.GetMissing()
+		}
+	})
+	if err != nil {
 		return nil, nil, err
 	}
 	return out, found, nil

@@ -508,22 +508,10 @@ func (c *Client) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]
 		return nil, err
 	}
 	out := make([]codec.Chunk, len(encoded))
-	g, gctx := errgroup.WithContext(ctx)
-	for _, r := range split(spec, len(encoded)) {
-		g.Go(func() error {
-			resp, err := c.do(gctx, &codecv1.ProcessRequest{Work: &codecv1.ProcessRequest_Decode{Decode: &codecv1.DecodeRequest{Spec: ps, Encoded: encoded[r[0]:r[1]]}}})
-			if err != nil {
-				return shift(err, r[0])
-			}
-			chunks := resp.GetDecode().GetChunks()
-			if len(chunks) != r[1]-r[0] {
-				return errs.New(errs.DataLoss, "codec worker answered %d chunks for %d", len(chunks), r[1]-r[0])
-			}
-			lendChunks(out[r[0]:r[1]], chunks)
-			return nil
-		})
-	}
-	return out, g.Wait()
+	err = c.decodeParts(ctx, spec, out, func(lo, hi int) *codecv1.DecodeRequest {
+		return &codecv1.DecodeRequest{Spec: ps, Encoded: encoded[lo:hi]}
+	}, nil)
+	return out, err
 }
 
 // Encode implements codec.Engine.
