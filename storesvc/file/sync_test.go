@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/storesvc"
@@ -74,11 +75,20 @@ func TestDirSyncRounds(t *testing.T) {
 	if _, dirs := s.Syncs(); dirs != 2 {
 		t.Fatalf("%d directory fsyncs, want 2 (one per round)", dirs)
 	}
-	s.mu.Lock()
-	left := len(s.syncers)
-	s.mu.Unlock()
-	if left != 0 {
-		t.Fatalf("%d directory syncers left after the rounds", left)
+	// The round's goroutine drops the syncer after it closed the round, so
+	// the writers may return before it has: wait for it, a bounded time.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		left := len(s.syncers)
+		s.mu.Unlock()
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d directory syncers left 10 s after the rounds", left)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
