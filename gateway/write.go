@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/zarr"
 )
@@ -226,6 +227,11 @@ type pendingUnit struct {
 	data  []byte
 	vals  [][]byte
 	bytes int64 // held in memory (and reserved)
+	// pooled says data is a buffer from internal/bufpool, not zeroed nor
+	// filled: the selection covers every element of the unit, so blocks
+	// overwrite all of it before it is flushed. The flush hands it back
+	// once the object is stored.
+	pooled bool
 	// image is the spill offset of the unit's in-memory state when it was
 	// spilled, pieces that of its last piece spilled since; -1 if none.
 	image, pieces int64
@@ -468,9 +474,12 @@ func (w *slabWriter) placeInUnit(o *pendingObject, idx int, dims []zarr.DimProje
 		if ok {
 			n := l.unitElems()
 			u.seen = make([]uint64, (n+63)/64)
-			if l.elem > 0 {
+			switch {
+			case l.elem > 0 && selectsAll(dims, n):
+				u.data, u.pooled = unitBuffer(int(n*int64(l.elem))), true
+			case l.elem > 0:
 				u.data = l.fill.newUnit(n * int64(l.elem))
-			} else {
+			default:
 				u.vals = make([][]byte, n)
 			}
 			u.bytes = need
@@ -532,6 +541,20 @@ func (w *slabWriter) placeInUnit(o *pendingObject, idx int, dims []zarr.DimProje
 	o.got += n
 	w.covered += n
 	return nil
+}
+
+// unitBuffer returns the buffer of a unit the selection covers whole: not
+// zeroed (a variable, for tests that hand out dirty buffers).
+var unitBuffer = bufpool.Get
+
+// selectsAll reports whether the projections dims onto a unit of n
+// elements select every one of them.
+func selectsAll(dims []zarr.DimProjection, n int64) bool {
+	k := int64(1)
+	for _, dp := range dims {
+		k *= dp.Count
+	}
+	return k == n
 }
 
 // eachSet calls fn for every maximal run [i, j) of set bits.

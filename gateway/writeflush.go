@@ -11,6 +11,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/storesvc"
 )
 
@@ -53,8 +54,8 @@ func (w *slabWriter) flush(o *pendingObject) error {
 		}
 	}
 	w.inflight.Add(1)
-	w.flushGroup.Go(func() error {
-		defer w.finished(o)
+	w.flushGroup.Go(func() (err error) {
+		defer func() { w.finished(o, err == nil) }()
 		if w.coversObject(o) {
 			err := w.writeWhole(o)
 			if !transient(err) {
@@ -95,12 +96,18 @@ func (w *slabWriter) flushCost(o *pendingObject) int64 {
 	return cost
 }
 
-// finished gives back the memory of a flushed object.
-func (w *slabWriter) finished(o *pendingObject) {
+// finished gives back the memory of a flushed object, and its pooled unit
+// buffers once it is stored (stored: nothing uses them any more; after a
+// failure a codec or store call abandoned on its context might, and they
+// are left to the garbage collector).
+func (w *slabWriter) finished(o *pendingObject, stored bool) {
 	var n int64
 	for _, u := range o.units {
 		n += u.bytes
-		u.bytes, u.seen, u.data, u.vals = 0, nil, nil, nil
+		if u.pooled && stored {
+			bufpool.Put(u.data)
+		}
+		u.bytes, u.seen, u.data, u.vals, u.pooled = 0, nil, nil, nil, false
 	}
 	w.held.Add(-n - o.flushCost)
 	w.mem.release(n + o.book)

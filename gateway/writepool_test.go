@@ -1,0 +1,160 @@
+package gateway
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/zarrgate/zarrgate/codec"
+	"github.com/zarrgate/zarrgate/codecsvc"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
+	"github.com/zarrgate/zarrgate/storesvc"
+	"github.com/zarrgate/zarrgate/storesvc/memory"
+	"github.com/zarrgate/zarrgate/zarr"
+)
+
+// dirtyUnits makes WriteSlab's pooled unit buffers arrive full of 0xAB,
+// as a recycled buffer may, and counts them; restored when the test ends.
+func dirtyUnits(t *testing.T) *int {
+	bufpool.CheckDoublePuts()
+	n := new(int)
+	old := unitBuffer
+	unitBuffer = func(size int) []byte {
+		*n++
+		b := bufpool.Get(size)
+		for i := range b {
+			b[i] = 0xAB
+		}
+		return b
+	}
+	t.Cleanup(func() { unitBuffer = old })
+	return n
+}
+
+// Units the selection covers whole are written from pooled buffers that
+// are neither zeroed nor filled; every other unit (at the array's edge, or
+// partly selected) still starts as fill value: the elements of a stored
+// chunk outside the array are the fill value, never a recycled buffer's
+// bytes, and a partial write keeps the stored neighbours.
+func TestWriteSlabPooledUnitsKeepFill(t *testing.T) {
+	const fillV = 7
+	raw := json.RawMessage(`[{"name":"bytes","configuration":{"endian":"little"}}]`)
+	plain := ArraySpec{Shape: []int64{10, 13}, DataType: "uint32", ChunkShape: []int64{4, 4}, FillValue: json.RawMessage(fmt.Sprint(fillV)), Codecs: raw}
+	sharded := plain
+	sharded.ShardShape = []int64{8, 8}
+	val := func(r, c int64) uint32 { return uint32(1000 + r*100 + c) }
+	for _, tc := range []struct {
+		name string
+		spec ArraySpec
+	}{{"chunks", plain}, {"shards", sharded}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pooled := dirtyUnits(t)
+			store := memory.New()
+			g := New(store, codecsvc.NewLocal(), Config{})
+			if _, err := g.CreateArray(ctx, "a", tc.spec); err != nil {
+				t.Fatal(err)
+			}
+			// Row strips of 3: every unit takes pieces of two blocks.
+			blocks := strips(10, 13, 3, 13, 4, func(r, c int64) []byte { return u32(val(r, c)) })
+			if _, err := g.WriteSlab(ctx, "a", nil, nextFrom(blocks)); err != nil {
+				t.Fatal(err)
+			}
+			// 2 × 3 units lie inside the array whole.
+			if *pooled != 6 {
+				t.Errorf("%d units written from pooled buffers, want the 6 inside the array", *pooled)
+			}
+			data, _ := readAll(t, g, "a", nil, 4)
+			for r := range int64(10) {
+				for c := range int64(13) {
+					if got := binary.LittleEndian.Uint32(data[4*(r*13+c):]); got != val(r, c) {
+						t.Fatalf("element [%d %d] = %d, want %d", r, c, got, val(r, c))
+					}
+				}
+			}
+			checkStoredUnits(t, g, store, tc.spec, func(r, c int64) uint32 {
+				if r >= 10 || c >= 13 {
+					return fillV
+				}
+				return val(r, c)
+			})
+
+			// A partial write (rows 1–8, columns 2–12): only the unit at
+			// rows 4–7, columns 4–7 and the one at rows 4–7, columns 8–11
+			// are selected whole; the others keep their stored elements.
+			*pooled = 0
+			sel := []zarr.Range{{Start: 1, Stop: 9, Step: 1}, {Start: 2, Stop: 13, Step: 1}}
+			part := strips(8, 11, 8, 11, 4, func(r, c int64) []byte { return u32(uint32(r*100 + c + 5)) })
+			if _, err := g.WriteSlab(ctx, "a", sel, nextFrom(part)); err != nil {
+				t.Fatal(err)
+			}
+			if *pooled != 2 {
+				t.Errorf("%d units written from pooled buffers, want 2", *pooled)
+			}
+			checkStoredUnits(t, g, store, tc.spec, func(r, c int64) uint32 {
+				switch {
+				case r >= 10 || c >= 13:
+					return fillV
+				case r >= 1 && r < 9 && c >= 2:
+					return uint32((r-1)*100 + (c - 2) + 5)
+				}
+				return val(r, c)
+			})
+		})
+	}
+}
+
+// checkStoredUnits reads every stored chunk (or every inner chunk of every
+// shard) of a 2-D uint32 array stored raw, and checks each element, those
+// past the array's edge included, against want (array coordinates).
+func checkStoredUnits(t *testing.T, g *Gateway, store storesvc.Store, spec ArraySpec, want func(r, c int64) uint32) {
+	t.Helper()
+	unit := spec.ChunkShape
+	obj := unit
+	if spec.ShardShape != nil {
+		obj = spec.ShardShape
+	}
+	l := g.mustLayout(t, "a")
+	for i := int64(0); i*obj[0] < spec.Shape[0]; i++ {
+		for j := int64(0); j*obj[1] < spec.Shape[1]; j++ {
+			key := l.key([]int64{i, j})
+			o, err := store.Get(ctx, key, storesvc.ByteRange{})
+			if err != nil {
+				t.Fatalf("%s: %v", key, err)
+			}
+			b, err := io.ReadAll(o)
+			o.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			units := map[[2]int64][]byte{{0, 0}: b}
+			if spec.ShardShape != nil {
+				inner, err := codec.Split(l.shard.index, b)
+				if err != nil {
+					t.Fatalf("%s: %v", key, err)
+				}
+				units = map[[2]int64][]byte{}
+				per := obj[1] / unit[1]
+				for k, u := range inner {
+					if u != nil {
+						units[[2]int64{int64(k) / per, int64(k) % per}] = u
+					}
+				}
+			}
+			for at, u := range units {
+				if int64(len(u)) != unit[0]*unit[1]*4 {
+					t.Fatalf("%s unit %v: %d bytes", key, at, len(u))
+				}
+				for r := range unit[0] {
+					for c := range unit[1] {
+						ar, ac := i*obj[0]+at[0]*unit[0]+r, j*obj[1]+at[1]*unit[1]+c
+						if got := binary.LittleEndian.Uint32(u[4*(r*unit[1]+c):]); got != want(ar, ac) {
+							t.Fatalf("%s unit %v: element [%d %d] (array [%d %d]) = %#x, want %d", key, at, r, c, ar, ac, got, want(ar, ac))
+						}
+					}
+				}
+			}
+		}
+	}
+}
