@@ -28,6 +28,17 @@ type WriteStats struct {
 	Bytes int64
 }
 
+// WithRelease returns b with release set, for a block given to WriteSlab
+// in a buffer its transport recycles: WriteSlab calls release once it has
+// copied the block's elements out, before it asks for the next block. It
+// never does for a variable-length data type (the values stay in the
+// block's memory until the call ends) nor for a block it refuses; those
+// buffers are left to the garbage collector.
+func (b Block) WithRelease(release func()) Block {
+	b.release = release
+	return b
+}
+
 // WriteSlab writes the hyperslab sel (nil: the whole array) of the array at
 // path from the blocks next returns (io.EOF ends them). The blocks, in slab
 // coordinates, must tile the selection exactly: a block outside it, with the
@@ -257,6 +268,12 @@ func (w *slabWriter) run(next func() (Block, error)) error {
 		}
 		if err := w.place(b); err != nil {
 			return err
+		}
+		if w.l.elem > 0 {
+			// Every element is copied out (into a unit, or the spill
+			// log): the block's buffer can be recycled. Variable-length
+			// values stay where they are, in the block's memory.
+			b.free()
 		}
 	}
 	if w.covered != total {

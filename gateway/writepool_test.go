@@ -158,3 +158,76 @@ func checkStoredUnits(t *testing.T, g *Gateway, store storesvc.Store, spec Array
 		}
 	}
 }
+
+// WriteSlab releases a fixed-size block's buffer once its elements are
+// copied out, before it asks for the next block; never a variable-length
+// block's (its values stay in the block's memory), nor a refused block's.
+func TestWriteSlabReleasesBlocks(t *testing.T) {
+	g := New(memory.New(), codecsvc.NewLocal(), Config{})
+	raw := json.RawMessage(`[{"name":"bytes","configuration":{"endian":"little"}}]`)
+	if _, err := g.CreateArray(ctx, "u", ArraySpec{Shape: []int64{10, 13}, DataType: "uint32", ChunkShape: []int64{4, 4}, Codecs: raw}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.CreateArray(ctx, "s", ArraySpec{Shape: []int64{6, 4}, DataType: "string", ChunkShape: []int64{4, 4}, FillValue: json.RawMessage(`""`), Codecs: json.RawMessage(`[{"name":"vlen-utf8"}]`)}); err != nil {
+		t.Fatal(err)
+	}
+	// released[i] is set by block i's release; each next checks that the
+	// block before it was released already (fixed size) or not (strings).
+	run := func(path string, blocks []Block, wantReleased bool) []bool {
+		released := make([]bool, len(blocks))
+		for i := range blocks {
+			blocks[i] = blocks[i].WithRelease(func() {
+				if released[i] {
+					t.Errorf("%s: block %d released twice", path, i)
+				}
+				released[i] = true
+			})
+		}
+		k := 0
+		_, err := g.WriteSlab(ctx, path, nil, func() (Block, error) {
+			if k > 0 && released[k-1] != wantReleased {
+				t.Errorf("%s: block %d released %v when the next was asked for, want %v", path, k-1, released[k-1], wantReleased)
+			}
+			if k == len(blocks) {
+				return Block{}, io.EOF
+			}
+			k++
+			return blocks[k-1], nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return released
+	}
+	rel := run("u", strips(10, 13, 3, 13, 4, func(r, c int64) []byte { return u32(uint32(r*13 + c)) }), true)
+	for i, r := range rel {
+		if !r {
+			t.Errorf("uint32 block %d never released", i)
+		}
+	}
+	var sblocks []Block
+	for r0 := int64(0); r0 < 6; r0 += 2 {
+		b := Block{Origin: []int64{r0, 0}, Shape: []int64{2, 4}, Offsets: []int64{0}}
+		for i := range 8 {
+			b.Data = append(b.Data, fmt.Sprint("v", r0, i)...)
+			b.Offsets = append(b.Offsets, int64(len(b.Data)))
+		}
+		sblocks = append(sblocks, b)
+	}
+	for i, r := range run("s", sblocks, false) {
+		if r {
+			t.Errorf("string block %d released", i)
+		}
+	}
+	// A refused block (one byte short) is not released.
+	bad := strips(10, 13, 10, 13, 4, func(r, c int64) []byte { return u32(1) })
+	bad[0].Data = bad[0].Data[:len(bad[0].Data)-1]
+	released := false
+	bad[0] = bad[0].WithRelease(func() { released = true })
+	if _, err := g.WriteSlab(ctx, "u", nil, nextFrom(bad)); err == nil {
+		t.Fatal("a block one byte short was accepted")
+	}
+	if released {
+		t.Error("a refused block was released")
+	}
+}
