@@ -362,6 +362,18 @@ func (w *slabWriter) encode(o *pendingObject, chunks []chunk) ([][]byte, func(),
 	return enc, func() { w.mem.release(kept) }, nil
 }
 
+// recycle hands an encoded chunk back to internal/bufpool once it is
+// stored, when the engine says its results are the caller's own
+// (codecsvc.Local.EncodesOwned) and enc is not the input c itself (a chain
+// without compression returns it). Only after a store call that succeeded:
+// one that failed may still be reading the value (an HTTP transport
+// abandoned on its context).
+func (w *slabWriter) recycle(enc []byte, c chunk) {
+	if w.l.codec.ownsEncodes() && !bufpool.Overlaps(enc, c.data) {
+		bufpool.Put(enc)
+	}
+}
+
 // decode decodes a stored unit, its output reserved (fixed size: the
 // unit's size, before; variable length: what it came to, after).
 func (w *slabWriter) decode(o *pendingObject, i int, stored []byte) (*chunk, func(), error) {
@@ -426,6 +438,7 @@ func (w *slabWriter) writeWhole(o *pendingObject) error {
 			return err
 		}
 		w.count(1, int64(len(enc[0])))
+		w.recycle(enc[0], c)
 		return nil
 	}
 	encoded := make([][]byte, w.l.shard.n)
@@ -446,6 +459,11 @@ func (w *slabWriter) storeShard(o *pendingObject, encoded [][]byte, cond storesv
 	}
 	slices.Sort(idxs)
 	var keep []func() // encoded outputs, until the shard is stored
+	type made struct {
+		enc []byte
+		in  chunk
+	}
+	var mine []made // encoded here, recycled once the shard is stored
 	defer func() {
 		for _, f := range keep {
 			f()
@@ -472,6 +490,7 @@ func (w *slabWriter) storeShard(o *pendingObject, encoded [][]byte, cond storesv
 		keep = append(keep, release)
 		for k, i := range batchIdx {
 			encoded[i] = enc[k]
+			mine = append(mine, made{enc[k], batch[k]})
 		}
 		return nil
 	}
@@ -540,6 +559,9 @@ func (w *slabWriter) storeShard(o *pendingObject, encoded [][]byte, cond storesv
 		return err
 	}
 	w.count(1, int64(len(shard)))
+	for _, m := range mine {
+		w.recycle(m.enc, m.in)
+	}
 	return nil
 }
 
@@ -656,6 +678,7 @@ func (w *slabWriter) mergeChunk(o *pendingObject, stored []byte, cond storesvc.C
 		return err
 	}
 	w.count(1, int64(len(enc[0])))
+	w.recycle(enc[0], c)
 	return nil
 }
 
