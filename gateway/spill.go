@@ -414,7 +414,7 @@ func (w *slabWriter) spillUnit(o *pendingObject, u *pendingUnit) error {
 	o.inMemory--
 	w.unhold(u.bytes)
 	// A pooled buffer is left to the garbage collector: spilling is rare.
-	u.bytes, u.seen, u.data, u.vals, u.pooled = 0, nil, nil, nil, false
+	u.bytes, u.seen, u.data, u.vals, u.pooled, u.adopted = 0, nil, nil, nil, false, nil
 	return nil
 }
 

@@ -104,10 +104,13 @@ func (w *slabWriter) finished(o *pendingObject, stored bool) {
 	var n int64
 	for _, u := range o.units {
 		n += u.bytes
-		if u.pooled && stored {
+		switch {
+		case u.pooled && stored:
 			bufpool.Put(u.data)
+		case u.adopted != nil && stored:
+			u.adopted()
 		}
-		u.bytes, u.seen, u.data, u.vals, u.pooled = 0, nil, nil, nil, false
+		u.bytes, u.seen, u.data, u.vals, u.pooled, u.adopted = 0, nil, nil, nil, false, nil
 	}
 	w.held.Add(-n - o.flushCost)
 	w.mem.release(n + o.book)

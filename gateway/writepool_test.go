@@ -310,3 +310,71 @@ func (g *Gateway) mustLayoutOf(t *testing.T, path, codecs string) *layout {
 	}
 	return g.mustLayout(t, "layout-of-"+path)
 }
+
+// A block that is exactly one whole chunk (or inner chunk of a shard) and
+// comes in a transport's buffer (WithRelease) is kept as that chunk's
+// buffer: encoded from where it lies, released once the chunk is stored,
+// not when the next block is asked for. Release here poisons the buffer,
+// as its reuse would: a chunk released before it is stored would read
+// back poisoned. Blocks at the array's edge (smaller than a chunk) are
+// copied and released at once.
+func TestWriteSlabKeepsWholeChunkBlocks(t *testing.T) {
+	bufpool.CheckDoublePuts()
+	zstd := json.RawMessage(`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":1}}]`)
+	raw := json.RawMessage(`[{"name":"bytes","configuration":{"endian":"little"}}]`)
+	for _, tc := range []struct {
+		name   string
+		codecs json.RawMessage
+		shard  []int64
+	}{{"zstd/chunks", zstd, nil}, {"bytes/chunks", raw, nil}, {"zstd/shards", zstd, []int64{8, 8}}, {"bytes/shards", raw, []int64{8, 8}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New(memory.New(), codecsvc.NewLocal(), Config{})
+			spec := ArraySpec{Shape: []int64{10, 13}, DataType: "uint32", ChunkShape: []int64{4, 4}, ShardShape: tc.shard, Codecs: tc.codecs}
+			if _, err := g.CreateArray(ctx, "a", spec); err != nil {
+				t.Fatal(err)
+			}
+			val := func(r, c int64) uint32 { return uint32(r*13 + c + 1) }
+			blocks := strips(10, 13, 4, 4, 4, func(r, c int64) []byte { return u32(val(r, c)) })
+			released := make([]int, len(blocks))
+			for i := range blocks {
+				data := blocks[i].Data
+				blocks[i] = blocks[i].WithRelease(func() {
+					released[i]++
+					for k := range data {
+						data[k] = 0xEE
+					}
+				})
+			}
+			k := 0
+			_, err := g.WriteSlab(ctx, "a", nil, func() (Block, error) {
+				if k > 0 {
+					whole := blocks[k-1].Shape[0] == 4 && blocks[k-1].Shape[1] == 4
+					if got := released[k-1] > 0; got == whole {
+						t.Errorf("block %d (shape %v) released %v when the next was asked for", k-1, blocks[k-1].Shape, got)
+					}
+				}
+				if k == len(blocks) {
+					return Block{}, io.EOF
+				}
+				k++
+				return blocks[k-1], nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, n := range released {
+				if n != 1 {
+					t.Errorf("block %d (shape %v) released %d times, want once", i, blocks[i].Shape, n)
+				}
+			}
+			data, _ := readAll(t, g, "a", nil, 4)
+			for r := range int64(10) {
+				for c := range int64(13) {
+					if got := binary.LittleEndian.Uint32(data[4*(r*13+c):]); got != val(r, c) {
+						t.Fatalf("element [%d %d] = %#x, want %d", r, c, got, val(r, c))
+					}
+				}
+			}
+		})
+	}
+}
