@@ -180,9 +180,11 @@ def _jobs(row, b, srv, data, out, rnd):
 
 
 def cleanup_write(data, out):
+    """Removes this run's written arrays: only its own (named by its pid),
+    as other runs may be writing theirs into the same data directory."""
     shutil.rmtree(os.path.join(out, "write"), ignore_errors=True)
     for n in os.listdir(data):
-        if n.startswith("side-by-side-write-"):
+        if n.startswith(f"side-by-side-write-{os.getpid()}-"):
             shutil.rmtree(os.path.join(data, n), ignore_errors=True)
 
 
