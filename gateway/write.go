@@ -230,6 +230,9 @@ type pendingObject struct {
 	// flushCost is what its flush allocates (counted in held, reserved
 	// by the flush itself as it allocates).
 	flushCost int64
+	// storeFailed says a store call of its flush failed: its buffers are
+	// not recycled (set).
+	storeFailed bool
 }
 
 // pendingUnit holds the received elements of one unit: in memory (seen
@@ -593,6 +596,11 @@ func isWholeUnit(b Block, count []int64, dst view, unit []int64) bool {
 // unitBuffer returns the buffer of a unit the selection covers whole: not
 // zeroed (a variable, for tests that hand out dirty buffers).
 var unitBuffer = bufpool.Get
+
+// recycleBuffer hands a flushed unit's pooled buffer, or an encoded
+// chunk, back to the pool (a variable, for tests that watch what goes
+// back).
+var recycleBuffer = bufpool.Put
 
 // selectsAll reports whether the projections dims onto a unit of n
 // elements select every one of them.

@@ -55,7 +55,7 @@ func (w *slabWriter) flush(o *pendingObject) error {
 	}
 	w.inflight.Add(1)
 	w.flushGroup.Go(func() (err error) {
-		defer func() { w.finished(o, err == nil) }()
+		defer func() { w.finished(o, err == nil && !o.storeFailed) }()
 		if w.coversObject(o) {
 			err := w.writeWhole(o)
 			if !transient(err) {
@@ -106,7 +106,7 @@ func (w *slabWriter) finished(o *pendingObject, stored bool) {
 		n += u.bytes
 		switch {
 		case u.pooled && stored:
-			bufpool.Put(u.data)
+			recycleBuffer(u.data)
 		case u.adopted != nil && stored:
 			u.adopted()
 		}
@@ -365,6 +365,18 @@ func (w *slabWriter) encode(o *pendingObject, chunks []chunk) ([][]byte, func(),
 	return enc, func() { w.mem.release(kept) }, nil
 }
 
+// set stores an object's value under cond. A store call that fails may
+// still be reading the value (an HTTP transport abandoned on its context
+// goes on sending the body): then none of the object's buffers is
+// recycled (storeFailed), not even after a later attempt succeeds.
+func (w *slabWriter) set(o *pendingObject, value []byte, cond storesvc.Condition) error {
+	_, err := w.g.store.Set(w.ctx, o.key, bytes.NewReader(value), cond)
+	if err != nil {
+		o.storeFailed = true
+	}
+	return err
+}
+
 // recycle hands an encoded chunk back to internal/bufpool once it is
 // stored, when the engine says its results are the caller's own
 // (codecsvc.Local.EncodesOwned) and enc is not the input c itself (a chain
@@ -373,7 +385,7 @@ func (w *slabWriter) encode(o *pendingObject, chunks []chunk) ([][]byte, func(),
 // abandoned on its context).
 func (w *slabWriter) recycle(enc []byte, c chunk) {
 	if w.l.codec.ownsEncodes() && !bufpool.Overlaps(enc, c.data) {
-		bufpool.Put(enc)
+		recycleBuffer(enc)
 	}
 }
 
@@ -437,7 +449,7 @@ func (w *slabWriter) writeWhole(o *pendingObject) error {
 		}
 		defer erelease()
 		w.g.cfg.StoreRetries.Request()
-		if _, err := w.g.store.Set(ctx, o.key, bytes.NewReader(enc[0]), storesvc.Condition{}); err != nil {
+		if err := w.set(o, enc[0], storesvc.Condition{}); err != nil {
 			return err
 		}
 		w.count(1, int64(len(enc[0])))
@@ -558,7 +570,7 @@ func (w *slabWriter) storeShard(o *pendingObject, encoded [][]byte, cond storesv
 	if err != nil {
 		return fmt.Errorf("shard %q: %w", o.key, err)
 	}
-	if _, err := w.g.store.Set(ctx, o.key, bytes.NewReader(shard), cond); err != nil {
+	if err := w.set(o, shard, cond); err != nil {
 		return err
 	}
 	w.count(1, int64(len(shard)))
@@ -677,7 +689,7 @@ func (w *slabWriter) mergeChunk(o *pendingObject, stored []byte, cond storesvc.C
 		return err
 	}
 	defer erelease()
-	if _, err := w.g.store.Set(ctx, o.key, bytes.NewReader(enc[0]), cond); err != nil {
+	if err := w.set(o, enc[0], cond); err != nil {
 		return err
 	}
 	w.count(1, int64(len(enc[0])))

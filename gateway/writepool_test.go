@@ -1,15 +1,20 @@
 package gateway
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
+	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
+	"github.com/zarrgate/zarrgate/internal/retrybudget"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
 	"github.com/zarrgate/zarrgate/zarr"
@@ -376,5 +381,74 @@ func TestWriteSlabKeepsWholeChunkBlocks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// failFirstSet fails the first Set of every chunk key with Unavailable,
+// keeping the value's reader, as an HTTP transport abandoned on its
+// context may go on reading the body after the call returned.
+type failFirstSet struct {
+	storesvc.Store
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (f *failFirstSet) Set(ctx context.Context, key string, v io.Reader, c storesvc.Condition) (string, error) {
+	f.mu.Lock()
+	first := !f.seen[key] && !strings.HasSuffix(key, "zarr.json")
+	f.seen[key] = true
+	f.mu.Unlock()
+	if first {
+		return "", errs.New(errs.Unavailable, "injected: the answer was lost")
+	}
+	return f.Store.Set(ctx, key, v, c)
+}
+
+// After a store call of an object's flush failed, none of the buffers it
+// may still be reading is recycled, although the retry succeeds: not the
+// chunk's pooled buffer (which is the value itself when the chain does not
+// compress), nor the encoded value of the failed attempt.
+func TestWriteSlabRecyclesNothingAfterAFailedSet(t *testing.T) {
+	handedOut := dirtyUnits(t)
+	var mu sync.Mutex
+	var back [][]byte
+	old := recycleBuffer
+	recycleBuffer = func(b []byte) {
+		mu.Lock()
+		back = append(back, b)
+		mu.Unlock()
+	}
+	t.Cleanup(func() { recycleBuffer = old })
+	for _, chain := range []string{
+		`[{"name":"bytes","configuration":{"endian":"little"}}]`,
+		`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":1}}]`,
+	} {
+		*handedOut, back = 0, nil
+		f := &failFirstSet{Store: memory.New(), seen: map[string]bool{}}
+		g := New(f, codecsvc.NewLocal(), Config{StoreRetries: retrybudget.New("store tier", 0.9, 1000, 1000)})
+		if _, err := g.CreateArray(ctx, "a", ArraySpec{Shape: []int64{256, 256}, DataType: "uint32", ChunkShape: []int64{128, 128}, Codecs: json.RawMessage(chain)}); err != nil {
+			t.Fatal(err)
+		}
+		val := func(r, c int64) uint32 { return uint32(r*256 + c + 1) }
+		if _, err := g.WriteSlab(ctx, "a", nil, nextFrom(strips(256, 256, 50, 256, 4, func(r, c int64) []byte { return u32(val(r, c)) }))); err != nil {
+			t.Fatal(err)
+		}
+		if *handedOut != 4 {
+			t.Fatalf("%d pooled chunk buffers, want 4: the test tests nothing", *handedOut)
+		}
+		// Only the second attempts' encoded values (zstd) may go back.
+		for _, b := range back {
+			if !strings.Contains(chain, "zstd") || len(b) == 128*128*4 {
+				t.Errorf("chain %s: a buffer of %d bytes was recycled after a failed Set", chain, len(b))
+			}
+		}
+		data, _ := readAll(t, g, "a", nil, 4)
+		for r := range int64(256) {
+			for c := range int64(256) {
+				if got := binary.LittleEndian.Uint32(data[4*(r*256+c):]); got != val(r, c) {
+					t.Fatalf("element [%d %d] = %d, want %d", r, c, got, val(r, c))
+				}
+			}
+		}
 	}
 }
