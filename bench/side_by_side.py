@@ -6,7 +6,10 @@ bench-side-by-side), which makes the venv and builds the binaries.
 
     python bench/side_by_side.py --bin DIR
 
-DIR holds zarrgate, sidebyside (bench/sidebyside) and codecsvc.test. Every
+DIR holds zarrgate, sidebyside (bench/sidebyside) and codecsvc.test, and
+zarrgate-cgo and codecsvc-cgo.test (built with -tags cgocodecs) if the
+cgocodecs build is to be measured too, else perhaps cgocodecs-skipped (the
+reason it is not, printed with the table). Every
 measurement runs in a process of its own; each round runs every system of
 every row once, the systems of a row in an order rotated from round to
 round; the table gives each system's median over the rounds (of each
@@ -62,8 +65,8 @@ def json_lines(out):
 class Server:
     """`zarrgate serve` on DATA at a free loopback port, its log in OUT."""
 
-    def __init__(self, binary, root, out):
-        self.log = open(os.path.join(out, "zarrgate-serve.log"), "w+")
+    def __init__(self, binary, root, out, name="zarrgate-serve"):
+        self.log = open(os.path.join(out, name + ".log"), "w+")
         self.proc = subprocess.Popen([binary, "serve", "--root", root, "--listen", "127.0.0.1:0"],
                                      stdout=self.log, stderr=self.log)
         addr_re = re.compile(r'addr=(\S+)|"addr":"([^"]+)"')
@@ -122,8 +125,33 @@ def warm(data):
                     pass
 
 
-def jobs(row, b, srv, data, out, rnd):
-    """(system, argv, is_zarrgate) of one row, for round rnd."""
+def jobs(row, b, srv, data, out, rnd, cgo=None):
+    """(system, argv, server) of one row, for round rnd: server is the
+    zarrgate serve a zarrgate system runs against (its CPU time counted),
+    else None. cgo, if set, is the cgocodecs build's server: its systems
+    are the zarrgate ones again, named "… cgocodecs"."""
+    js = _jobs(row, b, srv, data, out, rnd)
+    if cgo is not None:
+        js += [(cgo_name(s), [cgo_arg(a, srv, cgo) for a in argv], cgo) for s, argv, zg in
+               _jobs(row, b, srv, data, out, rnd) if zg]
+    return [(s, argv, srv if zg is True else zg) for s, argv, zg in js]
+
+
+def cgo_name(system):
+    """The cgocodecs build's name for a zarrgate system: zarrgate-shared
+    is zarrgate-cgocodecs-shared."""
+    return "zarrgate-cgocodecs" + system[len("zarrgate"):]
+
+
+def cgo_arg(a, srv, cgo):
+    """An argument of a zarrgate job, for the cgocodecs build's server: its
+    address, and an array of its own to write (both serve one root)."""
+    if a == srv.addr:
+        return cgo.addr
+    return a + "-cgocodecs" if a.startswith("side-by-side-write-") else a
+
+
+def _jobs(row, b, srv, data, out, rnd):
     sbs, w = os.path.join(b, "sidebyside"), WORKER
     if row.startswith("read-"):
         layout = {"read-zstd": "zstd", "read-sharded": "sharded-zstd", "read-uncompressed": "uncompressed"}[row]
@@ -152,28 +180,33 @@ def jobs(row, b, srv, data, out, rnd):
 
 
 def cleanup_write(data, out):
+    """Removes this run's written arrays: only its own (named by its pid),
+    as other runs may be writing theirs into the same data directory."""
     shutil.rmtree(os.path.join(out, "write"), ignore_errors=True)
     for n in os.listdir(data):
-        if n.startswith("side-by-side-write-"):
+        if n.startswith(f"side-by-side-write-{os.getpid()}-"):
             shutil.rmtree(os.path.join(data, n), ignore_errors=True)
 
 
 def decode_round(b, out):
     """numcodecs (bench/numcodecs_bench.py) then zarrgate decoding the very
     frames numcodecs wrote (codecsvc's BenchmarkDecodeNumcodecsFrames), one
-    core each."""
+    core each; the cgocodecs build's too, if there is one."""
     frames = os.path.join(out, "frames")
     res = []
     o, _ = run([sys.executable, os.path.join(HERE, "numcodecs_bench.py"), frames])
     for r in json_lines(o):
         if r["op"] == "decode":
             res.append((r["codec"], "numcodecs", {"mb_per_s": r["mb_per_s"]}))
-    o, _ = run([os.path.join(b, "codecsvc.test"), "-test.run", "^$", "-test.bench", "DecodeNumcodecsFrames",
-                "-test.cpu", "1", "-test.benchtime", "1s"], env={**os.environ, "ZARRGATE_NUMCODECS_FRAMES": frames})
-    for line in o.splitlines():
-        m = re.match(r"BenchmarkDecodeNumcodecsFrames/(\S+?)\s+\d+\s+[\d.]+ ns/op\s+([\d.]+) MB/s", line)
-        if m:
-            res.append((m.group(1), "zarrgate", {"mb_per_s": float(m.group(2))}))
+    for test, system in (("codecsvc.test", "zarrgate"), ("codecsvc-cgo.test", "zarrgate-cgocodecs")):
+        if not os.path.exists(os.path.join(b, test)):
+            continue
+        o, _ = run([os.path.join(b, test), "-test.run", "^$", "-test.bench", "DecodeNumcodecsFrames",
+                    "-test.cpu", "1", "-test.benchtime", "1s"], env={**os.environ, "ZARRGATE_NUMCODECS_FRAMES": frames})
+        for line in o.splitlines():
+            m = re.match(r"BenchmarkDecodeNumcodecsFrames/(\S+?)\s+\d+\s+[\d.]+ ns/op\s+([\d.]+) MB/s", line)
+            if m:
+                res.append((m.group(1), system, {"mb_per_s": float(m.group(2))}))
     return res
 
 
@@ -188,7 +221,7 @@ def main():
         end = next((r for r in res if r["row"] == "meta-end"), {"load_after": "?"})
         print(render([r for r in res if not r["row"].startswith("meta")], meta["rows"], meta["rounds"],
                      datetime.datetime.fromisoformat(meta["started"]), meta["load_before"], end["load_after"],
-                     meta["data"], meta["command"], meta["commit"]), end="")
+                     meta["data"], meta["command"], meta["commit"], meta.get("cgo_skipped")), end="")
         return
     if not args.bin:
         raise SystemExit("--bin or --render is needed")
@@ -207,6 +240,13 @@ def main():
     warm(data)
     cleanup_write(data, out)
     srv = Server(os.path.join(args.bin, "zarrgate"), data, out)
+    cgo, cgo_skipped = None, None
+    if os.path.exists(os.path.join(args.bin, "zarrgate-cgo")):
+        cgo = Server(os.path.join(args.bin, "zarrgate-cgo"), data, out, "zarrgate-cgo-serve")
+    else:
+        f = os.path.join(args.bin, "cgocodecs-skipped")
+        cgo_skipped = open(f).read().strip() if os.path.exists(f) else "no zarrgate-cgo in --bin"
+        log(f"cgocodecs rows skipped: {cgo_skipped}")
     results = []  # dicts: row, system, round, + the measurement
     rec = open(os.path.join(out, "rows.jsonl"), "w")
 
@@ -224,7 +264,7 @@ def main():
                       cwd=REPO).stdout.strip():
         commit += " (with uncommitted changes)"
     rec.write(json.dumps(dict(row="meta", started=started.isoformat(), load_before=load_before, rounds=rounds, rows=rows,
-                              data=stamp, command=cmd, commit=commit)) + "\n")
+                              data=stamp, command=cmd, commit=commit, cgo_skipped=cgo_skipped)) + "\n")
     try:
         if "ratio" in rows:
             o, _ = run([os.path.join(args.bin, "sidebyside"), "ratio", "-dir", os.path.join(data, "uncompressed")])
@@ -246,10 +286,10 @@ def main():
                         log(f"decode failed: {e}")
                         record(row="decode", system="decode", round=rnd, error=str(e)[-500:])
                     continue
-                js = jobs(row, args.bin, srv, data, out, rnd)
+                js = jobs(row, args.bin, srv, data, out, rnd, cgo)
                 k = (rnd - 1) % len(js)
                 for system, argv, zg in js[k:] + js[:k]:
-                    c0 = srv.cpu_s() if zg else 0
+                    c0 = zg.cpu_s() if zg else 0
                     try:
                         o, secs = run(argv)
                         m = json_lines(o)[-1]
@@ -260,18 +300,20 @@ def main():
                         continue
                     if zg:  # per operation: reads are 1 warm-up + 2 timed, random ones 1 + 1000
                         ops = {"random": 1001, "write": 1}.get(row, 3)
-                        m["server_cpu_ms"] = round((srv.cpu_s() - c0) * 1e3 / ops, 3)
+                        m["server_cpu_ms"] = round((zg.cpu_s() - c0) * 1e3 / ops, 3)
                     record(row=row, system=system, round=rnd, wall_s=round(secs, 1), **m)
                 if row == "write":
                     cleanup_write(data, out)
             log(f"round {rnd} of {rounds} in {time.perf_counter() - t_round:.0f} s")
     finally:
         srv.stop()
+        if cgo is not None:
+            cgo.stop()
         cleanup_write(data, out)
     load_after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     rec.write(json.dumps(dict(row="meta-end", load_after=load_after)) + "\n")
     rec.close()
-    table = render(results, rows, rounds, started, load_before, load_after, stamp, cmd, commit)
+    table = render(results, rows, rounds, started, load_before, load_after, stamp, cmd, commit, cgo_skipped)
     open(os.path.join(out, "table.md"), "w").write(table)
     print(table)
     log(f"raw results in {out}")
@@ -296,7 +338,7 @@ def fmt(x, unit=""):
     return f"{x:.0f}{unit}" if x >= 100 else f"{x:.2f}{unit}" if x < 10 else f"{x:.1f}{unit}"
 
 
-def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, commit):
+def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, commit, cgo_skipped=None):
     import importlib.metadata as md
 
     errors = [r for r in results if "error" in r]
@@ -308,7 +350,9 @@ def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, 
     L = [f"Run {started:%Y-%m-%d %H:%M} UTC, commit {commit}, `{cmd}`: "
          f"{rounds} interleaved rounds, medians over the rounds; {os.cpu_count()} cores ({cpu}), "
          f"Python {platform.python_version()}, {gover}, {vers}; data {stamp}.",
-         "", f"- load before: `{load_before}`", f"- load after: `{load_after}`", "",
+         "", f"- load before: `{load_before}`", f"- load after: `{load_after}`",
+         f"- cgocodecs build (`-tags cgocodecs`: libzstd encode, libdeflate gzip decode): "
+         + (f"**rows skipped**: {cgo_skipped}" if cgo_skipped else "rows marked \"cgocodecs\""), "",
          "| path | zarrgate | best anchor | ratio | cpu ms/op, zarrgate (client + server) / anchor |",
          "| --- | --- | --- | --- | --- |"]
     detail = []
@@ -347,14 +391,18 @@ def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, 
         if row in rows:
             mbps_line(f"full read {name}, shared memory", row, "zarrgate-shared", anchors)
             mbps_line(f"full read {name}, socket", row, "zarrgate-socket", anchors)
+            mbps_line(f"full read {name}, shared memory, cgocodecs", row, "zarrgate-cgocodecs-shared", anchors)
+            mbps_line(f"full read {name}, socket, cgocodecs", row, "zarrgate-cgocodecs-socket", anchors)
     if "read-uncompressed" in rows:
         mbps_line("uncompressed, shared memory", "read-uncompressed", "zarrgate-shared", ["raw-2-thread"])
         mbps_line("uncompressed, shared memory (vs libraries)", "read-uncompressed", "zarrgate-shared", anchors)
     if "random" in rows:
         lat_line("random 64×64 read p50", "random", "zarrgate", anchors, "p50_us")
         lat_line("random 64×64 read p99", "random", "zarrgate", anchors, "p99_us")
+        lat_line("random 64×64 read p50, cgocodecs", "random", "zarrgate-cgocodecs", anchors, "p50_us")
     if "write" in rows:
         mbps_line("full write zstd (both fsync)", "write", "zarrgate (fsync)", ["tensorstore (fsync)"])
+        mbps_line("full write zstd, cgocodecs (both fsync)", "write", "zarrgate-cgocodecs (fsync)", ["tensorstore (fsync)"])
         mbps_line("full write zstd (zarrgate fsync, anchors not)", "write", "zarrgate (fsync)",
                   ["tensorstore (no fsync)", "zarrs (no fsync)", "zarr-python (no fsync)"])
     if "decode" in rows:
@@ -364,9 +412,12 @@ def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, 
                 dec.setdefault((r["codec"], r["system"]), []).append(r["mb_per_s"])
         for codec in ("zstd", "gzip", "blosc-lz4", "chain"):
             z, n = med(dec.get((codec, "zarrgate"), [])), med(dec.get((codec, "numcodecs"), []))
+            what = "bytes(big)+zstd+crc32c" if codec == "chain" else codec + (" + shuffle" if codec == "blosc-lz4" else "")
             if z and n:
-                what = "bytes(big)+zstd+crc32c" if codec == "chain" else codec + (" + shuffle" if codec == "blosc-lz4" else "")
                 L.append(f"| decode 1 core: {what} (numcodecs' frames) | {fmt(z)} MB/s | numcodecs {fmt(n)} | {z / n:.2f} | |")
+            zc = med(dec.get((codec, "zarrgate-cgocodecs"), []))
+            if zc and n:
+                L.append(f"| decode 1 core: {what}, cgocodecs | {fmt(zc)} MB/s | numcodecs {fmt(n)} | {zc / n:.2f} | |")
     if "python" in rows:
         mbps_line("Python: zarr-python over `ZarrgateStore` (zstd)", "python", "zarrgate-store", ["zarr-python"])
     if "ratio" in rows:

@@ -247,8 +247,15 @@ func (z zstdCodec) Encode(b []byte) ([]byte, error) {
 	}
 	// Room for libzstd's compress bound (ZSTD_COMPRESSBOUND): numeric
 	// data compresses by 10–30 %, and a buffer of half the input made
-	// EncodeAll grow it, copying, a third of its time.
-	return z.enc.EncodeAll(b, make([]byte, 0, zstdCompressBound(len(b)))), nil
+	// EncodeAll grow it, copying, a third of its time. A pooled buffer,
+	// not zeroed: EncodeAll only appends; a caller that knows it holds the
+	// result alone may hand it back (Local.EncodesOwned).
+	buf := bufpool.Get(zstdCompressBound(len(b)))
+	out := z.enc.EncodeAll(b, buf[:0])
+	if len(out) > 0 && &out[0] != &buf[0] {
+		bufpool.Put(buf) // grown past the bound: cannot happen
+	}
+	return out, nil
 }
 
 // Decode decodes all frames of b into a buffer of the expected size. It

@@ -28,6 +28,7 @@ import (
 	"unsafe"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 )
 
 func init() {
@@ -126,10 +127,14 @@ func libzstdEncode(b []byte, level int, checksum bool) ([]byte, error) {
 	C.ZSTD_CCtx_reset(c, C.ZSTD_reset_session_and_parameters)
 	C.ZSTD_CCtx_setParameter(c, C.ZSTD_c_compressionLevel, C.int(level))
 	C.ZSTD_CCtx_setParameter(c, C.ZSTD_c_checksumFlag, C.int(map[bool]int{true: 1}[checksum]))
-	out := make([]byte, int(C.ZSTD_compressBound(C.size_t(len(b)))))
+	// A pooled buffer, not zeroed (libzstd writes what it returns),
+	// returned whole for a caller that may hand it back
+	// (Local.EncodesOwned).
+	out := bufpool.Get(int(C.ZSTD_compressBound(C.size_t(len(b)))))
 	n := C.ZSTD_compress2(c, ptr(out), C.size_t(len(out)), ptr(b), C.size_t(len(b)))
 	if C.ZSTD_isError(n) != 0 {
+		bufpool.Put(out)
 		return nil, errs.New(errs.Internal, "zstd: %s", C.GoString(C.ZSTD_getErrorName(n)))
 	}
-	return out[:n:n], nil
+	return out[:n], nil
 }

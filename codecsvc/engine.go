@@ -118,6 +118,14 @@ func (l *Local) Encode(ctx context.Context, spec *codec.BatchSpec, chunks []Chun
 	return out, nil
 }
 
+// EncodesOwned says every slice Encode returns is the caller's alone: it
+// shares no memory with another result, nor with anything this engine
+// keeps, only perhaps with the chunk it encodes (a chain without
+// compression returns its input). A caller may recycle a result that does
+// not overlap its input (internal/bufpool.Put) once done with it: the zstd
+// encoders' results are pooled buffers.
+func (l *Local) EncodesOwned() bool { return true }
+
 // Layouts answers codec.Layouts from this package's codecs, in process: it
 // holds nothing, so its zero value serves. Local embeds it; so does the
 // remote engine (codecsvc/remote), whose callers run the shard index chain

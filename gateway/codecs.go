@@ -35,6 +35,9 @@ type engineCodec struct {
 	// local says the engine runs here: its batches take a slot of the
 	// call's share of the processors (fair.go).
 	local bool
+	// owned says the engine's encoded results are the caller's own, to
+	// recycle once stored (codecsvc.Local.EncodesOwned).
+	owned bool
 }
 
 // slot takes a slot of the share of the call ctx carries, for a batch of
@@ -47,6 +50,8 @@ func (e engineCodec) slot(ctx context.Context) (func(), error) {
 }
 
 func (e engineCodec) inProcess() bool { return e.local }
+
+func (e engineCodec) ownsEncodes() bool { return e.owned }
 
 func (e engineCodec) decode(ctx context.Context, encoded [][]byte) ([]chunk, error) {
 	if len(encoded) == 0 {
@@ -89,6 +94,13 @@ func (e engineCodec) encode(ctx context.Context, chunks []chunk) ([][]byte, erro
 	out, err := retry(ctx, e.retries, func() ([][]byte, error) { return e.c.Encode(ctx, e.spec, in) })
 	endSpan(span, err)
 	return out, err
+}
+
+// ownsEncodes reports whether an engine says its encoded results are the
+// caller's own (codecsvc.Local.EncodesOwned).
+func ownsEncodes(c Codecs) bool {
+	o, ok := c.(interface{ EncodesOwned() bool })
+	return ok && o.EncodesOwned()
 }
 
 // layout returns the layout of an array node, built on first use.
@@ -162,7 +174,7 @@ func (g *Gateway) newLayout(n *node) (*layout, error) {
 		}
 		l.raw = raw
 	}
-	l.codec = engineCodec{g.codecs, spec, g.cfg.CodecRetries, g.inProcess}
+	l.codec = engineCodec{g.codecs, spec, g.cfg.CodecRetries, g.inProcess, ownsEncodes(g.codecs)}
 	l.fill = newFill(a, l.unit)
 	return l, nil
 }

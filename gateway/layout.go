@@ -31,6 +31,9 @@ type unitCodec interface {
 	slot(ctx context.Context) (func(), error)
 	// inProcess says the codec work runs on this process's processors.
 	inProcess() bool
+	// ownsEncodes says encode's results are the caller's own, to recycle
+	// once stored (codecsvc.Local.EncodesOwned).
+	ownsEncodes() bool
 }
 
 // layout is how an array's elements map to stored objects.

@@ -413,7 +413,8 @@ func (w *slabWriter) spillUnit(o *pendingObject, u *pendingUnit) error {
 	o.spilled = true
 	o.inMemory--
 	w.unhold(u.bytes)
-	u.bytes, u.seen, u.data, u.vals = 0, nil, nil, nil
+	// A pooled buffer is left to the garbage collector: spilling is rare.
+	u.bytes, u.seen, u.data, u.vals, u.pooled, u.adopted = 0, nil, nil, nil, false, nil
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/zarr"
 )
@@ -25,6 +26,20 @@ type WriteStats struct {
 	Objects int64
 	// Bytes is the number of encoded bytes written.
 	Bytes int64
+}
+
+// WithRelease returns b with release set, for a block given to WriteSlab
+// in a buffer its transport recycles: WriteSlab calls release once it has
+// copied the block's elements out, before it asks for the next block; or,
+// for a block that is exactly one whole chunk (or inner chunk of a shard)
+// the selection covers, keeps the buffer as that chunk's, encodes from it
+// (no copy) and calls release once the chunk is stored. It never calls it
+// for a variable-length data type (the values stay in the block's memory
+// until the call ends), for a block it refuses, nor after a failure; those
+// buffers are left to the garbage collector.
+func (b Block) WithRelease(release func()) Block {
+	b.release = release
+	return b
 }
 
 // WriteSlab writes the hyperslab sel (nil: the whole array) of the array at
@@ -167,6 +182,8 @@ type slabWriter struct {
 
 	flushGroup *errgroup.Group
 	ctx        context.Context
+	// kept says place kept the block's buffer as a unit's (adopted).
+	kept bool
 
 	mu       sync.Mutex
 	nObjects int64
@@ -213,6 +230,9 @@ type pendingObject struct {
 	// flushCost is what its flush allocates (counted in held, reserved
 	// by the flush itself as it allocates).
 	flushCost int64
+	// storeFailed says a store call of its flush failed: its buffers are
+	// not recycled (set).
+	storeFailed bool
 }
 
 // pendingUnit holds the received elements of one unit: in memory (seen
@@ -226,6 +246,15 @@ type pendingUnit struct {
 	data  []byte
 	vals  [][]byte
 	bytes int64 // held in memory (and reserved)
+	// pooled says data is a buffer from internal/bufpool, not zeroed nor
+	// filled: the selection covers every element of the unit, so blocks
+	// overwrite all of it before it is flushed. The flush hands it back
+	// once the object is stored.
+	pooled bool
+	// adopted, if set, releases data: a received block that was exactly
+	// this unit, kept as its buffer (WithRelease); called, like a pooled
+	// buffer's Put, once the object is stored.
+	adopted func()
 	// image is the spill offset of the unit's in-memory state when it was
 	// spilled, pieces that of its last piece spilled since; -1 if none.
 	image, pieces int64
@@ -249,8 +278,15 @@ func (w *slabWriter) run(next func() (Block, error)) error {
 		if err := w.checkBlock(b); err != nil {
 			return err
 		}
+		w.kept = false
 		if err := w.place(b); err != nil {
 			return err
+		}
+		if w.l.elem > 0 && !w.kept {
+			// Every element is copied out (into a unit, or the spill
+			// log): the block's buffer can be recycled. Variable-length
+			// values stay where they are, in the block's memory.
+			b.free()
 		}
 	}
 	if w.covered != total {
@@ -468,9 +504,12 @@ func (w *slabWriter) placeInUnit(o *pendingObject, idx int, dims []zarr.DimProje
 		if ok {
 			n := l.unitElems()
 			u.seen = make([]uint64, (n+63)/64)
-			if l.elem > 0 {
+			switch {
+			case l.elem > 0 && selectsAll(dims, n):
+				u.data, u.pooled = unitBuffer(int(n*int64(l.elem))), true
+			case l.elem > 0:
 				u.data = l.fill.newUnit(n * int64(l.elem))
-			} else {
+			default:
 				u.vals = make([][]byte, n)
 			}
 			u.bytes = need
@@ -514,9 +553,16 @@ func (w *slabWriter) placeInUnit(o *pendingObject, idx int, dims []zarr.DimProje
 		if ov := markBox(u.seen, dst, count); ov > 0 {
 			return w.overlapErr(b)
 		}
-		if l.elem > 0 {
+		switch {
+		case u.pooled && b.release != nil && isWholeUnit(b, count, dst, l.unit):
+			// The block is the unit, its elements in the unit's order:
+			// keep its buffer (the transport's, handed over with
+			// WithRelease) instead of copying it into one of ours.
+			bufpool.Put(u.data)
+			u.data, u.pooled, u.adopted, w.kept = b.Data, false, b.release, true
+		case l.elem > 0:
 			copyBox(u.data, dst, b.Data, src, count, l.elem)
-		} else {
+		default:
 			var dstIdx []int64
 			eachIndex(dst, count, func(i int64) { dstIdx = append(dstIdx, i) })
 			k := 0
@@ -532,6 +578,38 @@ func (w *slabWriter) placeInUnit(o *pendingObject, idx int, dims []zarr.DimProje
 	o.got += n
 	w.covered += n
 	return nil
+}
+
+// isWholeUnit reports whether block b is exactly one whole unit of shape
+// unit: count (b's part in the unit) is all of b and all of the unit, at
+// the unit's origin, with step 1 (dst), so that b's elements lie in the
+// unit's C order.
+func isWholeUnit(b Block, count []int64, dst view, unit []int64) bool {
+	for d := range count {
+		if count[d] != unit[d] || b.Shape[d] != count[d] || dst.start[d] != 0 || (dst.step[d] != 1 && count[d] > 1) {
+			return false
+		}
+	}
+	return true
+}
+
+// unitBuffer returns the buffer of a unit the selection covers whole: not
+// zeroed (a variable, for tests that hand out dirty buffers).
+var unitBuffer = bufpool.Get
+
+// recycleBuffer hands a flushed unit's pooled buffer, or an encoded
+// chunk, back to the pool (a variable, for tests that watch what goes
+// back).
+var recycleBuffer = bufpool.Put
+
+// selectsAll reports whether the projections dims onto a unit of n
+// elements select every one of them.
+func selectsAll(dims []zarr.DimProjection, n int64) bool {
+	k := int64(1)
+	for _, dp := range dims {
+		k *= dp.Count
+	}
+	return k == n
 }
 
 // eachSet calls fn for every maximal run [i, j) of set bits.

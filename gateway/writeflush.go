@@ -11,6 +11,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/storesvc"
 )
 
@@ -53,8 +54,8 @@ func (w *slabWriter) flush(o *pendingObject) error {
 		}
 	}
 	w.inflight.Add(1)
-	w.flushGroup.Go(func() error {
-		defer w.finished(o)
+	w.flushGroup.Go(func() (err error) {
+		defer func() { w.finished(o, err == nil && !o.storeFailed) }()
 		if w.coversObject(o) {
 			err := w.writeWhole(o)
 			if !transient(err) {
@@ -95,12 +96,21 @@ func (w *slabWriter) flushCost(o *pendingObject) int64 {
 	return cost
 }
 
-// finished gives back the memory of a flushed object.
-func (w *slabWriter) finished(o *pendingObject) {
+// finished gives back the memory of a flushed object, and its pooled unit
+// buffers once it is stored (stored: nothing uses them any more; after a
+// failure a codec or store call abandoned on its context might, and they
+// are left to the garbage collector).
+func (w *slabWriter) finished(o *pendingObject, stored bool) {
 	var n int64
 	for _, u := range o.units {
 		n += u.bytes
-		u.bytes, u.seen, u.data, u.vals = 0, nil, nil, nil
+		switch {
+		case u.pooled && stored:
+			recycleBuffer(u.data)
+		case u.adopted != nil && stored:
+			u.adopted()
+		}
+		u.bytes, u.seen, u.data, u.vals, u.pooled, u.adopted = 0, nil, nil, nil, false, nil
 	}
 	w.held.Add(-n - o.flushCost)
 	w.mem.release(n + o.book)
@@ -355,6 +365,30 @@ func (w *slabWriter) encode(o *pendingObject, chunks []chunk) ([][]byte, func(),
 	return enc, func() { w.mem.release(kept) }, nil
 }
 
+// set stores an object's value under cond. A store call that fails may
+// still be reading the value (an HTTP transport abandoned on its context
+// goes on sending the body): then none of the object's buffers is
+// recycled (storeFailed), not even after a later attempt succeeds.
+func (w *slabWriter) set(o *pendingObject, value []byte, cond storesvc.Condition) error {
+	_, err := w.g.store.Set(w.ctx, o.key, bytes.NewReader(value), cond)
+	if err != nil {
+		o.storeFailed = true
+	}
+	return err
+}
+
+// recycle hands an encoded chunk back to internal/bufpool once it is
+// stored, when the engine says its results are the caller's own
+// (codecsvc.Local.EncodesOwned) and enc is not the input c itself (a chain
+// without compression returns it). Only after a store call that succeeded:
+// one that failed may still be reading the value (an HTTP transport
+// abandoned on its context).
+func (w *slabWriter) recycle(enc []byte, c chunk) {
+	if w.l.codec.ownsEncodes() && !bufpool.Overlaps(enc, c.data) {
+		recycleBuffer(enc)
+	}
+}
+
 // decode decodes a stored unit, its output reserved (fixed size: the
 // unit's size, before; variable length: what it came to, after).
 func (w *slabWriter) decode(o *pendingObject, i int, stored []byte) (*chunk, func(), error) {
@@ -415,10 +449,11 @@ func (w *slabWriter) writeWhole(o *pendingObject) error {
 		}
 		defer erelease()
 		w.g.cfg.StoreRetries.Request()
-		if _, err := w.g.store.Set(ctx, o.key, bytes.NewReader(enc[0]), storesvc.Condition{}); err != nil {
+		if err := w.set(o, enc[0], storesvc.Condition{}); err != nil {
 			return err
 		}
 		w.count(1, int64(len(enc[0])))
+		w.recycle(enc[0], c)
 		return nil
 	}
 	encoded := make([][]byte, w.l.shard.n)
@@ -439,6 +474,11 @@ func (w *slabWriter) storeShard(o *pendingObject, encoded [][]byte, cond storesv
 	}
 	slices.Sort(idxs)
 	var keep []func() // encoded outputs, until the shard is stored
+	type made struct {
+		enc []byte
+		in  chunk
+	}
+	var mine []made // encoded here, recycled once the shard is stored
 	defer func() {
 		for _, f := range keep {
 			f()
@@ -465,6 +505,7 @@ func (w *slabWriter) storeShard(o *pendingObject, encoded [][]byte, cond storesv
 		keep = append(keep, release)
 		for k, i := range batchIdx {
 			encoded[i] = enc[k]
+			mine = append(mine, made{enc[k], batch[k]})
 		}
 		return nil
 	}
@@ -529,10 +570,13 @@ func (w *slabWriter) storeShard(o *pendingObject, encoded [][]byte, cond storesv
 	if err != nil {
 		return fmt.Errorf("shard %q: %w", o.key, err)
 	}
-	if _, err := w.g.store.Set(ctx, o.key, bytes.NewReader(shard), cond); err != nil {
+	if err := w.set(o, shard, cond); err != nil {
 		return err
 	}
 	w.count(1, int64(len(shard)))
+	for _, m := range mine {
+		w.recycle(m.enc, m.in)
+	}
 	return nil
 }
 
@@ -645,10 +689,11 @@ func (w *slabWriter) mergeChunk(o *pendingObject, stored []byte, cond storesvc.C
 		return err
 	}
 	defer erelease()
-	if _, err := w.g.store.Set(ctx, o.key, bytes.NewReader(enc[0]), cond); err != nil {
+	if err := w.set(o, enc[0], cond); err != nil {
 		return err
 	}
 	w.count(1, int64(len(enc[0])))
+	w.recycle(enc[0], c)
 	return nil
 }
 

@@ -8,6 +8,10 @@
 #
 #   scripts/bench-side-by-side.sh            (or: make bench-side-by-side)
 #
+# With pkg-config finding libzstd and libdeflate, a second zarrgate built
+# with -tags cgocodecs runs beside the default pure-Go one (rows marked
+# "cgocodecs"); without them those rows are skipped, and the table says why.
+#
 # Env: ROUNDS (default 5), ROWS (comma-separated subset of: read-zstd,
 # read-sharded, read-uncompressed, random, write, decode, python, ratio;
 # default all), ZARRGATE_BENCH_VENV (default ~/.cache/zarrgate/venv-bench:
@@ -45,4 +49,20 @@ log "building zarrgate, bench/sidebyside and the codecsvc test binary"
 ${GO:-go} build -o "$bin/zarrgate" ./cmd/zarrgate
 ${GO:-go} build -o "$bin/sidebyside" ./bench/sidebyside
 ${GO:-go} test -c -o "$bin/codecsvc.test" ./codecsvc
+# The optional cgocodecs build (libzstd encode, libdeflate gzip decode)
+# gets rows of its own next to the pure-Go default when pkg-config finds
+# both libraries; else the table says those rows were skipped, and why.
+if ! command -v pkg-config >/dev/null; then
+	echo "no pkg-config on this machine" >"$bin/cgocodecs-skipped"
+elif ! pkg-config --exists libzstd libdeflate; then
+	echo "pkg-config finds no libzstd and libdeflate (Debian: libzstd-dev, libdeflate-dev)" >"$bin/cgocodecs-skipped"
+else
+	log "building the cgocodecs zarrgate and codecsvc test binary"
+	if ! CGO_ENABLED=1 ${GO:-go} build -tags cgocodecs -o "$bin/zarrgate-cgo" ./cmd/zarrgate ||
+		! CGO_ENABLED=1 ${GO:-go} test -c -tags cgocodecs -o "$bin/codecsvc-cgo.test" ./codecsvc; then
+		rm -f "$bin/zarrgate-cgo" "$bin/codecsvc-cgo.test"
+		echo "the cgocodecs build failed (see above)" >"$bin/cgocodecs-skipped"
+	fi
+fi
+[ -f "$bin/cgocodecs-skipped" ] && log "cgocodecs rows skipped: $(cat "$bin/cgocodecs-skipped")"
 exec "$venv/bin/python" bench/side_by_side.py --bin "$bin" "$@"

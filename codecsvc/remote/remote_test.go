@@ -488,4 +488,9 @@ func TestClientIsRemote(t *testing.T) {
 	if !remote.New(nil).Remote() {
 		t.Error("the codec workers' client says its work runs in process")
 	}
+	// Its encoded results alias the messages they came in: not the
+	// caller's to recycle.
+	if _, ok := any(remote.New(nil)).(interface{ EncodesOwned() bool }); ok {
+		t.Error("the codec workers' client says its encoded results are the caller's own")
+	}
 }

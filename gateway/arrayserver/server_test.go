@@ -16,6 +16,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/gateway"
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/internal/wire"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
@@ -216,5 +217,113 @@ func TestSlabRPCsLargeBlocks(t *testing.T) {
 				t.Fatalf("%d large pieces, want the 3.2 MiB chunk in at least 3", large)
 			}
 		})
+	}
+}
+
+// TestWriteSlabPooledBlocks writes blocks of at least wire.Large bytes,
+// which the zarrgate server receives into pooled buffers: those of a
+// fixed-size array are recycled for the next blocks once copied out, those
+// of a string array never (the values stay in them until the call ends),
+// so every element reads back as written, on both servers.
+func TestWriteSlabPooledBlocks(t *testing.T) {
+	bufpool.CheckDoublePuts()
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			c := srv.serve(t, gateway.New(memory.New(), testCodecs, gateway.Config{}))
+			const rows, cols, h = 128, 1024, 16 // blocks of 16 rows: 64 KiB of elements, 96+ KiB of strings
+			if _, err := c.CreateArray(ctx, &gatewayv1.CreateArrayRequest{Path: "f", Shape: []uint64{rows, cols}, DataType: "uint32", ChunkShape: []uint64{16, 256},
+				CodecsJson: `[{"name":"bytes","configuration":{"endian":"little"}}]`}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.CreateArray(ctx, &gatewayv1.CreateArrayRequest{Path: "s", Shape: []uint64{rows, cols}, DataType: "string", ChunkShape: []uint64{16, 256},
+				CodecsJson: `[{"name":"vlen-utf8"}]`, FillValueJson: `""`}); err != nil {
+				t.Fatal(err)
+			}
+			str := func(r, c uint64) string { return fmt.Sprintf("%d:%d", r, c) }
+			for _, path := range []string{"f", "s"} {
+				ws, err := c.WriteSlab(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ws.Send(&gatewayv1.WriteSlabRequest{Message: &gatewayv1.WriteSlabRequest_Header{Header: &gatewayv1.WriteSlabHeader{Path: path}}})
+				for r0 := uint64(0); r0 < rows; r0 += h {
+					b := &gatewayv1.Block{Origin: []uint64{r0, 0}, Shape: []uint64{h, cols}}
+					for r := r0; r < r0+h; r++ {
+						for col := range uint64(cols) {
+							if path == "f" {
+								b.Data = binary.LittleEndian.AppendUint32(b.Data, uint32(r*cols+col+1))
+							} else {
+								b.Data = append(b.Data, str(r, col)...)
+								b.Offsets = append(b.Offsets, uint64(len(b.Data)))
+							}
+						}
+					}
+					if path == "s" {
+						b.Offsets = append([]uint64{0}, b.Offsets...)
+					}
+					if len(b.Data)+8*len(b.Offsets) < 2*wire.Large {
+						t.Fatalf("block of %d bytes: too small to be pooled", len(b.Data))
+					}
+					if err := ws.Send(&gatewayv1.WriteSlabRequest{Message: &gatewayv1.WriteSlabRequest_Block{Block: b}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := ws.CloseAndRecv(); err != nil {
+					t.Fatalf("%s: %v", path, err)
+				}
+			}
+			fixed, _ := readSlab(t, c, "f")
+			for i := range uint64(rows * cols) {
+				if v := binary.LittleEndian.Uint32(fixed[4*i:]); v != uint32(i+1) {
+					t.Fatalf("f: element %d = %d, want %d", i, v, i+1)
+				}
+			}
+			_, strs := readSlab(t, c, "s")
+			for i, v := range strs {
+				if want := str(uint64(i)/cols, uint64(i)%cols); v != want {
+					t.Fatalf("s: element %d = %q, want %q", i, v, want)
+				}
+			}
+		})
+	}
+}
+
+// readSlab reads a whole 2-D array: the bytes of a fixed-size one, or the
+// values of a string one, in C order.
+func readSlab(t *testing.T, c gatewayv1.ArrayServiceClient, path string) ([]byte, []string) {
+	t.Helper()
+	rs, err := c.ReadSlab(ctx, &gatewayv1.ReadSlabRequest{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := rs.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := first.GetHeader()
+	shape, elem := h.GetShape(), h.GetElementSize()
+	n := shape[0] * shape[1]
+	data := make([]byte, n*uint64(elem))
+	strs := make([]string, n)
+	for {
+		m, err := rs.Recv()
+		if err == io.EOF {
+			return data, strs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := m.GetBlock()
+		o, s := b.GetOrigin(), b.GetShape()
+		for r := range s[0] {
+			for col := range s[1] {
+				i, k := (o[0]+r)*shape[1]+o[1]+col, r*s[1]+col
+				if elem > 0 {
+					copy(data[i*uint64(elem):(i+1)*uint64(elem)], b.GetData()[k*uint64(elem):])
+				} else {
+					strs[i] = string(b.GetData()[b.GetOffsets()[k]:b.GetOffsets()[k+1]])
+				}
+			}
+		}
 	}
 }

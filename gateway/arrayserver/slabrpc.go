@@ -201,8 +201,18 @@ func (s *Server) WriteSlab(stream grpc.ClientStreamingServer[gatewayv1.WriteSlab
 	if err != nil {
 		return grpcerr.ToStatus(err)
 	}
+	// Blocks are received into pooled buffers (with wire's codec), which
+	// WriteSlab hands back once it has copied their elements out.
+	pooled := wire.HasCodec(stream.Context())
 	next := func() (gateway.Block, error) {
-		msg, err := stream.Recv()
+		msg := new(gatewayv1.WriteSlabRequest)
+		in := &wire.Pooled{Msg: msg}
+		var err error
+		if pooled {
+			err = stream.RecvMsg(in)
+		} else {
+			err = stream.RecvMsg(msg)
+		}
 		if err == io.EOF {
 			return gateway.Block{}, io.EOF
 		}
@@ -214,6 +224,9 @@ func (s *Server) WriteSlab(stream grpc.ClientStreamingServer[gatewayv1.WriteSlab
 			return gateway.Block{}, errs.New(errs.InvalidArgument, "write_slab %q: only the first message may be a header", h.GetPath())
 		}
 		b := gateway.Block{Data: pb.GetData()}
+		if buf := in.Buf; buf != nil {
+			b = b.WithRelease(func() { bufpool.Put(buf) })
+		}
 		if b.Origin, err = i64s(pb.GetOrigin()); err != nil {
 			return gateway.Block{}, err
 		}

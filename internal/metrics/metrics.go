@@ -356,6 +356,12 @@ func (e *engine) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]
 
 // Remote passes on whether the wrapped engine runs on codec workers (the
 // gateway shares out only its own processors' codec work).
+// EncodesOwned forwards the engine's (codecsvc.Local.EncodesOwned).
+func (e *engine) EncodesOwned() bool {
+	o, ok := e.Engine.(interface{ EncodesOwned() bool })
+	return ok && o.EncodesOwned()
+}
+
 func (e *engine) Remote() bool {
 	r, ok := e.Engine.(interface{ Remote() bool })
 	return ok && r.Remote()

@@ -301,5 +301,12 @@ func TestEngineSaysRemote(t *testing.T) {
 		if _, ok := e.(codec.FetchDecoder); ok != c.fetch {
 			t.Errorf("observed %T (as %T): offers worker-fetch %v, want %v", c.e, e, ok, c.fetch)
 		}
+		// Whether the engine's encoded results are the caller's own, to
+		// recycle, passes on too.
+		inner, iok := c.e.(interface{ EncodesOwned() bool })
+		owned, ok := e.(interface{ EncodesOwned() bool })
+		if wantOwned := iok && inner.EncodesOwned(); !ok || owned.EncodesOwned() != wantOwned {
+			t.Errorf("observed %T (as %T): EncodesOwned() = %v (implemented: %v), want %v", c.e, e, ok && owned.EncodesOwned(), ok, wantOwned)
+		}
 	}
 }
