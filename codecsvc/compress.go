@@ -189,7 +189,6 @@ var (
 
 // zstdCodec is v3 "zstd".
 type zstdCodec struct {
-	enc      *zstd.Encoder
 	level    int
 	checksum bool
 }
@@ -197,8 +196,6 @@ type zstdCodec struct {
 var (
 	zstdDecOnce sync.Once
 	zstdDec     *zstd.Decoder
-	zstdEncMu   sync.Mutex
-	zstdEncs    = map[[2]int]*zstd.Encoder{}
 )
 
 func zstdDecoder() *zstd.Decoder {
@@ -225,20 +222,7 @@ func newZstd(cfg json.RawMessage, _ ChunkSpec) (any, error) {
 		return nil, errs.New(errs.InvalidArgument, "configuration.level %d: want at most 22", level)
 	}
 	checksum := c.Checksum != nil && *c.Checksum
-	key := [2]int{level, map[bool]int{true: 1}[checksum]}
-	zstdEncMu.Lock()
-	defer zstdEncMu.Unlock()
-	enc := zstdEncs[key]
-	if enc == nil {
-		var err error
-		enc, err = zstd.NewWriter(nil, append(complevel.ZstdOptions(level),
-			zstd.WithEncoderCRC(checksum), zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true))...)
-		if err != nil {
-			return nil, errs.Wrap(errs.InvalidArgument, err, "zstd")
-		}
-		zstdEncs[key] = enc
-	}
-	return zstdCodec{enc: enc, level: level, checksum: checksum}, nil
+	return zstdCodec{level: level, checksum: checksum}, nil
 }
 
 func (z zstdCodec) Encode(b []byte) ([]byte, error) {
@@ -251,7 +235,11 @@ func (z zstdCodec) Encode(b []byte) ([]byte, error) {
 	// not zeroed: EncodeAll only appends; a caller that knows it holds the
 	// result alone may hand it back (Local.EncodesOwned).
 	buf := bufpool.Get(zstdCompressBound(len(b)))
-	out := z.enc.EncodeAll(b, buf[:0])
+	out, err := complevel.EncodeZstd(buf[:0], b, z.level, z.checksum)
+	if err != nil {
+		bufpool.Put(buf)
+		return nil, errs.Wrap(errs.InvalidArgument, err, "zstd")
+	}
 	if len(out) > 0 && &out[0] != &buf[0] {
 		bufpool.Put(buf) // grown past the bound: cannot happen
 	}

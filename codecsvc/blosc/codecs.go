@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"sync"
 
@@ -254,29 +253,15 @@ func decodeZstd(in, out []byte) error {
 	return nil
 }
 
-var zstdEncoders [10]struct {
-	once sync.Once
-	enc  *zstd.Encoder
-}
-
 func encodeZstd(dst, src []byte, clevel, _ int) []byte {
-	e := &zstdEncoders[clevel]
-	e.once.Do(func() {
-		// c-blosc maps clevel to zstd level 2*clevel-1, and 9 to the maximum.
-		level := 2*clevel - 1
-		if clevel == 9 {
-			level = 22
-		}
-		enc, err := zstd.NewWriter(nil, append(complevel.ZstdOptions(level),
-			zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)),
-			zstd.WithEncoderCRC(false),
-		)...)
-		if err == nil {
-			e.enc = enc
-		}
-	})
-	if e.enc == nil {
+	// c-blosc maps clevel to zstd level 2*clevel-1, and 9 to the maximum.
+	level := 2*clevel - 1
+	if clevel == 9 {
+		level = 22
+	}
+	out, err := complevel.EncodeZstd(dst, src, level, false)
+	if err != nil {
 		return dst
 	}
-	return e.enc.EncodeAll(src, dst)
+	return out
 }
