@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -272,4 +274,69 @@ func TestDecodeSelectedPrefixCorrupt(t *testing.T) {
 			t.Fatalf("damage %d: the elements differ from a whole decode's (whole decode: %v)", i, werr)
 		}
 	}
+}
+
+// BenchmarkDecodeSelected64 decodes random 64 × 64 boxes of a 256 × 256
+// float32 chunk of bytes + zstd (encoded by this package, as the gateway
+// writes it, and by libzstd-like block sizes: two 128 KiB blocks): whole
+// (Decode, then the box packed) against DecodeSelected, which decodes
+// only the blocks up to the box's last row.
+func BenchmarkDecodeSelected64(b *testing.B) {
+	spec := prefixSpec(prefixCodecs)
+	l := NewLocal()
+	c, err := l.Chain(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	chunk := smoothChunk(5)
+	enc, err := c.Encode(Chunk{Data: chunk})
+	if err != nil {
+		b.Fatal(err)
+	}
+	enc = bytes.Clone(enc)
+	boxes := func() func() codec.Selection {
+		r := rand.New(rand.NewPCG(1, 2))
+		return func() codec.Selection { return box(r.Int64N(193), 64, r.Int64N(193), 64) }
+	}
+	b.Run("whole", func(b *testing.B) {
+		next := boxes()
+		b.SetBytes(int64(len(chunk)))
+		defer cpuPerOp(b)()
+		for b.Loop() {
+			out, err := l.Decode(context.Background(), spec, [][]byte{enc})
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf := make([]byte, 64*64*4)
+			codec.Pack(buf, out[0].Data, spec.Shape, 4, next())
+			out[0].Release()
+		}
+	})
+	b.Run("selected", func(b *testing.B) {
+		next := boxes()
+		b.SetBytes(int64(len(chunk)))
+		defer cpuPerOp(b)()
+		for b.Loop() {
+			out, err := l.DecodeSelected(context.Background(), spec, [][]byte{enc}, []codec.Selection{next()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			out[0].Release()
+		}
+	})
+}
+
+// cpuPerOp starts counting the process's CPU time; the function it
+// returns reports it per iteration as cpu-µs/op (steadier than the time
+// per op on a busy machine).
+func cpuPerOp(b *testing.B) func() {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	c0 := cpu()
+	return func() { b.ReportMetric(float64((cpu()-c0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op") }
 }
