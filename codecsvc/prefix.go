@@ -112,7 +112,7 @@ func zstdPrefix(b []byte, need, whole int64) (_ []byte, ok bool) {
 	// The blocks up to the one that brings the decoded size to need,
 	// counting a compressed block at its maximum.
 	var got uint64
-	cut := 0 // bytes of rest kept
+	cut, lastAt := 0, 0 // bytes of rest kept; where the last kept block's header is
 	for {
 		if len(rest[cut:]) < 3 {
 			return nil, false
@@ -134,6 +134,7 @@ func zstdPrefix(b []byte, need, whole int64) (_ []byte, ok bool) {
 		if last || cut+3+in > len(rest) {
 			return nil, false // every block is needed (or the frame is damaged)
 		}
+		lastAt = cut
 		cut += 3 + in
 		if got >= uint64(need) {
 			break
@@ -152,18 +153,7 @@ func zstdPrefix(b []byte, need, whole int64) (_ []byte, ok bool) {
 	frame[4] = 0                 // no content size, not single-segment, no checksum, no dictionary
 	frame[5] = byte(exp-10) << 3 // Window_Descriptor: exponent, mantissa 0
 	copy(frame[6:], rest[:cut])
-	// The last kept block's header: set Last_Block.
-	last := 6
-	for off := 6; off < 6+cut; {
-		last = off
-		bh := uint32(frame[off]) | uint32(frame[off+1])<<8 | uint32(frame[off+2])<<16
-		in := int(bh >> 3)
-		if (bh>>1)&3 == 1 {
-			in = 1
-		}
-		off += 3 + in
-	}
-	frame[last] |= 1
+	frame[6+lastAt] |= 1 // the last kept block: Last_Block
 	out := bufpool.Get(int(whole))
 	dec, err := zstdDecoder().DecodeAll(frame[:6+cut], out[:0:whole])
 	if err != nil || int64(len(dec)) < need || len(dec) == 0 || &dec[0] != &out[0] {
