@@ -27,14 +27,13 @@ func (s Selection) Elems() int64 {
 }
 
 // SelectDecoder is an Engine that can answer a decode batch with only part
-// of each chunk: DecodeSelected decodes encoded[i] whole and returns, for
-// a non-whole sel[i], only the elements it selects, packed in C order
+// of each chunk: DecodeSelected decodes encoded[i] and returns, for a
+// non-whole sel[i], only the elements it selects, packed in C order
 // (Chunk.Data of Elems()·element size bytes); a whole sel[i] returns the
 // whole chunk. Fixed-size data types only. Engines whose batches run
 // elsewhere implement it so that partial reads move fewer bytes (the
-// remote engine); an engine in process has no reason to (the caller
-// gathers from the whole chunk at the same cost), and codecsvc.Local
-// does not.
+// remote engine); codecsvc.Local implements it so that a chunk that is
+// zstd over its elements is decoded only as far as the selection needs.
 type SelectDecoder interface {
 	DecodeSelected(ctx context.Context, spec *BatchSpec, encoded [][]byte, sel []Selection) ([]Chunk, error)
 }

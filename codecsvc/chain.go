@@ -289,6 +289,7 @@ type Chain struct {
 	// whose encoded size depends on how many element bytes are allowed;
 	// the bounds are then worked out per decode (boundsFor).
 	variable bool
+	prefix   bool    // prefixChain: selections decode from the first blocks alone
 	abBound  int64   // fixed size: the bound on the array-to-bytes codec's input
 	bounds   []int64 // fixed size: decoded-size bound at the output of each bytes codec's Decode
 }
@@ -378,6 +379,7 @@ func NewChainLimits(specs []zarr.CodecSpec, spec ChunkSpec, l codec.Limits) (*Ch
 	if !c.variable {
 		c.abBound, c.bounds, _ = c.boundsFor(0)
 	}
+	c.prefix = prefixChain(c)
 	return c, nil
 }
 

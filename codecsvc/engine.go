@@ -100,6 +100,45 @@ func (l *Local) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]b
 	return out, nil
 }
 
+// DecodeSelected implements codec.SelectDecoder: a chunk read in part
+// whose chain decodes it to its elements through zstd alone is decoded
+// only up to the blocks that hold the selected elements (prefix.go); any
+// other is decoded whole and the selection packed from it.
+func (l *Local) DecodeSelected(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte, sel []codec.Selection) ([]Chunk, error) {
+	if sel == nil {
+		return l.Decode(ctx, spec, encoded)
+	}
+	if len(sel) != len(encoded) {
+		return nil, errs.New(errs.InvalidArgument, "decode: %d selections for %d chunks", len(sel), len(encoded))
+	}
+	if spec.DataType.VariableLength() {
+		return nil, errs.New(errs.Unimplemented, "decode: selections of a variable-length data type (%s)", spec.DataType)
+	}
+	c, err := l.Chain(spec)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Chunk, len(encoded))
+	for i, e := range encoded {
+		if err := ctx.Err(); err != nil {
+			releaseChunks(out[:i])
+			return nil, err
+		}
+		if out[i], err = c.decodeSelected(e, spec, sel[i]); err != nil {
+			releaseChunks(out[:i])
+			return nil, &codec.ItemError{Index: i, Err: err}
+		}
+	}
+	return out, nil
+}
+
+// releaseChunks hands back the buffers of chunks decoded before an error.
+func releaseChunks(chunks []Chunk) {
+	for _, ch := range chunks {
+		ch.Release()
+	}
+}
+
 // Encode implements codec.Engine.
 func (l *Local) Encode(ctx context.Context, spec *codec.BatchSpec, chunks []Chunk) ([][]byte, error) {
 	c, err := l.Chain(spec)

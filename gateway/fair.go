@@ -122,6 +122,10 @@ func (c *call) end() {
 	}
 }
 
+// small reports whether c is a call without workers (whose chunk work
+// takes no slots: a small read). Only the call's own goroutine asks.
+func (c *call) small() bool { return c != nil && !c.slots }
+
 // shared reports whether other calls share the gateway with c now: its
 // workers then decode a chunk per batch (readChunks), so that its slots
 // turn over often.

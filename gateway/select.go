@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
@@ -47,6 +51,70 @@ func (l *layout) selector() codec.SelectDecoder {
 // dims[i]: with their selections when the engine takes them and some unit
 // is read in part (selected says so), whole otherwise.
 func decodeUnits(ctx context.Context, l *layout, encoded [][]byte, dims [][]zarr.DimProjection) (_ []chunk, selected bool, _ error) {
+	if len(encoded) > 1 && l.codec.inProcess() && callOf(ctx).small() && runtime.GOMAXPROCS(0) > 1 {
+		return decodeSpread(ctx, l, encoded, dims)
+	}
+	return decodeBatch(ctx, l, encoded, dims)
+}
+
+// decodeSpread is decodeUnits for the batch of a call without workers (a
+// small read: issue 20, random 64×64 reads touch up to four chunks),
+// decoded in this process: its units are decoded one by one on as many
+// goroutines as there are processors (the caller's among them), so that
+// the read waits for the slowest unit instead of the sum. The units
+// decoded with their selections (each unit read in part, when the engine
+// takes selections) are placed as they are, the others gathered (place),
+// as for one batch.
+func decodeSpread(ctx context.Context, l *layout, encoded [][]byte, dims [][]zarr.DimProjection) ([]chunk, bool, error) {
+	n := len(encoded)
+	out := make([]chunk, n)
+	sel := make([]bool, n)
+	fails := make([]error, n)
+	var next atomic.Int64
+	work := func() {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= n {
+				return
+			}
+			u, s, err := decodeBatch(ctx, l, encoded[i:i+1], dims[i:i+1])
+			if err == nil && len(u) != 1 {
+				releaseUnits(u)
+				err = errs.New(errs.DataLoss, "codec engine answered %d chunks for 1", len(u))
+			}
+			if err != nil {
+				fails[i] = shiftItem(err, i)
+				continue
+			}
+			out[i], sel[i] = u[0], s
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(n, runtime.GOMAXPROCS(0)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	for _, err := range fails {
+		if err != nil {
+			releaseUnits(out)
+			return nil, false, err
+		}
+	}
+	return out, slices.Contains(sel, true), nil
+}
+
+// releaseUnits hands back the buffers of decoded units.
+func releaseUnits(units []chunk) {
+	for _, u := range units {
+		if u.release != nil {
+			u.release()
+		}
+	}
+}
+
+// decodeBatch is decodeUnits in one engine batch.
+func decodeBatch(ctx context.Context, l *layout, encoded [][]byte, dims [][]zarr.DimProjection) (_ []chunk, selected bool, _ error) {
 	sd := l.selector()
 	var sel []codec.Selection
 	if sd != nil {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
-	"github.com/zarrgate/zarrgate/internal/bufpool"
 )
 
 // Costs are the measured costs of offloading's cost model
@@ -115,8 +114,8 @@ func (a *Auto) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]by
 }
 
 // DecodeSelected implements codec.SelectDecoder: offloaded, the workers
-// answer with the selections; in process, the chunks are decoded whole and
-// the selections packed here.
+// answer with the selections; in process, codecsvc.Local.DecodeSelected
+// (zstd chunks decoded only as far as their selections need).
 func (a *Auto) DecodeSelected(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte, sel []codec.Selection) ([]codec.Chunk, error) {
 	var s int64
 	elem := spec.DataType.Size
@@ -130,24 +129,7 @@ func (a *Auto) DecodeSelected(ctx context.Context, spec *codec.BatchSpec, encode
 	if a.offload(spec, encoded, s) {
 		return a.remote.DecodeSelected(ctx, spec, encoded, sel)
 	}
-	out, err := a.local.Decode(ctx, spec, encoded)
-	if err != nil {
-		return nil, err
-	}
-	for i, x := range sel {
-		if x.Whole() {
-			continue
-		}
-		n, err := codec.CheckSelection(x, spec.Shape, elem)
-		if err != nil {
-			return nil, &codec.ItemError{Index: i, Err: err}
-		}
-		buf := bufpool.Get(int(n))
-		codec.Pack(buf, out[i].Data, spec.Shape, elem, x)
-		out[i].Release()
-		out[i] = codec.Lend(buf, nil, buf, bufpool.Put)
-	}
-	return out, nil
+	return a.local.DecodeSelected(ctx, spec, encoded, sel)
 }
 
 // Encode implements codec.Engine: on the workers.

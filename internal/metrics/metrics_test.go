@@ -284,7 +284,8 @@ func TestEngineSaysRemote(t *testing.T) {
 		want           bool
 		select_, fetch bool
 	}{
-		{local, false, false, false},
+		{local, false, true, false}, // codecsvc.Local decodes zstd selections from a prefix
+		{plainEngine{local}, false, false, false},
 		{remoteEngine{local}, true, false, false},
 		{selectLocal{local}, false, true, false},
 		{remoteSelect{selectLocal{local}}, true, true, false},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
@@ -284,3 +286,66 @@ type wrapped struct {
 }
 
 func (w *wrapped) Context() context.Context { return w.ctx }
+
+// goroutineID is the id of the calling goroutine, from its stack trace's
+// first line ("goroutine 42 [running]:").
+func goroutineID() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := strings.Fields(string(buf))
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
+}
+
+// TestCallsRunOnWorkers: calls run on the server's long-lived stream
+// workers (one per processor), not on a new goroutine each: consecutive
+// calls' handlers share their goroutines. With every worker busy, a call
+// still runs (on a goroutine of its own).
+func TestCallsRunOnWorkers(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		ids     = map[string]bool{}
+		entered = make(chan struct{}, 64)
+		release = make(chan struct{})
+	)
+	cc, _ := serve(t, func(ctx context.Context) error {
+		mu.Lock()
+		ids[goroutineID()] = true
+		mu.Unlock()
+		if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("block")) > 0 {
+			entered <- struct{}{}
+			<-release
+		}
+		return nil
+	}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang fails, not a slow machine
+	defer cancel()
+	const calls = 30
+	for range calls {
+		if err := callUnary(ctx, cc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(ids); n > runtime.GOMAXPROCS(0) {
+		t.Errorf("%d consecutive calls ran on %d goroutines, want at most one per processor (%d)", calls, n, runtime.GOMAXPROCS(0))
+	}
+	busy := runtime.GOMAXPROCS(0) + 2
+	errc := make(chan error, busy)
+	for range busy {
+		go func() { errc <- callUnary(metadata.AppendToOutgoingContext(ctx, "block", "1"), cc) }()
+	}
+	for range busy {
+		<-entered
+	}
+	if err := callUnary(ctx, cc); err != nil {
+		t.Fatalf("a call while every worker is busy: %v", err)
+	}
+	close(release)
+	for range busy {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
