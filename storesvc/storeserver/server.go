@@ -39,11 +39,18 @@ var framePool = sync.Pool{New: func() any { b := make([]byte, storeproto.FrameSi
 // with its code.
 type Server struct {
 	storev1.UnimplementedStoreServiceServer
-	s *storesvc.Portable
+	s    *storesvc.Portable
+	lend func() Segment // GetPartialValuesShared's segments; nil: none
 }
 
 // New returns a server for s.
-func New(s storesvc.Store) *Server { return &Server{s: storesvc.Wrap(s)} }
+func New(s storesvc.Store, opts ...Option) *Server {
+	srv := &Server{s: storesvc.Wrap(s)}
+	for _, o := range opts {
+		o(srv)
+	}
+	return srv
+}
 
 // Register registers the server on a gRPC server.
 func (srv *Server) Register(g grpc.ServiceRegistrar) { storev1.RegisterStoreServiceServer(g, srv) }
