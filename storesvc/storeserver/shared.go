@@ -81,8 +81,14 @@ func (srv *Server) GetPartialValuesShared(stream sharedStream) (err error) {
 			}
 		}
 	}()
-	next := func(idle time.Duration) (*storev1.GetPartialValuesSharedRequest, error) {
+	// next waits for the client's next message; with idle set, for that
+	// long at most, and ending (errIdle) if the server drains.
+	next := func(idle time.Duration, drainable bool) (*storev1.GetPartialValuesSharedRequest, error) {
 		var timeout <-chan time.Time
+		var drain <-chan struct{}
+		if drainable {
+			drain = srv.draining
+		}
 		if idle > 0 {
 			t := time.NewTimer(idle)
 			defer t.Stop()
@@ -95,12 +101,14 @@ func (srv *Server) GetPartialValuesShared(stream sharedStream) (err error) {
 			return nil, err
 		case <-timeout:
 			return nil, errIdle
+		case <-drain:
+			return nil, errIdle
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
 
-	first, err := next(0)
+	first, err := next(0, false)
 	if err != nil {
 		return err
 	}
@@ -127,7 +135,7 @@ func (srv *Server) GetPartialValuesShared(stream sharedStream) (err error) {
 		return err
 	}
 	if seg != nil {
-		m, err := next(sharedIdle)
+		m, err := next(sharedIdle, false)
 		if errors.Is(err, errIdle) {
 			return grpcerr.ToStatus(errs.New(errs.FailedPrecondition, "get_partial_values_shared: no answer to the segment offer in %v", sharedIdle))
 		}
@@ -151,7 +159,7 @@ func (srv *Server) GetPartialValuesShared(stream sharedStream) (err error) {
 				return grpcerr.ToStatus(err)
 			}
 		}
-		m, err := next(sharedIdle)
+		m, err := next(sharedIdle, true)
 		switch {
 		case errors.Is(err, errIdle), err == io.EOF:
 			return nil

@@ -502,3 +502,38 @@ func TestSharedProtocolErrors(t *testing.T) {
 		t.Errorf("first message an attach: %v", err)
 	}
 }
+
+// TestSharedDrain: when the server begins to shut down, an open
+// GetPartialValuesShared call ends cleanly once its read is answered (not
+// after the idle time, here an hour), its segment given back.
+func TestSharedDrain(t *testing.T) {
+	defer storeserver.SetSharedIdle(time.Hour)()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // bounds a hang
+	defer cancel()
+	backend := sharedBackends(t)["file"]
+	seg := newTestSegment(t, 256<<10)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ss := storeserver.New(backend, storeserver.WithSegments(func() storeserver.Segment { return seg }))
+	ss.Register(srv)
+	go srv.Serve(lis)
+	defer srv.Stop()
+	cc, err := rpc.Dial(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c, got, err := openShared(ctx, storev1.NewStoreServiceClient(cc), true, true, []*storev1.KeyRange{kr("a/chunk", nil)})
+	if err != nil || len(got[0].data) != 40<<10 || !got[0].shared {
+		t.Fatalf("%v, %v", got, err)
+	}
+	ss.Drain()
+	if _, err := c.call.Recv(); err != io.EOF {
+		t.Errorf("drained call ended with %v, want a clean end", err)
+	}
+	<-seg.closed // given back (not for reuse: the value was not released)
+	c.m.Close()
+}
