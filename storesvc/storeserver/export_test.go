@@ -9,3 +9,6 @@ func SetSharedIdle(d time.Duration) func() {
 	sharedIdle = d
 	return func() { sharedIdle = old }
 }
+
+// BatchReads is batchReads.
+var BatchReads = batchReads

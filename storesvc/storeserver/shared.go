@@ -83,6 +83,11 @@ func (srv *Server) GetPartialValuesShared(stream sharedStream) (err error) {
 	}()
 	// next waits for the client's next message; with idle set, for that
 	// long at most, and ending (errIdle) if the server drains.
+	// One timer for the call's waits (since Go 1.23 a Reset timer sends
+	// nothing stale).
+	idleTimer := time.NewTimer(time.Hour)
+	idleTimer.Stop()
+	defer idleTimer.Stop()
 	next := func(idle time.Duration, drainable bool) (*storev1.GetPartialValuesSharedRequest, error) {
 		var timeout <-chan time.Time
 		var drain <-chan struct{}
@@ -90,9 +95,9 @@ func (srv *Server) GetPartialValuesShared(stream sharedStream) (err error) {
 			drain = srv.draining
 		}
 		if idle > 0 {
-			t := time.NewTimer(idle)
-			defer t.Stop()
-			timeout = t.C
+			idleTimer.Reset(idle)
+			defer idleTimer.Stop()
+			timeout = idleTimer.C
 		}
 		select {
 		case m := <-msgs:
@@ -192,7 +197,7 @@ func (srv *Server) answerShared(ctx context.Context, out *sharedSender, seg Segm
 		}
 		reqs[i] = storesvc.KeyRange{Key: kr.GetKey(), Range: r}
 	}
-	if _, batched := srv.s.Unwrap().(storesvc.PartialReader); batched {
+	if batchReads(srv.s) {
 		// A backend with a batch read of its own (object stores, remote
 		// stores): one batch read, the values copied into the segment.
 		for start := 0; start < len(reqs); start += partialBatch {
@@ -331,4 +336,20 @@ func (p *sharedSender) free() {
 		framePool.Put(p.frame)
 		p.frame = nil
 	}
+}
+
+// batchReads reports whether the backend under s's wrappers (each
+// Portable, and wrappers that embed one) has a batch read of its own: a
+// store that fetches many values at once (object stores, remote stores)
+// rather than one Get after another (files).
+func batchReads(s storesvc.Store) bool {
+	for range 16 { // wrappers do not nest deeper
+		u, ok := s.(interface{ Unwrap() storesvc.Store })
+		if !ok {
+			break
+		}
+		s = u.Unwrap()
+	}
+	_, ok := s.(storesvc.PartialReader)
+	return ok
 }

@@ -537,3 +537,28 @@ func TestSharedDrain(t *testing.T) {
 	<-seg.closed // given back (not for reuse: the value was not released)
 	c.m.Close()
 }
+
+// embedding wraps a store as the gateway's StoreService pass-through does
+// (a struct embedding a *storesvc.Portable).
+type embedding struct{ *storesvc.Portable }
+
+// TestSharedFindsTheBackend: GetPartialValuesShared reads each value
+// straight into the segment unless the backend under every wrapper has a
+// batch read of its own: a file store behind the gateway's wrappers reads
+// one by one, a remote store in batches.
+func TestSharedFindsTheBackend(t *testing.T) {
+	b := sharedBackends(t)
+	for name, tc := range map[string]struct {
+		s    storesvc.Store
+		want bool
+	}{
+		"file":                        {b["file"], false},
+		"file, wrapped as by gateway": {storesvc.Wrap(embedding{storesvc.Wrap(b["file"])}), false},
+		"remote":                      {b["remote"], true},
+		"remote, wrapped":             {storesvc.Wrap(embedding{storesvc.Wrap(b["remote"])}), true},
+	} {
+		if got := storeserver.BatchReads(tc.s); got != tc.want {
+			t.Errorf("%s: batch reads %v, want %v", name, got, tc.want)
+		}
+	}
+}

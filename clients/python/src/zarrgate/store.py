@@ -419,12 +419,8 @@ class _LoopChannel:
                 if sc.m is None:
                     self._drop_shared(sc)  # answered inline: no segment to keep a call for
                     return True
-                if not self.pending and sc.held:
-                    # Nothing else to ask for now: hand the segment's space
-                    # back, so that the server can lend it again.
-                    msg = pb.GetPartialValuesSharedRequest(release=sc.held)
-                    sc.held = sc.held_bytes = 0
-                    await sc.call.write(msg.SerializeToString())
+                # What it holds is released with its next read (or when it
+                # is ended, idle).
                 loop = asyncio.get_running_loop()
                 self.shared_idle.append((sc, loop.time()))
                 loop.call_later(SHARED_IDLE, self._reap_shared)
@@ -515,14 +511,33 @@ class _LoopChannel:
 
     def _reap_shared(self) -> None:
         """End the shared calls idle for SHARED_IDLE or longer."""
-        now = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        now = loop.time()
         keep = []
         for sc, since in self.shared_idle:
             if now - since >= SHARED_IDLE:
-                self._drop_shared(sc)
+                task = loop.create_task(self._end_shared(sc))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
             else:
                 keep.append((sc, since))
         self.shared_idle = keep
+
+    async def _end_shared(self, sc: _SharedCall) -> None:
+        """End an idle shared call cleanly: release what it holds and close
+        its side, so that the server can lend the segment again."""
+        try:
+            if sc.held:
+                await sc.call.write(
+                    pb.GetPartialValuesSharedRequest(release=sc.held).SerializeToString()
+                )
+            await sc.call.done_writing()
+            while await sc.call.read() is not grpc.aio.EOF:
+                pass
+        except (grpc.RpcError, asyncio.InvalidStateError):
+            pass
+        finally:
+            self._drop_shared(sc)
 
     def _drop_shared(self, sc: _SharedCall | None) -> None:
         if sc is None:
