@@ -239,6 +239,7 @@ class _LoopChannel:
         #: Batches answered through shared memory, values copied out of it.
         self.shared_batches = 0
         self.shared_values = 0
+        self.reaper: asyncio.Task[None] | None = None
         self.pending: list[tuple[str, ByteRequest | None, pb.KeyRange, asyncio.Future[Any]]] = []
         self.inflight = 0
         self.scheduled = False
@@ -421,9 +422,12 @@ class _LoopChannel:
                     return True
                 # What it holds is released with its next read (or when it
                 # is ended, idle).
-                loop = asyncio.get_running_loop()
-                self.shared_idle.append((sc, loop.time()))
-                loop.call_later(SHARED_IDLE, self._reap_shared)
+                self.shared_idle.append((sc, asyncio.get_running_loop().time()))
+                if self.reaper is None or self.reaper.done():
+                    self.reaper = asyncio.get_running_loop().create_task(self._reap_shared())
+                    # It sleeps while calls are idle: one left asleep when
+                    # the program ends is no error to report.
+                    self.reaper._log_destroy_pending = False  # type: ignore[attr-defined]
                 return True
             # The server ended the call (idle) before answering.
             self._drop_shared(sc)
@@ -509,19 +513,22 @@ class _LoopChannel:
                 await sc.call.write(msg.SerializeToString())
         return True
 
-    def _reap_shared(self) -> None:
-        """End the shared calls idle for SHARED_IDLE or longer."""
+    async def _reap_shared(self) -> None:
+        """End the shared calls once idle for SHARED_IDLE, until none is
+        idle."""
         loop = asyncio.get_running_loop()
-        now = loop.time()
-        keep = []
-        for sc, since in self.shared_idle:
-            if now - since >= SHARED_IDLE:
-                task = loop.create_task(self._end_shared(sc))
-                self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
-            else:
-                keep.append((sc, since))
-        self.shared_idle = keep
+        while self.shared_idle:
+            oldest = min(since for _, since in self.shared_idle)
+            await asyncio.sleep(max(0.0, oldest + SHARED_IDLE - loop.time()))
+            now = loop.time()
+            ended = [sc for sc, since in self.shared_idle if now - since >= SHARED_IDLE]
+            self.shared_idle = [(sc, t) for sc, t in self.shared_idle if now - t < SHARED_IDLE]
+            for sc in ended:
+                try:
+                    # Bounded: a server that does not end it is cut off.
+                    await asyncio.wait_for(self._end_shared(sc), 5)
+                except asyncio.TimeoutError:
+                    pass
 
     async def _end_shared(self, sc: _SharedCall) -> None:
         """End an idle shared call cleanly: release what it holds and close
