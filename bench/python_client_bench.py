@@ -10,7 +10,9 @@ asyncio client), zarrgate-socket-fixed-window (the sync client through the
 socket with gRPC's BDP probe off: a receive window that does not grow),
 zarr-python (zarr.open_array on the directory), zarr-python-store
 (zarr-python over ``zarrgate.ZarrgateStore``: the store service, its chunk
-gets batched) or zarr-python-store-unbatched (the same, one Get per chunk).
+gets batched, through the server's shared memory on its host),
+zarr-python-store-socket (the same through the socket only) or
+zarr-python-store-unbatched (one Get per chunk).
 TARGET: the gateway's address, or for zarr-python the directory (the
 gateway's --root). PATH: the array.
 
@@ -115,7 +117,10 @@ def main():
         from zarrgate import ZarrgateStore
 
         batch = 1 if system.endswith("-unbatched") else 64
-        store = ZarrgateStore(target, read_only=True, max_batch=batch)
+        # zarr-python-store: shared memory where the server offers it (the
+        # default); -socket: batches through the socket only.
+        shared = not system.endswith("-socket")
+        store = ZarrgateStore(target, read_only=True, max_batch=batch, shared_memory=shared)
         x, first, best, cpu = zarr_python(None, path, reads, store)
     elif system == "zarrgate-socket-fixed-window":
         x, first, best, cpu = zarrgate_sync(target, path, reads, False, [("grpc.http2.bdp_probe", 0)])

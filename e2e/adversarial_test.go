@@ -121,6 +121,27 @@ func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%.1f s", d.Seconds())
 }
 
+// sharedValuesMsgs sends msgs on a GetPartialValuesShared call (without
+// mapping any offered segment), closes its side, and returns how it ended.
+func sharedValuesMsgs(ctx context.Context, e *advEnv, msgs ...*storev1.GetPartialValuesSharedRequest) error {
+	st, err := e.store.GetPartialValuesShared(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		st.Send(m)
+	}
+	st.CloseSend()
+	for {
+		if _, err := st.Recv(); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
 func runAdvCase(t *testing.T, c advCase, row *advRow) {
 	var srv *server
 	if c.worker {
@@ -999,6 +1020,19 @@ func adversarialCases() []advCase {
 						return err
 					}
 				}
+			}},
+		{name: "GetPartialValuesShared release before the read", want: inv,
+			run: func(ctx context.Context, e *advEnv) error {
+				return sharedValuesMsgs(ctx, e, &storev1.GetPartialValuesSharedRequest{Release: 3})
+			}},
+		{name: "GetPartialValuesShared empty stream", want: inv,
+			run: func(ctx context.Context, e *advEnv) error { return sharedValuesMsgs(ctx, e) }},
+		{name: "GetPartialValuesShared release of more than it was sent", want: inv,
+			run: func(ctx context.Context, e *advEnv) error {
+				yes := true
+				read := &storev1.GetPartialValuesRequest{Ranges: []*storev1.KeyRange{{Key: "k"}}}
+				return sharedValuesMsgs(ctx, e, &storev1.GetPartialValuesSharedRequest{Read: read},
+					&storev1.GetPartialValuesSharedRequest{Attach: &yes}, &storev1.GetPartialValuesSharedRequest{Release: 1 << 40})
 			}},
 		{name: "ReadSlabShared empty stream", want: inv,
 			run: func(ctx context.Context, e *advEnv) error {

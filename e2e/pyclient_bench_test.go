@@ -133,8 +133,9 @@ func selfStatus(field string) int64 {
 // venv); the client comes from ../clients/python/src.
 // $ZARRGATE_PYBENCH_ROOT keeps the array in that directory from run to run;
 // $ZARRGATE_PYBENCH_SYSTEMS (comma-separated names) runs only those systems,
-// e.g. "zarr-python,zarr-python-store" for zarr-python over ZarrgateStore
-// (the store service) against zarr-python on the directory.
+// e.g. "zarr-python,zarr-python-store,zarr-python-store-socket" for
+// zarr-python over ZarrgateStore (the store service; through shared memory,
+// and through the socket only) against zarr-python on the directory.
 //
 //	ZARRGATE_PYTHON=$HOME/.cache/zarrgate/venv-client/bin/python \
 //	  go test -run '^$' -bench PythonClient -benchtime 1x -timeout 60m ./e2e/
@@ -203,6 +204,7 @@ func BenchmarkPythonClient(b *testing.B) {
 			return exec.Command(py, "../bench/python_client_bench.py", "zarr-python", root, path, r)
 		}},
 		{"zarr-python-store", nil},
+		{"zarr-python-store-socket", nil},
 		{"zarr-python-store-unbatched", nil},
 	}
 	if v := os.Getenv("ZARRGATE_PYBENCH_SYSTEMS"); v != "" {
@@ -296,6 +298,7 @@ func BenchmarkPythonClient(b *testing.B) {
 		}
 	}
 	ratio("zarr-python-store", "zarr-python")
+	ratio("zarr-python-store-socket", "zarr-python")
 	ratio("zarr-python-store-unbatched", "zarr-python")
 	b.ReportMetric(benchRows*benchCols*4/(1<<20)+64, "rss-bound-MiB")
 }

@@ -132,6 +132,21 @@ func (o *SharedSegment) Alloc(ctx context.Context, n int64) ([]byte, func(*Block
 	}, nil
 }
 
+// TryAlloc returns n bytes of the ring and their offset in the segment,
+// or ok false if they do not fit now (nothing waits for the reader's
+// releases). The caller passes allocations on to the reader in the order
+// they were made, for it to release them in that order.
+func (o *SharedSegment) TryAlloc(n int64) (buf []byte, off int64, ok bool) {
+	if n > o.piece {
+		return nil, 0, false
+	}
+	off, _, ok = o.ring.TryAlloc(n)
+	if !ok {
+		return nil, 0, false
+	}
+	return o.seg.Data[off : off+n], off, true
+}
+
 // Place copies b's data into the ring, in pieces of at most a quarter of
 // it, and pushes each piece on with its placement; b's buffer is recycled
 // at once. Workers place their blocks in parallel.

@@ -37,7 +37,12 @@ func NewServer(g *gateway.Gateway) *Server { return &Server{g: g} }
 // Register registers ArrayService and the StoreService pass-through.
 func (s *Server) Register(r grpc.ServiceRegistrar) {
 	gatewayv1.RegisterArrayServiceServer(r, s)
-	storeserver.New(s.g.RawStore()).Register(r)
+	storeserver.New(s.g.RawStore(), storeserver.WithSegments(func() storeserver.Segment {
+		if seg := s.g.SharedSegment(); seg != nil {
+			return seg
+		}
+		return nil // not a typed nil: no segment
+	})).Register(r)
 }
 
 // formatProto and formatFromProto convert formats. The engine numbers its

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
+	"log/slog"
+	"net"
 	"testing"
 	"time"
 
@@ -13,9 +15,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
+	storev1 "github.com/zarrgate/zarrgate/gen/zarrgate/store/v1"
 
 	"github.com/zarrgate/zarrgate/gateway"
 	"github.com/zarrgate/zarrgate/internal/membudget"
+	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
@@ -450,5 +454,89 @@ func TestSharedSegmentsUseTheBudget(t *testing.T) {
 		if _, err := s.Recv(); err != nil {
 			break
 		}
+	}
+}
+
+// TestStoreSharedUsesGatewaySegments: the StoreService beside the
+// gateway lends GetPartialValuesShared the gateway's segments, out of its
+// memory budget (none offered when the budget cannot spare one), and
+// values arrive through them.
+func TestStoreSharedUsesGatewaySegments(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		budget int64
+		offer  bool
+	}{{"budget", 64 << 20, true}, {"no budget", 512 << 10, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			budget := membudget.New(tc.budget, time.Second)
+			backend := memory.New()
+			value := bytes.Repeat([]byte("zarrgate"), 1000)
+			if _, err := backend.Set(ctx, "a/c/0", bytes.NewReader(value), storesvc.Condition{}); err != nil {
+				t.Fatal(err)
+			}
+			g := gateway.New(backend, testCodecs, gateway.Config{SharedMemory: true, SharedMemoryBytes: 1 << 20, Budget: budget})
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+			NewServer(g).Register(srv)
+			go srv.Serve(lis)
+			cc, err := rpc.Dial(lis.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cc.Close(); srv.Stop() })
+			call, err := storev1.NewStoreServiceClient(cc).GetPartialValuesShared(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			call.Send(&storev1.GetPartialValuesSharedRequest{Read: &storev1.GetPartialValuesRequest{Ranges: []*storev1.KeyRange{{Key: "a/c/0"}, {Key: "a/c/1"}}}})
+			offer, err := call.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			seg := offer.GetSegment()
+			if (seg != nil) != tc.offer {
+				t.Fatalf("offer %v, want one: %v", seg, tc.offer)
+			}
+			var m *shm.Mapping
+			if seg != nil {
+				if budget.InUse() < 1<<20 {
+					t.Errorf("a lent segment holds %d bytes of the budget", budget.InUse())
+				}
+				if m, err = shm.Attach(seg.GetPath(), int64(seg.GetSize()), seg.GetToken()); err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				yes := true
+				call.Send(&storev1.GetPartialValuesSharedRequest{Attach: &yes})
+			}
+			resp, err := call.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts := resp.GetParts()
+			if len(parts) != 2 || !parts[1].GetMissing() || !parts[0].GetLast() {
+				t.Fatalf("parts %v", parts)
+			}
+			got := parts[0].GetData()
+			if sh := parts[0].GetShared(); sh != nil {
+				if m == nil {
+					t.Fatal("a shared value without a segment")
+				}
+				got = m.Data[sh.GetOffset() : sh.GetOffset()+sh.GetLength()]
+				call.Send(&storev1.GetPartialValuesSharedRequest{Release: 1})
+			} else if tc.offer {
+				t.Error("value inline with the segment attached")
+			}
+			if !bytes.Equal(got, value) {
+				t.Errorf("value of %d bytes, want %d", len(got), len(value))
+			}
+			call.CloseSend()
+			if _, err := call.Recv(); err != io.EOF {
+				t.Errorf("end: %v", err)
+			}
+		})
 	}
 }

@@ -62,6 +62,26 @@ func (r *Ring) Alloc(ctx context.Context, n int64) (off int64, seq uint64, err e
 	}
 }
 
+// TryAlloc is Alloc without waiting: ok is false if n bytes do not fit
+// now (or the ring has failed). It never waits for a release, so n may be
+// up to the whole ring.
+func (r *Ring) TryAlloc(n int64) (off int64, seq uint64, ok bool) {
+	if n <= 0 || n > r.hi-r.lo {
+		return 0, 0, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return 0, 0, false
+	}
+	off, ok = r.place(n)
+	seq = r.seq
+	if ok {
+		r.seq++
+	}
+	return off, seq, ok
+}
+
 // place allocates n bytes if they fit now.
 func (r *Ring) place(n int64) (int64, bool) {
 	switch {

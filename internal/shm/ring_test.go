@@ -183,3 +183,40 @@ func TestRingManyWaiters(t *testing.T) {
 		t.Fatalf("sequence numbers %v, want 1..4", seen)
 	}
 }
+
+// TestRingTryAllocNeverWaits: TryAlloc takes what fits now and answers
+// false, at once, for what does not (a full ring, more than the ring, a
+// failed ring); what releases free, it takes again.
+func TestRingTryAllocNeverWaits(t *testing.T) {
+	r := NewRing(0, 100)
+	var offs []int64
+	for range 3 {
+		off, _, ok := r.TryAlloc(30)
+		if !ok {
+			t.Fatal("30 bytes of a 100-byte ring with room refused")
+		}
+		offs = append(offs, off)
+	}
+	if offs[0] != 0 || offs[1] != 30 || offs[2] != 60 {
+		t.Errorf("offsets %v", offs)
+	}
+	if _, _, ok := r.TryAlloc(30); ok {
+		t.Error("30 bytes given with 10 free")
+	}
+	if _, _, ok := r.TryAlloc(101); ok {
+		t.Error("more than the ring given")
+	}
+	if err := r.Release(1); err != nil {
+		t.Fatal(err)
+	}
+	if off, seq, ok := r.TryAlloc(30); !ok || off != 0 || seq != 3 {
+		t.Errorf("after a release: offset %d, seq %d, %v", off, seq, ok)
+	}
+	r.Fail(context.Canceled)
+	if err := r.Release(2); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := r.TryAlloc(10); ok {
+		t.Error("a failed ring gave space")
+	}
+}

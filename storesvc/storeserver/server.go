@@ -39,14 +39,37 @@ var framePool = sync.Pool{New: func() any { b := make([]byte, storeproto.FrameSi
 // with its code.
 type Server struct {
 	storev1.UnimplementedStoreServiceServer
-	s *storesvc.Portable
+	s    *storesvc.Portable
+	lend func() Segment // GetPartialValuesShared's segments; nil: none
+
+	draining  chan struct{} // closed by Drain
+	drainOnce sync.Once
 }
 
 // New returns a server for s.
-func New(s storesvc.Store) *Server { return &Server{s: storesvc.Wrap(s)} }
+func New(s storesvc.Store, opts ...Option) *Server {
+	srv := &Server{s: storesvc.Wrap(s), draining: make(chan struct{})}
+	for _, o := range opts {
+		o(srv)
+	}
+	return srv
+}
 
-// Register registers the server on a gRPC server.
-func (srv *Server) Register(g grpc.ServiceRegistrar) { storev1.RegisterStoreServiceServer(g, srv) }
+// Register registers the server on a gRPC server. A server that tells
+// its services when it begins to shut down (internal/rpc's OnDrain) gets
+// Drain registered too.
+func (srv *Server) Register(g grpc.ServiceRegistrar) {
+	storev1.RegisterStoreServiceServer(g, srv)
+	if d, ok := g.(interface{ OnDrain(func()) }); ok {
+		d.OnDrain(srv.Drain)
+	}
+}
+
+// Drain ends the GetPartialValuesShared calls open, each once it has
+// answered the read it is on (as if idle), and every later one after its
+// first read: their clients go on through new calls, elsewhere once this
+// server takes no more.
+func (srv *Server) Drain() { srv.drainOnce.Do(func() { close(srv.draining) }) }
 
 // GetCapabilities implements storev1.StoreServiceServer.
 func (srv *Server) GetCapabilities(context.Context, *storev1.GetCapabilitiesRequest) (*storev1.GetCapabilitiesResponse, error) {

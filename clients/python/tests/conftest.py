@@ -84,7 +84,10 @@ def _session_server(
     zarrgate_bin: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
     base = tmp_path_factory.mktemp("server")
-    proc, addr = start_server(zarrgate_bin, base / "root", base / "serve.log")
+    # Stores of earlier tests may keep a GetPartialValuesShared call (and its
+    # segment) for up to 2 s after their loop has gone: segments enough for
+    # every test to be offered one.
+    proc, addr = start_server(zarrgate_bin, base / "root", base / "serve.log", "--max-shared-reads=16")
     try:
         yield Server(addr=addr, root=base / "root", log=base / "serve.log")
     finally:

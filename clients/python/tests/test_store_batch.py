@@ -15,13 +15,31 @@ import zarr
 from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.core.buffer import cpu, default_buffer_prototype
 
-from zarrgate import ZarrgateStore, _wire
+import zarrgate.store
+from zarrgate import ZarrgateStore, _slab, _wire
 from zarrgate._gen.zarrgate.store.v1 import store_pb2 as pb
 from zarrgate.errors import ZarrgateError, ZarrgatePermissionDenied, ZarrgateUnavailable
 
 from conftest import start_server, stop_server
 
 PROTO = default_buffer_prototype()
+
+
+@pytest.fixture(autouse=True, params=["shared", "socket"])
+def path(request, monkeypatch) -> str:
+    """Every test runs twice: batches through the server's shared memory
+    (GetPartialValuesShared, the default on its host) and through the
+    socket (GetPartialValues)."""
+    monkeypatch.setattr(zarrgate.store, "SHARED_MEMORY", request.param == "shared")
+    return request.param
+
+
+def _check_path(lc, path: str) -> None:
+    """The batches went the way the test's path says."""
+    if path == "shared":
+        assert lc.shared_batches == lc.batches and lc.shared_values > 0
+    else:
+        assert lc.shared_batches == 0 and lc.shared_values == 0
 
 
 def _value(i: int) -> bytes:
@@ -45,7 +63,7 @@ def _bytes(got):
     return [None if g is None else g.to_bytes() for g in got]
 
 
-async def test_concurrent_gets_are_batched_and_right(zarrgate_server) -> None:
+async def test_concurrent_gets_are_batched_and_right(zarrgate_server, path) -> None:
     store = ZarrgateStore(zarrgate_server.addr)
     want = await _fill(store, 40)
     requests = [(k, None) for k in want] + [
@@ -69,6 +87,7 @@ async def test_concurrent_gets_are_batched_and_right(zarrgate_server) -> None:
     assert lc.batched_gets == len(requests)
     assert 1 <= lc.batches < len(requests) // 4
     assert lc.peak_inflight <= store.max_inflight
+    _check_path(lc, path)
 
 
 async def test_batches_and_calls_in_flight_are_bounded(zarrgate_server) -> None:
@@ -121,7 +140,7 @@ async def test_a_bad_key_fails_only_its_own_get(zarrgate_server) -> None:
         await store.get("b/1", PROTO, RangeByteRequest(5, 2))
 
 
-async def test_a_refused_key_fails_only_its_own_get(secure_server) -> None:
+async def test_a_refused_key_fails_only_its_own_get(secure_server, path) -> None:
     """bob may read proj/ but not secret: in one batch, his gets of proj/
     keys are answered and the other raises PermissionError."""
     s = secure_server
@@ -137,6 +156,14 @@ async def test_a_refused_key_fails_only_its_own_get(secure_server) -> None:
     assert isinstance(got[5], PermissionError) and isinstance(got[5], ZarrgatePermissionDenied)
     assert got[6] is None
     assert bob._loop_channel().largest_batch == len(keys)
+    # A second batch on the same loop (the shared call refused was dropped).
+    got = await asyncio.gather(*(bob.get(k, PROTO) for k in want), return_exceptions=True)
+    assert _bytes(got) == list(want.values())
+    lc = bob._loop_channel()
+    if path == "shared":
+        assert lc.shared_values >= 5
+    else:
+        assert lc.shared_batches == 0
 
 
 async def test_server_gone_fails_every_get(zarrgate_bin, tmp_path) -> None:
@@ -169,7 +196,7 @@ async def test_a_cancelled_get_leaves_its_batch_alone(zarrgate_server) -> None:
     assert (await store.get("b/4", PROTO)).to_bytes() == want["b/4"]
 
 
-async def test_zarr_reads_through_batches(zarrgate_server) -> None:
+async def test_zarr_reads_through_batches(zarrgate_server, path) -> None:
     """zarr-python reading an array: its concurrent chunk gets are batched."""
     store = ZarrgateStore(zarrgate_server.addr)
     data = np.arange(64 * 48, dtype="float32").reshape(64, 48)
@@ -179,6 +206,7 @@ async def test_zarr_reads_through_batches(zarrgate_server) -> None:
     np.testing.assert_array_equal(zarr.open_array(store=fresh, path="a", mode="r")[:], data)
     (lc,) = fresh._aio.values()
     assert lc.batched_gets >= 48 and lc.batches < lc.batched_gets
+    _check_path(lc, path)
 
 
 def test_options_are_checked_and_pickled(zarrgate_server) -> None:
@@ -214,3 +242,84 @@ def test_parse_partial_values_matches_the_generated_classes() -> None:
     for bad in (raw[:-1], raw[:7], b"\x0a\x05\x08\x01", b"\x0a\x03\x1a\x05ab", b"\x0a\x80"):
         with pytest.raises(_wire.WireError):
             _wire.parse_partial_values(bad)
+
+
+# -- same host: GetPartialValuesShared's fallbacks ------------------------------
+
+
+async def test_shared_falls_back_without_server_segments(zarrgate_bin, tmp_path) -> None:
+    """A server with shared memory off offers no segment: the first batch is
+    answered inline on its shared call, the next ones by GetPartialValues."""
+    proc, addr = start_server(zarrgate_bin, tmp_path / "root", tmp_path / "log", "--shared-memory=false")
+    try:
+        store = ZarrgateStore(addr, shared_memory=True, max_batch=4)
+        want = await _fill(store, 12)
+        got = _bytes(await _gets(store, [(k, None) for k in want] + [("b/none", None)]))
+        assert got == [*want.values(), None]
+        lc = store._loop_channel()
+        assert lc.shared_values == 0
+        assert 1 <= lc.shared_batches <= store.max_inflight < lc.batches
+        assert not lc.shared_idle
+    finally:
+        stop_server(proc)
+
+
+async def test_shared_falls_back_when_the_segment_cannot_be_mapped(zarrgate_server, monkeypatch) -> None:
+    """A segment this process cannot map (the server on another host, of
+    another user): the batch comes inline, and the store gives shared
+    memory up for the socket."""
+
+    def refuse(self, path, size, token):
+        raise _slab.SharedAttachError(f"segment {path}: not here")
+
+    monkeypatch.setattr(_slab.Mapping, "__init__", refuse)
+    store = ZarrgateStore(zarrgate_server.addr, shared_memory=True, max_batch=4)
+    want = await _fill(store, 12)
+    got = _bytes(await _gets(store, [(k, SuffixByteRequest(9)) for k in want]))
+    assert got == [v[-9:] for v in want.values()]
+    lc = store._loop_channel()
+    assert lc.shared_off and lc.shared_values == 0
+    assert 1 <= lc.shared_batches <= store.max_inflight < lc.batches
+
+
+async def test_shared_calls_the_server_ended_are_replaced(zarrgate_bin, tmp_path, monkeypatch) -> None:
+    """The server ends a shared call idle for 2 s; a client that reuses it
+    later (here: told to keep calls for a minute) asks again on a new call.
+    One told to keep them 0.2 s ends them itself."""
+    proc, addr = start_server(zarrgate_bin, tmp_path / "root", tmp_path / "log")
+    try:
+        monkeypatch.setattr(zarrgate.store, "SHARED_IDLE", 60.0)
+        store = ZarrgateStore(addr, shared_memory=True)
+        want = await _fill(store, 6)
+        assert _bytes(await _gets(store, [(k, None) for k in want])) == list(want.values())
+        lc = store._loop_channel()
+        assert lc.shared_idle
+        await asyncio.sleep(2.5)  # the server's idle limit, and some
+        assert _bytes(await _gets(store, [(k, None) for k in want])) == list(want.values())
+        assert lc.shared_values == 12
+
+        monkeypatch.setattr(zarrgate.store, "SHARED_IDLE", 0.2)
+        store = ZarrgateStore(addr, shared_memory=True)
+        assert _bytes(await _gets(store, [(k, None) for k in want])) == list(want.values())
+        lc = store._loop_channel()
+        assert lc.shared_idle and lc.shared_values == 6
+        await asyncio.sleep(0.5)
+        assert not lc.shared_idle
+    finally:
+        stop_server(proc)
+
+
+def test_parse_shared_values_matches_the_generated_classes() -> None:
+    resp = pb.GetPartialValuesSharedResponse(
+        parts=[
+            pb.SharedValuePart(index=2, last=True, generation="g", shared=pb.SharedValue(offset=4096, length=77)),
+            pb.SharedValuePart(index=0, data=b"inline", last=True),
+            pb.SharedValuePart(index=1, missing=True, last=True),
+        ]
+    )
+    parts = _wire.parse_partial_values(resp.SerializeToString())
+    assert [(p.index, p.missing, bytes(p.data), p.last, p.shared) for p in parts] == [
+        (2, False, b"", True, (4096, 77)),
+        (0, False, b"inline", True, None),
+        (1, True, b"", True, None),
+    ]

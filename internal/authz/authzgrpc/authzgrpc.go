@@ -73,17 +73,18 @@ const (
 // methods lists every guarded method and its class; a guarded service's
 // method missing here is refused (fail closed).
 var methods = map[string]class{
-	storev1.StoreService_GetCapabilities_FullMethodName:  classOpen,
-	storev1.StoreService_Get_FullMethodName:              classRead,
-	storev1.StoreService_GetPartialValues_FullMethodName: classRead,
-	storev1.StoreService_Set_FullMethodName:              classWrite,
-	storev1.StoreService_SetPartialValues_FullMethodName: classWrite,
-	storev1.StoreService_Erase_FullMethodName:            classWrite,
-	storev1.StoreService_EraseValues_FullMethodName:      classWrite,
-	storev1.StoreService_ErasePrefix_FullMethodName:      classWrite,
-	storev1.StoreService_List_FullMethodName:             classList,
-	storev1.StoreService_ListPrefix_FullMethodName:       classList,
-	storev1.StoreService_ListDir_FullMethodName:          classList,
+	storev1.StoreService_GetCapabilities_FullMethodName:        classOpen,
+	storev1.StoreService_Get_FullMethodName:                    classRead,
+	storev1.StoreService_GetPartialValues_FullMethodName:       classRead,
+	storev1.StoreService_GetPartialValuesShared_FullMethodName: classRead,
+	storev1.StoreService_Set_FullMethodName:                    classWrite,
+	storev1.StoreService_SetPartialValues_FullMethodName:       classWrite,
+	storev1.StoreService_Erase_FullMethodName:                  classWrite,
+	storev1.StoreService_EraseValues_FullMethodName:            classWrite,
+	storev1.StoreService_ErasePrefix_FullMethodName:            classWrite,
+	storev1.StoreService_List_FullMethodName:                   classList,
+	storev1.StoreService_ListPrefix_FullMethodName:             classList,
+	storev1.StoreService_ListDir_FullMethodName:                classList,
 
 	gatewayv1.ArrayService_GetNode_FullMethodName:          classRead,
 	gatewayv1.ArrayService_ListChildren_FullMethodName:     classList,
@@ -208,6 +209,12 @@ func decide(method string, msg any) (need, error) {
 			keys[i] = r.GetKey()
 		}
 		return readKeys(keys)
+	case *storev1.GetPartialValuesSharedRequest:
+		r := m.GetRead()
+		if r == nil {
+			return need{perm: authz.Read}, errs.New(errs.InvalidArgument, "get_partial_values_shared: the first message must be a read")
+		}
+		return decide(method, r)
 	case *storev1.SetRequest:
 		h := m.GetHeader()
 		if h == nil {
@@ -529,6 +536,11 @@ func (s *stream) RecvMsg(m any) error {
 		if err := s.ServerStream.RecvMsg(m); err != nil {
 			return err
 		}
+		if r, ok := m.(*storev1.GetPartialValuesSharedRequest); ok && r.GetRead() != nil {
+			// Each read of the stream names its own keys: each is
+			// checked as the first was.
+			return s.later(r)
+		}
 		return retarget(m)
 	}
 	s.mu.Unlock()
@@ -547,6 +559,23 @@ func (s *stream) RecvMsg(m any) error {
 		return s.refusal
 	}
 	s.allowed.Store(true)
+	return nil
+}
+
+// later decides a later message of a stream that names keys of its own
+// (GetPartialValuesShared's reads): allowed, or refused for the rest of
+// the call, as a first message is.
+func (s *stream) later(m any) error {
+	n, err := decide(s.method, m)
+	if err == nil {
+		err = s.c.check(s.pol, s.p, s.method, n)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.n, s.refusal = n, grpcerr.ToStatus(err)
+		return s.refusal
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -404,6 +405,9 @@ func storeCases() []rpcCase {
 			_, err := drain(st(c).GetPartialValues(ctx, &storev1.GetPartialValuesRequest{Ranges: []*storev1.KeyRange{{Key: "data/raw"}, {Key: "data/nope"}}}))
 			return err
 		}, denyAll},
+		{"GetPartialValuesShared", "store", func(ctx context.Context, c *grpc.ClientConn) error {
+			return sharedReads(ctx, st(c), []string{"data/raw", "data/nope"})
+		}, denyAll},
 		{"Set", "store", func(ctx context.Context, c *grpc.ClientConn) error {
 			return set(ctx, st(c), "data/new", "x")
 		}, denyAll},
@@ -791,6 +795,84 @@ func TestConsolidatedMetadata(t *testing.T) {
 	code(t, err, codes.OK)
 	_, err = drain(st.Get(as(alice), &storev1.GetRequest{Key: "data/.zmetadata"}))
 	code(t, err, codes.OK)
+}
+
+// sharedReads makes the reads, one after the other, on one
+// GetPartialValuesShared call (values inline: it does not attach an
+// offered segment), and returns the call's status.
+func sharedReads(ctx context.Context, st storev1.StoreServiceClient, reads ...[]string) error {
+	call, err := st.GetPartialValuesShared(ctx)
+	if err != nil {
+		return err
+	}
+	for i, keys := range reads {
+		var ranges []*storev1.KeyRange
+		for _, k := range keys {
+			ranges = append(ranges, &storev1.KeyRange{Key: k})
+		}
+		if err := call.Send(&storev1.GetPartialValuesSharedRequest{Read: &storev1.GetPartialValuesRequest{Ranges: ranges}}); err != nil {
+			break // the status comes from Recv
+		}
+		if i == 0 {
+			offer, err := call.Recv()
+			if err != nil {
+				return err
+			}
+			if offer.GetSegment() != nil {
+				no := false
+				if err := call.Send(&storev1.GetPartialValuesSharedRequest{Attach: &no}); err != nil {
+					break
+				}
+			}
+		}
+		for done := 0; done < len(keys); {
+			resp, err := call.Recv()
+			if err != nil {
+				return err
+			}
+			for _, p := range resp.GetParts() {
+				if p.GetLast() {
+					done++
+				}
+			}
+		}
+	}
+	call.CloseSend()
+	for {
+		if _, err := call.Recv(); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// TestSharedLaterReadsChecked: every read of a GetPartialValuesShared
+// call is authorized, not only the first: a later read naming a key the
+// caller may not read ends the call with PermissionDenied, and is audited.
+func TestSharedLaterReadsChecked(t *testing.T) {
+	for _, kind := range []string{"store", "gateway"} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, kind)
+			st := storev1.NewStoreServiceClient(e.conn)
+			code(t, sharedReads(as(alice), st, []string{"data/raw"}, []string{"data/raw", "data/nope"}), codes.OK)
+			err := sharedReads(as(alice), st, []string{"data/raw"}, []string{"data/raw", "other/raw"})
+			code(t, err, codes.PermissionDenied)
+			if msg := status.Convert(err).Message(); !strings.Contains(msg, `"other/raw"`) {
+				t.Errorf("message %q does not name the refused key", msg)
+			}
+			var refused int
+			for _, r := range e.audit.records(t) {
+				if strings.HasSuffix(fmt.Sprint(r["method"]), "GetPartialValuesShared") && r["denied"] == true {
+					refused++
+				}
+			}
+			if refused == 0 {
+				t.Errorf("no audit record of the refusal: %v", e.audit.records(t))
+			}
+		})
+	}
 }
 
 // TestBatchAllOrNothing: GetPartialValues and EraseValues mixing keys the

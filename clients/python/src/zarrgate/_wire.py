@@ -216,13 +216,18 @@ class Part:
     missing: bool
     data: memoryview
     last: bool
+    #: (offset, length) of the value in the shared segment
+    #: (GetPartialValuesShared's SharedValuePart), None when inline.
+    shared: tuple[int, int] | None = None
 
 
 _EMPTY = memoryview(b"")
 
 
 def parse_partial_values(raw: bytes) -> list[Part]:
-    """The parts of one GetPartialValuesResponse, their data not copied."""
+    """The parts of one GetPartialValuesResponse (or
+    GetPartialValuesSharedResponse, whose parts are numbered alike and may
+    carry a shared range), their data not copied."""
     buf = memoryview(raw)
     end = len(buf)
     out: list[Part] = []
@@ -238,10 +243,16 @@ def parse_partial_values(raw: bytes) -> list[Part]:
         if stop > end:
             raise WireError("part past the end of the message")
         index, missing, data, last = 0, False, _EMPTY, False
+        shared: tuple[int, int] | None = None
         while i < stop:
             tag, i = _uvarint(buf, i, stop)
             f, w = tag >> 3, tag & 7
-            if f == 3 and w == _LEN:
+            if f == 6 and w == _LEN:
+                m, i = _uvarint(buf, i, stop)
+                if i + m > stop:
+                    raise WireError("shared range past the end of its part")
+                shared, i = _shared_range(buf, i, i + m), i + m
+            elif f == 3 and w == _LEN:
                 m, i = _uvarint(buf, i, stop)
                 if i + m > stop:
                     raise WireError("data past the end of its part")
@@ -259,7 +270,26 @@ def parse_partial_values(raw: bytes) -> list[Part]:
                 i = _skip(buf, i, stop, w)
         if i != stop:
             raise WireError("field past the end of its part")
-        out.append(Part(index, missing, data, last))
+        out.append(Part(index, missing, data, last, shared))
     if i != end:
         raise WireError("field past the end of the message")
     return out
+
+
+def _shared_range(buf: memoryview, i: int, stop: int) -> tuple[int, int]:
+    """A SharedValue: (offset, length)."""
+    off = n = 0
+    while i < stop:
+        tag, i = _uvarint(buf, i, stop)
+        f, w = tag >> 3, tag & 7
+        if f in (1, 2) and w == _VARINT:
+            v, i = _uvarint(buf, i, stop)
+            if f == 1:
+                off = v
+            else:
+                n = v
+        else:
+            i = _skip(buf, i, stop, w)
+    if i != stop:
+        raise WireError("field past the end of a shared range")
+    return off, n

@@ -23,6 +23,14 @@ costs the client one call instead of one per chunk, and the server one
 stream; the parts are read by hand (zarrgate._wire) as views of gRPC's
 bytes, without the copies the generated classes would make.
 
+Same host: when the server offers a shared-memory segment and this process
+can map it (the server's host and user), batches go instead over
+long-lived GetPartialValuesShared calls (up to ``max_inflight``, each one
+batch at a time): the server reads each value straight into the segment
+and sends only where it is; the value is copied out into a ``bytes`` of its
+own (zarr's Buffer must own its data) and its space released. Otherwise, or
+with ``shared_memory=False``, the socket path above.
+
 Security: ``tls=True`` (or a ``grpcs://`` address) connects with TLS and the
 system's roots, ``tls_ca`` with a CA bundle of one's own, ``tls_cert`` and
 ``tls_key`` present a client certificate (mTLS), and ``token`` (or
@@ -55,7 +63,7 @@ from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
 from zarrgate._gen.zarrgate.store.v1 import store_pb2 as pb
 from zarrgate._gen.zarrgate.store.v1 import store_pb2_grpc as pb_grpc
-from zarrgate import _wire
+from zarrgate import _slab, _wire
 from zarrgate._conn import TOKEN_ENV, Conn
 from zarrgate.errors import (
     ZarrgateDeadlineExceeded,
@@ -95,6 +103,20 @@ DEFAULT_MAX_BATCH = 64
 DEFAULT_MAX_INFLIGHT = 2
 
 GET_PARTIAL_VALUES = "/zarrgate.store.v1.StoreService/GetPartialValues"
+GET_PARTIAL_VALUES_SHARED = "/zarrgate.store.v1.StoreService/GetPartialValuesShared"
+
+#: Whether stores use the server's shared memory when ``shared_memory`` is
+#: not given (the tests run the batched path both ways through it).
+SHARED_MEMORY = True
+
+#: A GetPartialValuesShared call idle this long (seconds) is ended, giving
+#: its segment back to the server for other clients (the server ends idle
+#: calls itself after 2 s).
+SHARED_IDLE = 0.5
+
+#: Batches sent through the socket after a server had no segment to offer,
+#: before the next shared call is tried.
+SHARED_RETRY_AFTER = 32
 
 #: Codes of a failed batched call that each get in it would meet too (the
 #: connection, the caller, the deadline): every get fails with it. On any
@@ -167,6 +189,21 @@ def _as_bytes(value: Buffer, method: str) -> bytes:
     return value.to_bytes()
 
 
+class _SharedCall:
+    """A GetPartialValuesShared call, answering one batch at a time, and
+    its mapping of the server's segment (None: values come inline)."""
+
+    def __init__(self, call: Any) -> None:
+        self.call = call
+        self.m: _slab.Mapping | None = None
+        #: Shared values copied out and not released yet, and their bytes;
+        #: released once they reach an eighth of the segment, with the
+        #: next read, or when the loop has nothing more to ask.
+        self.held = 0
+        self.held_bytes = 0
+        self.release_at = 0
+
+
 class _LoopChannel:
     """A grpc.aio channel of one event loop, its stubs, and the batcher of
     the gets made on that loop.
@@ -188,6 +225,21 @@ class _LoopChannel:
             request_serializer=pb.GetPartialValuesRequest.SerializeToString,
             response_deserializer=None,
         )
+        self.gpvs = channel.stream_stream(
+            GET_PARTIAL_VALUES_SHARED, request_serializer=None, response_deserializer=None
+        )
+        #: Shared calls waiting for their next batch, with when they went idle.
+        self.shared_idle: list[tuple[_SharedCall, float]] = []
+        #: Shared memory given up for good (the server lacks it, or its
+        #: segments cannot be mapped here: another host); shared_skip:
+        #: batches left to send by the socket before trying it again.
+        self.shared_off = not store.shared_memory
+        self.shared_skip = 0
+        self.maps = _slab.Mappings()
+        #: Batches answered through shared memory, values copied out of it.
+        self.shared_batches = 0
+        self.shared_values = 0
+        self.reaper: asyncio.Task[None] | None = None
         self.pending: list[tuple[str, ByteRequest | None, pb.KeyRange, asyncio.Future[Any]]] = []
         self.inflight = 0
         self.scheduled = False
@@ -233,7 +285,11 @@ class _LoopChannel:
         self.batched_gets += len(batch)
         self.largest_batch = max(self.largest_batch, len(batch))
         try:
-            await self._call(batch)
+            if self.shared_skip > 0:
+                self.shared_skip -= 1
+            elif not self.shared_off and await self._call_shared(batch):
+                return
+            await self._call([p for p in batch if not p[3].done()])
         except Exception as e:  # noqa: BLE001 - handed to the waiting gets
             for *_, fut in batch:
                 if not fut.done():
@@ -293,6 +349,210 @@ class _LoopChannel:
                     )
                 )
 
+    # -- same host: GetPartialValuesShared ----------------------------------
+
+    async def _call_shared(
+        self, batch: list[tuple[str, ByteRequest | None, pb.KeyRange, asyncio.Future[Any]]]
+    ) -> bool:
+        """Answer the batch through a GetPartialValuesShared call, values
+        copied out of the server's segment; False if the socket path is to
+        answer it (or what is left of it) instead."""
+        now = asyncio.get_running_loop().time()
+        sc: _SharedCall | None = None
+        while self.shared_idle:
+            c, since = self.shared_idle.pop()
+            if now - since < SHARED_IDLE:
+                sc = c
+                break
+            self._drop_shared(c)
+        for _ in range(2):  # a reused call the server ended while idle: once more
+            batch = [p for p in batch if not p[3].done()]
+            if not batch:
+                return True
+            req = pb.GetPartialValuesRequest(ranges=[kr for _, _, kr, _ in batch])
+            fresh = sc is None
+            try:
+                if sc is None:
+                    sc = await self._open_shared(req)
+                    if sc is None:
+                        return False
+                else:
+                    msg = pb.GetPartialValuesSharedRequest(read=req, release=sc.held)
+                    sc.held = sc.held_bytes = 0
+                    await sc.call.write(msg.SerializeToString())
+                if self.store.timeout is None:
+                    answered = await self._answer_shared(sc, batch)
+                else:
+                    answered = await asyncio.wait_for(
+                        self._answer_shared(sc, batch), self.store.timeout
+                    )
+            except asyncio.TimeoutError:
+                self._drop_shared(sc)
+                raise ZarrgateDeadlineExceeded(
+                    f"get {len(batch)} keys: no answer in {self.store.timeout} s",
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    "",
+                ) from None
+            except grpc.RpcError as e:
+                self._drop_shared(sc)
+                code = e.code()  # type: ignore[attr-defined]
+                if code == grpc.StatusCode.UNIMPLEMENTED:
+                    self.shared_off = True  # a server without it
+                    return False
+                if code in _BATCH_FATAL:
+                    raise self.store._rpc_error(e, f"get {len(batch)} keys") from e
+                await asyncio.gather(
+                    *(self._single(key, r, fut) for key, r, _, fut in batch if not fut.done())
+                )
+                return True
+            except (_wire.WireError, asyncio.InvalidStateError, ZarrgateError) as e:
+                self._drop_shared(sc)
+                if isinstance(e, asyncio.InvalidStateError) and not fresh:
+                    sc = None  # written to a call that had ended: a new one
+                    continue
+                raise ZarrgateError(
+                    f"get {len(batch)} keys: malformed response: {e}",
+                    grpc.StatusCode.DATA_LOSS,
+                    "",
+                ) from e
+            if answered:
+                self.shared_batches += 1
+                if sc.m is None:
+                    self._drop_shared(sc)  # answered inline: no segment to keep a call for
+                    return True
+                # What it holds is released with its next read (or when it
+                # is ended, idle).
+                self.shared_idle.append((sc, asyncio.get_running_loop().time()))
+                if self.reaper is None or self.reaper.done():
+                    self.reaper = asyncio.get_running_loop().create_task(self._reap_shared())
+                    # It sleeps while calls are idle: one left asleep when
+                    # the program ends is no error to report.
+                    self.reaper._log_destroy_pending = False  # type: ignore[attr-defined]
+                return True
+            # The server ended the call (idle) before answering.
+            self._drop_shared(sc)
+            if fresh:
+                return False
+            sc = None
+        return False
+
+    async def _open_shared(self, req: pb.GetPartialValuesRequest) -> _SharedCall | None:
+        """A new shared call, its first read sent and the offer answered;
+        None if the server offers no segment or it cannot be mapped here
+        (the batch goes by the socket)."""
+        call = self.gpvs()
+        sc = _SharedCall(call)
+        try:
+            await call.write(pb.GetPartialValuesSharedRequest(read=req).SerializeToString())
+            raw = await call.read()
+            if raw is grpc.aio.EOF:
+                self._drop_shared(sc)
+                return None
+            offer = pb.GetPartialValuesSharedResponse.FromString(raw)
+            if not offer.HasField("segment"):
+                # No segment to spare now: the read is answered inline on
+                # this call; the next batches go by the socket.
+                self.shared_skip = SHARED_RETRY_AFTER
+                return sc
+            sc.m = self.maps.attach(offer.segment)
+            if sc.m is None:
+                self.shared_off = True  # another host, user or namespace
+            await call.write(
+                pb.GetPartialValuesSharedRequest(attach=sc.m is not None).SerializeToString()
+            )
+        except BaseException:
+            self._drop_shared(sc)
+            raise
+        if sc.m is not None:
+            sc.release_at = (sc.m.size - _slab.SHM_DATA_OFFSET) // 8
+        return sc
+
+    async def _answer_shared(
+        self,
+        sc: _SharedCall,
+        batch: list[tuple[str, ByteRequest | None, pb.KeyRange, asyncio.Future[Any]]],
+    ) -> bool:
+        """Receive the answer to a read of batch; False if the call ended
+        before it."""
+        pieces: dict[int, list[memoryview]] = {}
+        left = len(batch)
+        while left > 0:
+            raw = await sc.call.read()
+            if raw is grpc.aio.EOF:
+                return False
+            for part in _wire.parse_partial_values(raw):
+                i = part.index
+                if i >= len(batch):
+                    raise _wire.WireError(f"part of request {i}, of {len(batch)}")
+                fut = batch[i][3]
+                if part.shared is not None:
+                    if sc.m is None or not part.last:
+                        raise _wire.WireError("a shared value without a segment, or split")
+                    off, n = part.shared
+                    # zarr's Buffer must own its bytes: copied out, and
+                    # the segment's space released later.
+                    value: Any = bytes(sc.m.data(off, n))
+                    sc.held += 1
+                    sc.held_bytes += n
+                    self.shared_values += 1
+                elif part.missing:
+                    value = None
+                elif not part.last:
+                    pieces.setdefault(i, []).append(part.data)
+                    continue
+                elif i in pieces:
+                    value = b"".join([*pieces.pop(i), part.data])
+                else:
+                    value = part.data
+                left -= 1
+                if not fut.done():
+                    fut.set_result(value)
+            if sc.held and sc.held_bytes >= sc.release_at:
+                msg = pb.GetPartialValuesSharedRequest(release=sc.held)
+                sc.held = sc.held_bytes = 0
+                await sc.call.write(msg.SerializeToString())
+        return True
+
+    async def _reap_shared(self) -> None:
+        """End the shared calls once idle for SHARED_IDLE, until none is
+        idle."""
+        loop = asyncio.get_running_loop()
+        while self.shared_idle:
+            oldest = min(since for _, since in self.shared_idle)
+            await asyncio.sleep(max(0.0, oldest + SHARED_IDLE - loop.time()))
+            now = loop.time()
+            ended = [sc for sc, since in self.shared_idle if now - since >= SHARED_IDLE]
+            self.shared_idle = [(sc, t) for sc, t in self.shared_idle if now - t < SHARED_IDLE]
+            for sc in ended:
+                try:
+                    # Bounded: a server that does not end it is cut off.
+                    await asyncio.wait_for(self._end_shared(sc), 5)
+                except asyncio.TimeoutError:
+                    pass
+
+    async def _end_shared(self, sc: _SharedCall) -> None:
+        """End an idle shared call cleanly: release what it holds and close
+        its side, so that the server can lend the segment again."""
+        try:
+            if sc.held:
+                await sc.call.write(
+                    pb.GetPartialValuesSharedRequest(release=sc.held).SerializeToString()
+                )
+            await sc.call.done_writing()
+            while await sc.call.read() is not grpc.aio.EOF:
+                pass
+        except (grpc.RpcError, asyncio.InvalidStateError):
+            pass
+        finally:
+            self._drop_shared(sc)
+
+    def _drop_shared(self, sc: _SharedCall | None) -> None:
+        if sc is None:
+            return
+        sc.call.cancel()
+        self.maps.detach(sc.m, keep=True)
+        sc.m = None
+
     async def _single(
         self, key: str, byte_range: ByteRequest | None, fut: asyncio.Future[Any]
     ) -> None:
@@ -350,6 +610,12 @@ class ZarrgateStore(Store):
     max_inflight
         Most batched calls in flight at once (per event loop); the gets
         made meanwhile wait and go out together in the next one.
+    shared_memory
+        On the server's host, take the batches' values through the
+        server's shared memory (GetPartialValuesShared) instead of the
+        socket, when the server offers a segment and it can be mapped
+        here; otherwise, and with ``False``, through the socket (default:
+        the module's ``SHARED_MEMORY``, True).
     """
 
     supports_writes: bool = True
@@ -370,6 +636,7 @@ class ZarrgateStore(Store):
         token: str | None = None,
         max_batch: int = DEFAULT_MAX_BATCH,
         max_inflight: int = DEFAULT_MAX_INFLIGHT,
+        shared_memory: bool | None = None,
     ) -> None:
         super().__init__(read_only=read_only)
         if max_batch < 1 or max_inflight < 1:
@@ -378,6 +645,7 @@ class ZarrgateStore(Store):
             )
         self.max_batch = max_batch
         self.max_inflight = max_inflight
+        self.shared_memory = SHARED_MEMORY if shared_memory is None else shared_memory
         self._conn = Conn.make(
             addr, tls=tls, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, token=token
         )
@@ -412,6 +680,7 @@ class ZarrgateStore(Store):
             "token": c.token,
             "max_batch": self.max_batch,
             "max_inflight": self.max_inflight,
+            "shared_memory": self.shared_memory,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -428,6 +697,7 @@ class ZarrgateStore(Store):
         self.channel_options = state["channel_options"]
         self.max_batch = state.get("max_batch", DEFAULT_MAX_BATCH)
         self.max_inflight = state.get("max_inflight", DEFAULT_MAX_INFLIGHT)
+        self.shared_memory = state.get("shared_memory", SHARED_MEMORY)
         self._is_open = False
         self._init_channels()
 

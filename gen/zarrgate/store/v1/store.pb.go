@@ -801,6 +801,346 @@ func (x *GetPartialValuesResponse) GetParts() []*PartialValuePart {
 	return nil
 }
 
+// SharedSegment is shared memory of the server (a memory file), which a
+// client of the same user on the same host can open by its path (as the
+// gateway's zarrgate.gateway.v1.SharedSegment).
+type SharedSegment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path of the file: /proc/<server pid>/fd/<descriptor>.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// size of the file in bytes.
+	Size uint64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// token: the file's first bytes, proof that the client opened the
+	// server's file and not a namesake on another host.
+	Token         []byte `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedSegment) Reset() {
+	*x = SharedSegment{}
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedSegment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedSegment) ProtoMessage() {}
+
+func (x *SharedSegment) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedSegment.ProtoReflect.Descriptor instead.
+func (*SharedSegment) Descriptor() ([]byte, []int) {
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SharedSegment) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SharedSegment) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *SharedSegment) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+// SharedValue is where a value's bytes are in the shared segment.
+type SharedValue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// offset from the start of the segment.
+	Offset uint64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	// length in bytes.
+	Length        uint64 `protobuf:"varint,2,opt,name=length,proto3" json:"length,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedValue) Reset() {
+	*x = SharedValue{}
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedValue) ProtoMessage() {}
+
+func (x *SharedValue) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedValue.ProtoReflect.Descriptor instead.
+func (*SharedValue) Descriptor() ([]byte, []int) {
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SharedValue) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *SharedValue) GetLength() uint64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+// GetPartialValuesSharedRequest is a message of a GetPartialValuesShared
+// call. The first carries a read; the second, if the server offered a
+// segment, the attach answer; any later one a read, a release, or both.
+type GetPartialValuesSharedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// read is a batch of key ranges to read, answered in order.
+	Read *GetPartialValuesRequest `protobuf:"bytes,1,opt,name=read,proto3" json:"read,omitempty"`
+	// attach answers the segment offer: true if the client mapped the
+	// segment and found its token; false to receive every value inline.
+	Attach *bool `protobuf:"varint,2,opt,name=attach,proto3,oneof" json:"attach,omitempty"`
+	// release: how many more shared values (the oldest first, in the order
+	// they were received) the client is done with.
+	Release       uint64 `protobuf:"varint,3,opt,name=release,proto3" json:"release,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPartialValuesSharedRequest) Reset() {
+	*x = GetPartialValuesSharedRequest{}
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPartialValuesSharedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPartialValuesSharedRequest) ProtoMessage() {}
+
+func (x *GetPartialValuesSharedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPartialValuesSharedRequest.ProtoReflect.Descriptor instead.
+func (*GetPartialValuesSharedRequest) Descriptor() ([]byte, []int) {
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetPartialValuesSharedRequest) GetRead() *GetPartialValuesRequest {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+func (x *GetPartialValuesSharedRequest) GetAttach() bool {
+	if x != nil && x.Attach != nil {
+		return *x.Attach
+	}
+	return false
+}
+
+func (x *GetPartialValuesSharedRequest) GetRelease() uint64 {
+	if x != nil {
+		return x.Release
+	}
+	return 0
+}
+
+// SharedValuePart is a part of a result, as PartialValuePart (the same
+// fields, numbered alike), or, when shared is set, the whole value in the
+// segment (data empty, last true) until the client releases it.
+type SharedValuePart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// index of the read's entry this part answers.
+	Index uint32 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// missing is true when the key does not exist; such a result has exactly
+	// one part, with no data.
+	Missing bool `protobuf:"varint,2,opt,name=missing,proto3" json:"missing,omitempty"`
+	// data is the next piece of the result, when it comes inline.
+	Data []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	// last is true on the final part of a result.
+	Last bool `protobuf:"varint,4,opt,name=last,proto3" json:"last,omitempty"`
+	// generation of the value read; set on the first part of a result.
+	Generation string `protobuf:"bytes,5,opt,name=generation,proto3" json:"generation,omitempty"`
+	// shared is the value's range of the segment.
+	Shared        *SharedValue `protobuf:"bytes,6,opt,name=shared,proto3" json:"shared,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedValuePart) Reset() {
+	*x = SharedValuePart{}
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedValuePart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedValuePart) ProtoMessage() {}
+
+func (x *SharedValuePart) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedValuePart.ProtoReflect.Descriptor instead.
+func (*SharedValuePart) Descriptor() ([]byte, []int) {
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SharedValuePart) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *SharedValuePart) GetMissing() bool {
+	if x != nil {
+		return x.Missing
+	}
+	return false
+}
+
+func (x *SharedValuePart) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *SharedValuePart) GetLast() bool {
+	if x != nil {
+		return x.Last
+	}
+	return false
+}
+
+func (x *SharedValuePart) GetGeneration() string {
+	if x != nil {
+		return x.Generation
+	}
+	return ""
+}
+
+func (x *SharedValuePart) GetShared() *SharedValue {
+	if x != nil {
+		return x.Shared
+	}
+	return nil
+}
+
+// GetPartialValuesSharedResponse carries the segment offer (first message
+// only, if any) or parts of results of the reads, in order.
+type GetPartialValuesSharedResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// parts of results, in request order.
+	Parts []*SharedValuePart `protobuf:"bytes,1,rep,name=parts,proto3" json:"parts,omitempty"`
+	// segment is the offer, in the first message only.
+	Segment       *SharedSegment `protobuf:"bytes,2,opt,name=segment,proto3" json:"segment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPartialValuesSharedResponse) Reset() {
+	*x = GetPartialValuesSharedResponse{}
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPartialValuesSharedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPartialValuesSharedResponse) ProtoMessage() {}
+
+func (x *GetPartialValuesSharedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPartialValuesSharedResponse.ProtoReflect.Descriptor instead.
+func (*GetPartialValuesSharedResponse) Descriptor() ([]byte, []int) {
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetPartialValuesSharedResponse) GetParts() []*SharedValuePart {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+func (x *GetPartialValuesSharedResponse) GetSegment() *SharedSegment {
+	if x != nil {
+		return x.Segment
+	}
+	return nil
+}
+
 // SetHeader opens a Set stream.
 type SetHeader struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -814,7 +1154,7 @@ type SetHeader struct {
 
 func (x *SetHeader) Reset() {
 	*x = SetHeader{}
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[12]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +1166,7 @@ func (x *SetHeader) String() string {
 func (*SetHeader) ProtoMessage() {}
 
 func (x *SetHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[12]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +1179,7 @@ func (x *SetHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetHeader.ProtoReflect.Descriptor instead.
 func (*SetHeader) Descriptor() ([]byte, []int) {
-	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{12}
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SetHeader) GetKey() string {
@@ -869,7 +1209,7 @@ type SetRequest struct {
 
 func (x *SetRequest) Reset() {
 	*x = SetRequest{}
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[13]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +1221,7 @@ func (x *SetRequest) String() string {
 func (*SetRequest) ProtoMessage() {}
 
 func (x *SetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[13]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +1234,7 @@ func (x *SetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRequest.ProtoReflect.Descriptor instead.
 func (*SetRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{13}
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetRequest) GetHeader() *SetHeader {
@@ -922,7 +1262,7 @@ type SetResponse struct {
 
 func (x *SetResponse) Reset() {
 	*x = SetResponse{}
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[14]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1274,7 @@ func (x *SetResponse) String() string {
 func (*SetResponse) ProtoMessage() {}
 
 func (x *SetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[14]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1287,7 @@ func (x *SetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetResponse.ProtoReflect.Descriptor instead.
 func (*SetResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{14}
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetResponse) GetGeneration() string {
@@ -972,7 +1312,7 @@ type PartialWrite struct {
 
 func (x *PartialWrite) Reset() {
 	*x = PartialWrite{}
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[15]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1324,7 @@ func (x *PartialWrite) String() string {
 func (*PartialWrite) ProtoMessage() {}
 
 func (x *PartialWrite) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[15]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1337,7 @@ func (x *PartialWrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartialWrite.ProtoReflect.Descriptor instead.
 func (*PartialWrite) Descriptor() ([]byte, []int) {
-	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{15}
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PartialWrite) GetKey() string {
@@ -1032,7 +1372,7 @@ type SetPartialValuesRequest struct {
 
 func (x *SetPartialValuesRequest) Reset() {
 	*x = SetPartialValuesRequest{}
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[16]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1384,7 @@ func (x *SetPartialValuesRequest) String() string {
 func (*SetPartialValuesRequest) ProtoMessage() {}
 
 func (x *SetPartialValuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[16]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1397,7 @@ func (x *SetPartialValuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPartialValuesRequest.ProtoReflect.Descriptor instead.
 func (*SetPartialValuesRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{16}
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SetPartialValuesRequest) GetWrites() []*PartialWrite {
@@ -1076,7 +1416,7 @@ type SetPartialValuesResponse struct {
 
 func (x *SetPartialValuesResponse) Reset() {
 	*x = SetPartialValuesResponse{}
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[17]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1428,7 @@ func (x *SetPartialValuesResponse) String() string {
 func (*SetPartialValuesResponse) ProtoMessage() {}
 
 func (x *SetPartialValuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[17]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1441,7 @@ func (x *SetPartialValuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPartialValuesResponse.ProtoReflect.Descriptor instead.
 func (*SetPartialValuesResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{17}
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{22}
 }
 
 // EraseRequest names a key to erase.
@@ -1117,7 +1457,7 @@ type EraseRequest struct {
 
 func (x *EraseRequest) Reset() {
 	*x = EraseRequest{}
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[18]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1469,7 @@ func (x *EraseRequest) String() string {
 func (*EraseRequest) ProtoMessage() {}
 
 func (x *EraseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[18]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1482,7 @@ func (x *EraseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseRequest.ProtoReflect.Descriptor instead.
 func (*EraseRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{18}
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *EraseRequest) GetKey() string {
@@ -1168,7 +1508,7 @@ type EraseResponse struct {
 
 func (x *EraseResponse) Reset() {
 	*x = EraseResponse{}
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[19]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1520,7 @@ func (x *EraseResponse) String() string {
 func (*EraseResponse) ProtoMessage() {}
 
 func (x *EraseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[19]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1533,7 @@ func (x *EraseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseResponse.ProtoReflect.Descriptor instead.
 func (*EraseResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{19}
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{24}
 }
 
 // EraseValuesRequest names keys to erase.
@@ -1207,7 +1547,7 @@ type EraseValuesRequest struct {
 
 func (x *EraseValuesRequest) Reset() {
 	*x = EraseValuesRequest{}
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[20]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1559,7 @@ func (x *EraseValuesRequest) String() string {
 func (*EraseValuesRequest) ProtoMessage() {}
 
 func (x *EraseValuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[20]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1572,7 @@ func (x *EraseValuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseValuesRequest.ProtoReflect.Descriptor instead.
 func (*EraseValuesRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{20}
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EraseValuesRequest) GetKeys() []string {
@@ -1251,7 +1591,7 @@ type EraseValuesResponse struct {
 
 func (x *EraseValuesResponse) Reset() {
 	*x = EraseValuesResponse{}
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[21]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +1603,7 @@ func (x *EraseValuesResponse) String() string {
 func (*EraseValuesResponse) ProtoMessage() {}
 
 func (x *EraseValuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[21]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,7 +1616,7 @@ func (x *EraseValuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseValuesResponse.ProtoReflect.Descriptor instead.
 func (*EraseValuesResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{21}
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{26}
 }
 
 // ErasePrefixRequest names a prefix to erase.
@@ -1290,7 +1630,7 @@ type ErasePrefixRequest struct {
 
 func (x *ErasePrefixRequest) Reset() {
 	*x = ErasePrefixRequest{}
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[22]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1642,7 @@ func (x *ErasePrefixRequest) String() string {
 func (*ErasePrefixRequest) ProtoMessage() {}
 
 func (x *ErasePrefixRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[22]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1655,7 @@ func (x *ErasePrefixRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErasePrefixRequest.ProtoReflect.Descriptor instead.
 func (*ErasePrefixRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{22}
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ErasePrefixRequest) GetPrefix() string {
@@ -1334,7 +1674,7 @@ type ErasePrefixResponse struct {
 
 func (x *ErasePrefixResponse) Reset() {
 	*x = ErasePrefixResponse{}
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[23]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1686,7 @@ func (x *ErasePrefixResponse) String() string {
 func (*ErasePrefixResponse) ProtoMessage() {}
 
 func (x *ErasePrefixResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[23]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1699,7 @@ func (x *ErasePrefixResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErasePrefixResponse.ProtoReflect.Descriptor instead.
 func (*ErasePrefixResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{23}
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{28}
 }
 
 // ListRequest asks for every key.
@@ -1371,7 +1711,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[24]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1383,7 +1723,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[24]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1396,7 +1736,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{24}
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{29}
 }
 
 // ListResponse carries a batch of keys.
@@ -1410,7 +1750,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[25]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1762,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[25]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1775,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{25}
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListResponse) GetKeys() []string {
@@ -1456,7 +1796,7 @@ type ListPrefixRequest struct {
 
 func (x *ListPrefixRequest) Reset() {
 	*x = ListPrefixRequest{}
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[26]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1808,7 @@ func (x *ListPrefixRequest) String() string {
 func (*ListPrefixRequest) ProtoMessage() {}
 
 func (x *ListPrefixRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[26]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1821,7 @@ func (x *ListPrefixRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPrefixRequest.ProtoReflect.Descriptor instead.
 func (*ListPrefixRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{26}
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListPrefixRequest) GetPrefix() string {
@@ -1502,7 +1842,7 @@ type ListPrefixResponse struct {
 
 func (x *ListPrefixResponse) Reset() {
 	*x = ListPrefixResponse{}
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[27]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +1854,7 @@ func (x *ListPrefixResponse) String() string {
 func (*ListPrefixResponse) ProtoMessage() {}
 
 func (x *ListPrefixResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[27]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +1867,7 @@ func (x *ListPrefixResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPrefixResponse.ProtoReflect.Descriptor instead.
 func (*ListPrefixResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{27}
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListPrefixResponse) GetKeys() []string {
@@ -1548,7 +1888,7 @@ type ListDirRequest struct {
 
 func (x *ListDirRequest) Reset() {
 	*x = ListDirRequest{}
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[28]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +1900,7 @@ func (x *ListDirRequest) String() string {
 func (*ListDirRequest) ProtoMessage() {}
 
 func (x *ListDirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[28]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +1913,7 @@ func (x *ListDirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDirRequest.ProtoReflect.Descriptor instead.
 func (*ListDirRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{28}
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListDirRequest) GetPrefix() string {
@@ -1596,7 +1936,7 @@ type ListDirResponse struct {
 
 func (x *ListDirResponse) Reset() {
 	*x = ListDirResponse{}
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[29]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1948,7 @@ func (x *ListDirResponse) String() string {
 func (*ListDirResponse) ProtoMessage() {}
 
 func (x *ListDirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[29]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1961,7 @@ func (x *ListDirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDirResponse.ProtoReflect.Descriptor instead.
 func (*ListDirResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{29}
+	return file_zarrgate_store_v1_store_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListDirResponse) GetKeys() []string {
@@ -1651,7 +1991,7 @@ type ByteRange_Bounded struct {
 
 func (x *ByteRange_Bounded) Reset() {
 	*x = ByteRange_Bounded{}
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[30]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +2003,7 @@ func (x *ByteRange_Bounded) String() string {
 func (*ByteRange_Bounded) ProtoMessage() {}
 
 func (x *ByteRange_Bounded) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_store_v1_store_proto_msgTypes[30]
+	mi := &file_zarrgate_store_v1_store_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +2089,31 @@ const file_zarrgate_store_v1_store_proto_rawDesc = "" +
 	"generation\x18\x05 \x01(\tR\n" +
 	"generation\"U\n" +
 	"\x18GetPartialValuesResponse\x129\n" +
-	"\x05parts\x18\x01 \x03(\v2#.zarrgate.store.v1.PartialValuePartR\x05parts\"Y\n" +
+	"\x05parts\x18\x01 \x03(\v2#.zarrgate.store.v1.PartialValuePartR\x05parts\"M\n" +
+	"\rSharedSegment\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\fR\x05token\"=\n" +
+	"\vSharedValue\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x16\n" +
+	"\x06length\x18\x02 \x01(\x04R\x06length\"\xa1\x01\n" +
+	"\x1dGetPartialValuesSharedRequest\x12>\n" +
+	"\x04read\x18\x01 \x01(\v2*.zarrgate.store.v1.GetPartialValuesRequestR\x04read\x12\x1b\n" +
+	"\x06attach\x18\x02 \x01(\bH\x00R\x06attach\x88\x01\x01\x12\x18\n" +
+	"\arelease\x18\x03 \x01(\x04R\areleaseB\t\n" +
+	"\a_attach\"\xc1\x01\n" +
+	"\x0fSharedValuePart\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x12\x18\n" +
+	"\amissing\x18\x02 \x01(\bR\amissing\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x12\n" +
+	"\x04last\x18\x04 \x01(\bR\x04last\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x05 \x01(\tR\n" +
+	"generation\x126\n" +
+	"\x06shared\x18\x06 \x01(\v2\x1e.zarrgate.store.v1.SharedValueR\x06shared\"\x96\x01\n" +
+	"\x1eGetPartialValuesSharedResponse\x128\n" +
+	"\x05parts\x18\x01 \x03(\v2\".zarrgate.store.v1.SharedValuePartR\x05parts\x12:\n" +
+	"\asegment\x18\x02 \x01(\v2 .zarrgate.store.v1.SharedSegmentR\asegment\"Y\n" +
 	"\tSetHeader\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12:\n" +
 	"\tcondition\x18\x02 \x01(\v2\x1c.zarrgate.store.v1.ConditionR\tcondition\"V\n" +
@@ -1789,11 +2153,12 @@ const file_zarrgate_store_v1_store_proto_rawDesc = "" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\"A\n" +
 	"\x0fListDirResponse\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\tR\x04keys\x12\x1a\n" +
-	"\bprefixes\x18\x02 \x03(\tR\bprefixes2\xe8\a\n" +
+	"\bprefixes\x18\x02 \x03(\tR\bprefixes2\xec\b\n" +
 	"\fStoreService\x12h\n" +
 	"\x0fGetCapabilities\x12).zarrgate.store.v1.GetCapabilitiesRequest\x1a*.zarrgate.store.v1.GetCapabilitiesResponse\x12F\n" +
 	"\x03Get\x12\x1d.zarrgate.store.v1.GetRequest\x1a\x1e.zarrgate.store.v1.GetResponse0\x01\x12m\n" +
-	"\x10GetPartialValues\x12*.zarrgate.store.v1.GetPartialValuesRequest\x1a+.zarrgate.store.v1.GetPartialValuesResponse0\x01\x12F\n" +
+	"\x10GetPartialValues\x12*.zarrgate.store.v1.GetPartialValuesRequest\x1a+.zarrgate.store.v1.GetPartialValuesResponse0\x01\x12\x81\x01\n" +
+	"\x16GetPartialValuesShared\x120.zarrgate.store.v1.GetPartialValuesSharedRequest\x1a1.zarrgate.store.v1.GetPartialValuesSharedResponse(\x010\x01\x12F\n" +
 	"\x03Set\x12\x1d.zarrgate.store.v1.SetRequest\x1a\x1e.zarrgate.store.v1.SetResponse(\x01\x12k\n" +
 	"\x10SetPartialValues\x12*.zarrgate.store.v1.SetPartialValuesRequest\x1a+.zarrgate.store.v1.SetPartialValuesResponse\x12J\n" +
 	"\x05Erase\x12\x1f.zarrgate.store.v1.EraseRequest\x1a .zarrgate.store.v1.EraseResponse\x12\\\n" +
@@ -1816,79 +2181,90 @@ func file_zarrgate_store_v1_store_proto_rawDescGZIP() []byte {
 	return file_zarrgate_store_v1_store_proto_rawDescData
 }
 
-var file_zarrgate_store_v1_store_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_zarrgate_store_v1_store_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_zarrgate_store_v1_store_proto_goTypes = []any{
-	(*ByteRange)(nil),                // 0: zarrgate.store.v1.ByteRange
-	(*Condition)(nil),                // 1: zarrgate.store.v1.Condition
-	(*Capabilities)(nil),             // 2: zarrgate.store.v1.Capabilities
-	(*GetCapabilitiesRequest)(nil),   // 3: zarrgate.store.v1.GetCapabilitiesRequest
-	(*GetCapabilitiesResponse)(nil),  // 4: zarrgate.store.v1.GetCapabilitiesResponse
-	(*ValueInfo)(nil),                // 5: zarrgate.store.v1.ValueInfo
-	(*GetRequest)(nil),               // 6: zarrgate.store.v1.GetRequest
-	(*GetResponse)(nil),              // 7: zarrgate.store.v1.GetResponse
-	(*KeyRange)(nil),                 // 8: zarrgate.store.v1.KeyRange
-	(*GetPartialValuesRequest)(nil),  // 9: zarrgate.store.v1.GetPartialValuesRequest
-	(*PartialValuePart)(nil),         // 10: zarrgate.store.v1.PartialValuePart
-	(*GetPartialValuesResponse)(nil), // 11: zarrgate.store.v1.GetPartialValuesResponse
-	(*SetHeader)(nil),                // 12: zarrgate.store.v1.SetHeader
-	(*SetRequest)(nil),               // 13: zarrgate.store.v1.SetRequest
-	(*SetResponse)(nil),              // 14: zarrgate.store.v1.SetResponse
-	(*PartialWrite)(nil),             // 15: zarrgate.store.v1.PartialWrite
-	(*SetPartialValuesRequest)(nil),  // 16: zarrgate.store.v1.SetPartialValuesRequest
-	(*SetPartialValuesResponse)(nil), // 17: zarrgate.store.v1.SetPartialValuesResponse
-	(*EraseRequest)(nil),             // 18: zarrgate.store.v1.EraseRequest
-	(*EraseResponse)(nil),            // 19: zarrgate.store.v1.EraseResponse
-	(*EraseValuesRequest)(nil),       // 20: zarrgate.store.v1.EraseValuesRequest
-	(*EraseValuesResponse)(nil),      // 21: zarrgate.store.v1.EraseValuesResponse
-	(*ErasePrefixRequest)(nil),       // 22: zarrgate.store.v1.ErasePrefixRequest
-	(*ErasePrefixResponse)(nil),      // 23: zarrgate.store.v1.ErasePrefixResponse
-	(*ListRequest)(nil),              // 24: zarrgate.store.v1.ListRequest
-	(*ListResponse)(nil),             // 25: zarrgate.store.v1.ListResponse
-	(*ListPrefixRequest)(nil),        // 26: zarrgate.store.v1.ListPrefixRequest
-	(*ListPrefixResponse)(nil),       // 27: zarrgate.store.v1.ListPrefixResponse
-	(*ListDirRequest)(nil),           // 28: zarrgate.store.v1.ListDirRequest
-	(*ListDirResponse)(nil),          // 29: zarrgate.store.v1.ListDirResponse
-	(*ByteRange_Bounded)(nil),        // 30: zarrgate.store.v1.ByteRange.Bounded
+	(*ByteRange)(nil),                      // 0: zarrgate.store.v1.ByteRange
+	(*Condition)(nil),                      // 1: zarrgate.store.v1.Condition
+	(*Capabilities)(nil),                   // 2: zarrgate.store.v1.Capabilities
+	(*GetCapabilitiesRequest)(nil),         // 3: zarrgate.store.v1.GetCapabilitiesRequest
+	(*GetCapabilitiesResponse)(nil),        // 4: zarrgate.store.v1.GetCapabilitiesResponse
+	(*ValueInfo)(nil),                      // 5: zarrgate.store.v1.ValueInfo
+	(*GetRequest)(nil),                     // 6: zarrgate.store.v1.GetRequest
+	(*GetResponse)(nil),                    // 7: zarrgate.store.v1.GetResponse
+	(*KeyRange)(nil),                       // 8: zarrgate.store.v1.KeyRange
+	(*GetPartialValuesRequest)(nil),        // 9: zarrgate.store.v1.GetPartialValuesRequest
+	(*PartialValuePart)(nil),               // 10: zarrgate.store.v1.PartialValuePart
+	(*GetPartialValuesResponse)(nil),       // 11: zarrgate.store.v1.GetPartialValuesResponse
+	(*SharedSegment)(nil),                  // 12: zarrgate.store.v1.SharedSegment
+	(*SharedValue)(nil),                    // 13: zarrgate.store.v1.SharedValue
+	(*GetPartialValuesSharedRequest)(nil),  // 14: zarrgate.store.v1.GetPartialValuesSharedRequest
+	(*SharedValuePart)(nil),                // 15: zarrgate.store.v1.SharedValuePart
+	(*GetPartialValuesSharedResponse)(nil), // 16: zarrgate.store.v1.GetPartialValuesSharedResponse
+	(*SetHeader)(nil),                      // 17: zarrgate.store.v1.SetHeader
+	(*SetRequest)(nil),                     // 18: zarrgate.store.v1.SetRequest
+	(*SetResponse)(nil),                    // 19: zarrgate.store.v1.SetResponse
+	(*PartialWrite)(nil),                   // 20: zarrgate.store.v1.PartialWrite
+	(*SetPartialValuesRequest)(nil),        // 21: zarrgate.store.v1.SetPartialValuesRequest
+	(*SetPartialValuesResponse)(nil),       // 22: zarrgate.store.v1.SetPartialValuesResponse
+	(*EraseRequest)(nil),                   // 23: zarrgate.store.v1.EraseRequest
+	(*EraseResponse)(nil),                  // 24: zarrgate.store.v1.EraseResponse
+	(*EraseValuesRequest)(nil),             // 25: zarrgate.store.v1.EraseValuesRequest
+	(*EraseValuesResponse)(nil),            // 26: zarrgate.store.v1.EraseValuesResponse
+	(*ErasePrefixRequest)(nil),             // 27: zarrgate.store.v1.ErasePrefixRequest
+	(*ErasePrefixResponse)(nil),            // 28: zarrgate.store.v1.ErasePrefixResponse
+	(*ListRequest)(nil),                    // 29: zarrgate.store.v1.ListRequest
+	(*ListResponse)(nil),                   // 30: zarrgate.store.v1.ListResponse
+	(*ListPrefixRequest)(nil),              // 31: zarrgate.store.v1.ListPrefixRequest
+	(*ListPrefixResponse)(nil),             // 32: zarrgate.store.v1.ListPrefixResponse
+	(*ListDirRequest)(nil),                 // 33: zarrgate.store.v1.ListDirRequest
+	(*ListDirResponse)(nil),                // 34: zarrgate.store.v1.ListDirResponse
+	(*ByteRange_Bounded)(nil),              // 35: zarrgate.store.v1.ByteRange.Bounded
 }
 var file_zarrgate_store_v1_store_proto_depIdxs = []int32{
-	30, // 0: zarrgate.store.v1.ByteRange.bounded:type_name -> zarrgate.store.v1.ByteRange.Bounded
+	35, // 0: zarrgate.store.v1.ByteRange.bounded:type_name -> zarrgate.store.v1.ByteRange.Bounded
 	2,  // 1: zarrgate.store.v1.GetCapabilitiesResponse.capabilities:type_name -> zarrgate.store.v1.Capabilities
 	0,  // 2: zarrgate.store.v1.GetRequest.range:type_name -> zarrgate.store.v1.ByteRange
 	5,  // 3: zarrgate.store.v1.GetResponse.info:type_name -> zarrgate.store.v1.ValueInfo
 	0,  // 4: zarrgate.store.v1.KeyRange.range:type_name -> zarrgate.store.v1.ByteRange
 	8,  // 5: zarrgate.store.v1.GetPartialValuesRequest.ranges:type_name -> zarrgate.store.v1.KeyRange
 	10, // 6: zarrgate.store.v1.GetPartialValuesResponse.parts:type_name -> zarrgate.store.v1.PartialValuePart
-	1,  // 7: zarrgate.store.v1.SetHeader.condition:type_name -> zarrgate.store.v1.Condition
-	12, // 8: zarrgate.store.v1.SetRequest.header:type_name -> zarrgate.store.v1.SetHeader
-	15, // 9: zarrgate.store.v1.SetPartialValuesRequest.writes:type_name -> zarrgate.store.v1.PartialWrite
-	1,  // 10: zarrgate.store.v1.EraseRequest.condition:type_name -> zarrgate.store.v1.Condition
-	3,  // 11: zarrgate.store.v1.StoreService.GetCapabilities:input_type -> zarrgate.store.v1.GetCapabilitiesRequest
-	6,  // 12: zarrgate.store.v1.StoreService.Get:input_type -> zarrgate.store.v1.GetRequest
-	9,  // 13: zarrgate.store.v1.StoreService.GetPartialValues:input_type -> zarrgate.store.v1.GetPartialValuesRequest
-	13, // 14: zarrgate.store.v1.StoreService.Set:input_type -> zarrgate.store.v1.SetRequest
-	16, // 15: zarrgate.store.v1.StoreService.SetPartialValues:input_type -> zarrgate.store.v1.SetPartialValuesRequest
-	18, // 16: zarrgate.store.v1.StoreService.Erase:input_type -> zarrgate.store.v1.EraseRequest
-	20, // 17: zarrgate.store.v1.StoreService.EraseValues:input_type -> zarrgate.store.v1.EraseValuesRequest
-	22, // 18: zarrgate.store.v1.StoreService.ErasePrefix:input_type -> zarrgate.store.v1.ErasePrefixRequest
-	24, // 19: zarrgate.store.v1.StoreService.List:input_type -> zarrgate.store.v1.ListRequest
-	26, // 20: zarrgate.store.v1.StoreService.ListPrefix:input_type -> zarrgate.store.v1.ListPrefixRequest
-	28, // 21: zarrgate.store.v1.StoreService.ListDir:input_type -> zarrgate.store.v1.ListDirRequest
-	4,  // 22: zarrgate.store.v1.StoreService.GetCapabilities:output_type -> zarrgate.store.v1.GetCapabilitiesResponse
-	7,  // 23: zarrgate.store.v1.StoreService.Get:output_type -> zarrgate.store.v1.GetResponse
-	11, // 24: zarrgate.store.v1.StoreService.GetPartialValues:output_type -> zarrgate.store.v1.GetPartialValuesResponse
-	14, // 25: zarrgate.store.v1.StoreService.Set:output_type -> zarrgate.store.v1.SetResponse
-	17, // 26: zarrgate.store.v1.StoreService.SetPartialValues:output_type -> zarrgate.store.v1.SetPartialValuesResponse
-	19, // 27: zarrgate.store.v1.StoreService.Erase:output_type -> zarrgate.store.v1.EraseResponse
-	21, // 28: zarrgate.store.v1.StoreService.EraseValues:output_type -> zarrgate.store.v1.EraseValuesResponse
-	23, // 29: zarrgate.store.v1.StoreService.ErasePrefix:output_type -> zarrgate.store.v1.ErasePrefixResponse
-	25, // 30: zarrgate.store.v1.StoreService.List:output_type -> zarrgate.store.v1.ListResponse
-	27, // 31: zarrgate.store.v1.StoreService.ListPrefix:output_type -> zarrgate.store.v1.ListPrefixResponse
-	29, // 32: zarrgate.store.v1.StoreService.ListDir:output_type -> zarrgate.store.v1.ListDirResponse
-	22, // [22:33] is the sub-list for method output_type
-	11, // [11:22] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	9,  // 7: zarrgate.store.v1.GetPartialValuesSharedRequest.read:type_name -> zarrgate.store.v1.GetPartialValuesRequest
+	13, // 8: zarrgate.store.v1.SharedValuePart.shared:type_name -> zarrgate.store.v1.SharedValue
+	15, // 9: zarrgate.store.v1.GetPartialValuesSharedResponse.parts:type_name -> zarrgate.store.v1.SharedValuePart
+	12, // 10: zarrgate.store.v1.GetPartialValuesSharedResponse.segment:type_name -> zarrgate.store.v1.SharedSegment
+	1,  // 11: zarrgate.store.v1.SetHeader.condition:type_name -> zarrgate.store.v1.Condition
+	17, // 12: zarrgate.store.v1.SetRequest.header:type_name -> zarrgate.store.v1.SetHeader
+	20, // 13: zarrgate.store.v1.SetPartialValuesRequest.writes:type_name -> zarrgate.store.v1.PartialWrite
+	1,  // 14: zarrgate.store.v1.EraseRequest.condition:type_name -> zarrgate.store.v1.Condition
+	3,  // 15: zarrgate.store.v1.StoreService.GetCapabilities:input_type -> zarrgate.store.v1.GetCapabilitiesRequest
+	6,  // 16: zarrgate.store.v1.StoreService.Get:input_type -> zarrgate.store.v1.GetRequest
+	9,  // 17: zarrgate.store.v1.StoreService.GetPartialValues:input_type -> zarrgate.store.v1.GetPartialValuesRequest
+	14, // 18: zarrgate.store.v1.StoreService.GetPartialValuesShared:input_type -> zarrgate.store.v1.GetPartialValuesSharedRequest
+	18, // 19: zarrgate.store.v1.StoreService.Set:input_type -> zarrgate.store.v1.SetRequest
+	21, // 20: zarrgate.store.v1.StoreService.SetPartialValues:input_type -> zarrgate.store.v1.SetPartialValuesRequest
+	23, // 21: zarrgate.store.v1.StoreService.Erase:input_type -> zarrgate.store.v1.EraseRequest
+	25, // 22: zarrgate.store.v1.StoreService.EraseValues:input_type -> zarrgate.store.v1.EraseValuesRequest
+	27, // 23: zarrgate.store.v1.StoreService.ErasePrefix:input_type -> zarrgate.store.v1.ErasePrefixRequest
+	29, // 24: zarrgate.store.v1.StoreService.List:input_type -> zarrgate.store.v1.ListRequest
+	31, // 25: zarrgate.store.v1.StoreService.ListPrefix:input_type -> zarrgate.store.v1.ListPrefixRequest
+	33, // 26: zarrgate.store.v1.StoreService.ListDir:input_type -> zarrgate.store.v1.ListDirRequest
+	4,  // 27: zarrgate.store.v1.StoreService.GetCapabilities:output_type -> zarrgate.store.v1.GetCapabilitiesResponse
+	7,  // 28: zarrgate.store.v1.StoreService.Get:output_type -> zarrgate.store.v1.GetResponse
+	11, // 29: zarrgate.store.v1.StoreService.GetPartialValues:output_type -> zarrgate.store.v1.GetPartialValuesResponse
+	16, // 30: zarrgate.store.v1.StoreService.GetPartialValuesShared:output_type -> zarrgate.store.v1.GetPartialValuesSharedResponse
+	19, // 31: zarrgate.store.v1.StoreService.Set:output_type -> zarrgate.store.v1.SetResponse
+	22, // 32: zarrgate.store.v1.StoreService.SetPartialValues:output_type -> zarrgate.store.v1.SetPartialValuesResponse
+	24, // 33: zarrgate.store.v1.StoreService.Erase:output_type -> zarrgate.store.v1.EraseResponse
+	26, // 34: zarrgate.store.v1.StoreService.EraseValues:output_type -> zarrgate.store.v1.EraseValuesResponse
+	28, // 35: zarrgate.store.v1.StoreService.ErasePrefix:output_type -> zarrgate.store.v1.ErasePrefixResponse
+	30, // 36: zarrgate.store.v1.StoreService.List:output_type -> zarrgate.store.v1.ListResponse
+	32, // 37: zarrgate.store.v1.StoreService.ListPrefix:output_type -> zarrgate.store.v1.ListPrefixResponse
+	34, // 38: zarrgate.store.v1.StoreService.ListDir:output_type -> zarrgate.store.v1.ListDirResponse
+	27, // [27:39] is the sub-list for method output_type
+	15, // [15:27] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_zarrgate_store_v1_store_proto_init() }
@@ -1905,13 +2281,14 @@ func file_zarrgate_store_v1_store_proto_init() {
 		(*Condition_IfGenerationMatch)(nil),
 		(*Condition_IfAbsent)(nil),
 	}
+	file_zarrgate_store_v1_store_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_zarrgate_store_v1_store_proto_rawDesc), len(file_zarrgate_store_v1_store_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

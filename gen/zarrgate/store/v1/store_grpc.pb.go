@@ -19,17 +19,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	StoreService_GetCapabilities_FullMethodName  = "/zarrgate.store.v1.StoreService/GetCapabilities"
-	StoreService_Get_FullMethodName              = "/zarrgate.store.v1.StoreService/Get"
-	StoreService_GetPartialValues_FullMethodName = "/zarrgate.store.v1.StoreService/GetPartialValues"
-	StoreService_Set_FullMethodName              = "/zarrgate.store.v1.StoreService/Set"
-	StoreService_SetPartialValues_FullMethodName = "/zarrgate.store.v1.StoreService/SetPartialValues"
-	StoreService_Erase_FullMethodName            = "/zarrgate.store.v1.StoreService/Erase"
-	StoreService_EraseValues_FullMethodName      = "/zarrgate.store.v1.StoreService/EraseValues"
-	StoreService_ErasePrefix_FullMethodName      = "/zarrgate.store.v1.StoreService/ErasePrefix"
-	StoreService_List_FullMethodName             = "/zarrgate.store.v1.StoreService/List"
-	StoreService_ListPrefix_FullMethodName       = "/zarrgate.store.v1.StoreService/ListPrefix"
-	StoreService_ListDir_FullMethodName          = "/zarrgate.store.v1.StoreService/ListDir"
+	StoreService_GetCapabilities_FullMethodName        = "/zarrgate.store.v1.StoreService/GetCapabilities"
+	StoreService_Get_FullMethodName                    = "/zarrgate.store.v1.StoreService/Get"
+	StoreService_GetPartialValues_FullMethodName       = "/zarrgate.store.v1.StoreService/GetPartialValues"
+	StoreService_GetPartialValuesShared_FullMethodName = "/zarrgate.store.v1.StoreService/GetPartialValuesShared"
+	StoreService_Set_FullMethodName                    = "/zarrgate.store.v1.StoreService/Set"
+	StoreService_SetPartialValues_FullMethodName       = "/zarrgate.store.v1.StoreService/SetPartialValues"
+	StoreService_Erase_FullMethodName                  = "/zarrgate.store.v1.StoreService/Erase"
+	StoreService_EraseValues_FullMethodName            = "/zarrgate.store.v1.StoreService/EraseValues"
+	StoreService_ErasePrefix_FullMethodName            = "/zarrgate.store.v1.StoreService/ErasePrefix"
+	StoreService_List_FullMethodName                   = "/zarrgate.store.v1.StoreService/List"
+	StoreService_ListPrefix_FullMethodName             = "/zarrgate.store.v1.StoreService/ListPrefix"
+	StoreService_ListDir_FullMethodName                = "/zarrgate.store.v1.StoreService/ListDir"
 )
 
 // StoreServiceClient is the client API for StoreService service.
@@ -59,6 +60,23 @@ type StoreServiceClient interface {
 	// split over several parts, and one response may carry parts of several
 	// results.
 	GetPartialValues(ctx context.Context, in *GetPartialValuesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetPartialValuesResponse], error)
+	// GetPartialValuesShared is GetPartialValues for clients on the server's
+	// host, over one long-lived stream: value bytes travel through a
+	// shared-memory segment of the server instead of through the stream,
+	// which saves the socket's copies. The client sends a read (a batch of
+	// key ranges); the server's first answer offers a segment (or none: then
+	// every value comes inline, as in GetPartialValues); the client's next
+	// message says whether it mapped it. Each read is answered with parts as
+	// GetPartialValues's, in request order, a value either inline or as a
+	// range of the segment (one part, last set), which the client copies out
+	// and releases, oldest first, with a later message. The client may send
+	// its next read once the previous one is answered. A value that does not
+	// fit the segment's free space comes inline: a client that does not
+	// release slows nothing but itself. Every read is authorized as
+	// GetPartialValues is, and fails the call as GetPartialValues would. The
+	// server ends an idle stream (no read for a while) with OK; a read it had
+	// not answered is to be sent again on a new call.
+	GetPartialValuesShared(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[GetPartialValuesSharedRequest, GetPartialValuesSharedResponse], error)
 	// Set stores a value. The first message carries the key and the write
 	// condition, the following messages carry the value's bytes in order. The
 	// value becomes visible atomically once the stream is closed: readers see
@@ -142,9 +160,22 @@ func (c *storeServiceClient) GetPartialValues(ctx context.Context, in *GetPartia
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type StoreService_GetPartialValuesClient = grpc.ServerStreamingClient[GetPartialValuesResponse]
 
+func (c *storeServiceClient) GetPartialValuesShared(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[GetPartialValuesSharedRequest, GetPartialValuesSharedResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &StoreService_ServiceDesc.Streams[2], StoreService_GetPartialValuesShared_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[GetPartialValuesSharedRequest, GetPartialValuesSharedResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type StoreService_GetPartialValuesSharedClient = grpc.BidiStreamingClient[GetPartialValuesSharedRequest, GetPartialValuesSharedResponse]
+
 func (c *storeServiceClient) Set(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SetRequest, SetResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &StoreService_ServiceDesc.Streams[2], StoreService_Set_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &StoreService_ServiceDesc.Streams[3], StoreService_Set_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +228,7 @@ func (c *storeServiceClient) ErasePrefix(ctx context.Context, in *ErasePrefixReq
 
 func (c *storeServiceClient) List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ListResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &StoreService_ServiceDesc.Streams[3], StoreService_List_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &StoreService_ServiceDesc.Streams[4], StoreService_List_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +247,7 @@ type StoreService_ListClient = grpc.ServerStreamingClient[ListResponse]
 
 func (c *storeServiceClient) ListPrefix(ctx context.Context, in *ListPrefixRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ListPrefixResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &StoreService_ServiceDesc.Streams[4], StoreService_ListPrefix_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &StoreService_ServiceDesc.Streams[5], StoreService_ListPrefix_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +266,7 @@ type StoreService_ListPrefixClient = grpc.ServerStreamingClient[ListPrefixRespon
 
 func (c *storeServiceClient) ListDir(ctx context.Context, in *ListDirRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ListDirResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &StoreService_ServiceDesc.Streams[5], StoreService_ListDir_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &StoreService_ServiceDesc.Streams[6], StoreService_ListDir_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -279,6 +310,23 @@ type StoreServiceServer interface {
 	// split over several parts, and one response may carry parts of several
 	// results.
 	GetPartialValues(*GetPartialValuesRequest, grpc.ServerStreamingServer[GetPartialValuesResponse]) error
+	// GetPartialValuesShared is GetPartialValues for clients on the server's
+	// host, over one long-lived stream: value bytes travel through a
+	// shared-memory segment of the server instead of through the stream,
+	// which saves the socket's copies. The client sends a read (a batch of
+	// key ranges); the server's first answer offers a segment (or none: then
+	// every value comes inline, as in GetPartialValues); the client's next
+	// message says whether it mapped it. Each read is answered with parts as
+	// GetPartialValues's, in request order, a value either inline or as a
+	// range of the segment (one part, last set), which the client copies out
+	// and releases, oldest first, with a later message. The client may send
+	// its next read once the previous one is answered. A value that does not
+	// fit the segment's free space comes inline: a client that does not
+	// release slows nothing but itself. Every read is authorized as
+	// GetPartialValues is, and fails the call as GetPartialValues would. The
+	// server ends an idle stream (no read for a while) with OK; a read it had
+	// not answered is to be sent again on a new call.
+	GetPartialValuesShared(grpc.BidiStreamingServer[GetPartialValuesSharedRequest, GetPartialValuesSharedResponse]) error
 	// Set stores a value. The first message carries the key and the write
 	// condition, the following messages carry the value's bytes in order. The
 	// value becomes visible atomically once the stream is closed: readers see
@@ -322,6 +370,9 @@ func (UnimplementedStoreServiceServer) Get(*GetRequest, grpc.ServerStreamingServ
 }
 func (UnimplementedStoreServiceServer) GetPartialValues(*GetPartialValuesRequest, grpc.ServerStreamingServer[GetPartialValuesResponse]) error {
 	return status.Error(codes.Unimplemented, "method GetPartialValues not implemented")
+}
+func (UnimplementedStoreServiceServer) GetPartialValuesShared(grpc.BidiStreamingServer[GetPartialValuesSharedRequest, GetPartialValuesSharedResponse]) error {
+	return status.Error(codes.Unimplemented, "method GetPartialValuesShared not implemented")
 }
 func (UnimplementedStoreServiceServer) Set(grpc.ClientStreamingServer[SetRequest, SetResponse]) error {
 	return status.Error(codes.Unimplemented, "method Set not implemented")
@@ -407,6 +458,13 @@ func _StoreService_GetPartialValues_Handler(srv interface{}, stream grpc.ServerS
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type StoreService_GetPartialValuesServer = grpc.ServerStreamingServer[GetPartialValuesResponse]
+
+func _StoreService_GetPartialValuesShared_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(StoreServiceServer).GetPartialValuesShared(&grpc.GenericServerStream[GetPartialValuesSharedRequest, GetPartialValuesSharedResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type StoreService_GetPartialValuesSharedServer = grpc.BidiStreamingServer[GetPartialValuesSharedRequest, GetPartialValuesSharedResponse]
 
 func _StoreService_Set_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(StoreServiceServer).Set(&grpc.GenericServerStream[SetRequest, SetResponse]{ServerStream: stream})
@@ -558,6 +616,12 @@ var StoreService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "GetPartialValues",
 			Handler:       _StoreService_GetPartialValues_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "GetPartialValuesShared",
+			Handler:       _StoreService_GetPartialValuesShared_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 		{
 			StreamName:    "Set",

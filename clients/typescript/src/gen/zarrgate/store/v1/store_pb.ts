@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file zarrgate/store/v1/store.proto.
  */
 export const file_zarrgate_store_v1_store: GenFile = /*@__PURE__*/
-  fileDesc("Ch16YXJyZ2F0ZS9zdG9yZS92MS9zdG9yZS5wcm90bxIRemFycmdhdGUuc3RvcmUudjEiqAEKCUJ5dGVSYW5nZRI3Cgdib3VuZGVkGAEgASgLMiQuemFycmdhdGUuc3RvcmUudjEuQnl0ZVJhbmdlLkJvdW5kZWRIABIVCgtmcm9tX29mZnNldBgCIAEoBEgAEhcKDXN1ZmZpeF9sZW5ndGgYAyABKARIABopCgdCb3VuZGVkEg4KBm9mZnNldBgBIAEoBBIOCgZsZW5ndGgYAiABKARCBwoFcmFuZ2UiTAoJQ29uZGl0aW9uEh0KE2lmX2dlbmVyYXRpb25fbWF0Y2gYASABKAlIABITCglpZl9hYnNlbnQYAiABKAhIAEILCgljb25kaXRpb24iigEKDENhcGFiaWxpdGllcxIQCghyZWFkYWJsZRgBIAEoCBIQCgh3cml0YWJsZRgCIAEoCBIQCghsaXN0YWJsZRgDIAEoCBIWCg5wYXJ0aWFsX3dyaXRlcxgEIAEoCBIaChJjb25kaXRpb25hbF93cml0ZXMYBSABKAgSEAoIZXJhc2FibGUYBiABKAgiGAoWR2V0Q2FwYWJpbGl0aWVzUmVxdWVzdCJQChdHZXRDYXBhYmlsaXRpZXNSZXNwb25zZRI1CgxjYXBhYmlsaXRpZXMYASABKAsyHy56YXJyZ2F0ZS5zdG9yZS52MS5DYXBhYmlsaXRpZXMiTQoJVmFsdWVJbmZvEhIKCmdlbmVyYXRpb24YASABKAkSDAoEc2l6ZRgCIAEoBBIOCgZvZmZzZXQYAyABKAQSDgoGbGVuZ3RoGAQgASgEIkYKCkdldFJlcXVlc3QSCwoDa2V5GAEgASgJEisKBXJhbmdlGAIgASgLMhwuemFycmdhdGUuc3RvcmUudjEuQnl0ZVJhbmdlIkcKC0dldFJlc3BvbnNlEioKBGluZm8YASABKAsyHC56YXJyZ2F0ZS5zdG9yZS52MS5WYWx1ZUluZm8SDAoEZGF0YRgCIAEoDCJECghLZXlSYW5nZRILCgNrZXkYASABKAkSKwoFcmFuZ2UYAiABKAsyHC56YXJyZ2F0ZS5zdG9yZS52MS5CeXRlUmFuZ2UiRgoXR2V0UGFydGlhbFZhbHVlc1JlcXVlc3QSKwoGcmFuZ2VzGAEgAygLMhsuemFycmdhdGUuc3RvcmUudjEuS2V5UmFuZ2UiYgoQUGFydGlhbFZhbHVlUGFydBINCgVpbmRleBgBIAEoDRIPCgdtaXNzaW5nGAIgASgIEgwKBGRhdGEYAyABKAwSDAoEbGFzdBgEIAEoCBISCgpnZW5lcmF0aW9uGAUgASgJIk4KGEdldFBhcnRpYWxWYWx1ZXNSZXNwb25zZRIyCgVwYXJ0cxgBIAMoCzIjLnphcnJnYXRlLnN0b3JlLnYxLlBhcnRpYWxWYWx1ZVBhcnQiSQoJU2V0SGVhZGVyEgsKA2tleRgBIAEoCRIvCgljb25kaXRpb24YAiABKAsyHC56YXJyZ2F0ZS5zdG9yZS52MS5Db25kaXRpb24iSAoKU2V0UmVxdWVzdBIsCgZoZWFkZXIYASABKAsyHC56YXJyZ2F0ZS5zdG9yZS52MS5TZXRIZWFkZXISDAoEZGF0YRgCIAEoDCIhCgtTZXRSZXNwb25zZRISCgpnZW5lcmF0aW9uGAEgASgJIjkKDFBhcnRpYWxXcml0ZRILCgNrZXkYASABKAkSDgoGb2Zmc2V0GAIgASgEEgwKBGRhdGEYAyABKAwiSgoXU2V0UGFydGlhbFZhbHVlc1JlcXVlc3QSLwoGd3JpdGVzGAEgAygLMh8uemFycmdhdGUuc3RvcmUudjEuUGFydGlhbFdyaXRlIhoKGFNldFBhcnRpYWxWYWx1ZXNSZXNwb25zZSJMCgxFcmFzZVJlcXVlc3QSCwoDa2V5GAEgASgJEi8KCWNvbmRpdGlvbhgCIAEoCzIcLnphcnJnYXRlLnN0b3JlLnYxLkNvbmRpdGlvbiIPCg1FcmFzZVJlc3BvbnNlIiIKEkVyYXNlVmFsdWVzUmVxdWVzdBIMCgRrZXlzGAEgAygJIhUKE0VyYXNlVmFsdWVzUmVzcG9uc2UiJAoSRXJhc2VQcmVmaXhSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCSIVChNFcmFzZVByZWZpeFJlc3BvbnNlIg0KC0xpc3RSZXF1ZXN0IhwKDExpc3RSZXNwb25zZRIMCgRrZXlzGAEgAygJIiMKEUxpc3RQcmVmaXhSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCSIiChJMaXN0UHJlZml4UmVzcG9uc2USDAoEa2V5cxgBIAMoCSIgCg5MaXN0RGlyUmVxdWVzdBIOCgZwcmVmaXgYASABKAkiMQoPTGlzdERpclJlc3BvbnNlEgwKBGtleXMYASADKAkSEAoIcHJlZml4ZXMYAiADKAky6AcKDFN0b3JlU2VydmljZRJoCg9HZXRDYXBhYmlsaXRpZXMSKS56YXJyZ2F0ZS5zdG9yZS52MS5HZXRDYXBhYmlsaXRpZXNSZXF1ZXN0GiouemFycmdhdGUuc3RvcmUudjEuR2V0Q2FwYWJpbGl0aWVzUmVzcG9uc2USRgoDR2V0Eh0uemFycmdhdGUuc3RvcmUudjEuR2V0UmVxdWVzdBoeLnphcnJnYXRlLnN0b3JlLnYxLkdldFJlc3BvbnNlMAESbQoQR2V0UGFydGlhbFZhbHVlcxIqLnphcnJnYXRlLnN0b3JlLnYxLkdldFBhcnRpYWxWYWx1ZXNSZXF1ZXN0GisuemFycmdhdGUuc3RvcmUudjEuR2V0UGFydGlhbFZhbHVlc1Jlc3BvbnNlMAESRgoDU2V0Eh0uemFycmdhdGUuc3RvcmUudjEuU2V0UmVxdWVzdBoeLnphcnJnYXRlLnN0b3JlLnYxLlNldFJlc3BvbnNlKAESawoQU2V0UGFydGlhbFZhbHVlcxIqLnphcnJnYXRlLnN0b3JlLnYxLlNldFBhcnRpYWxWYWx1ZXNSZXF1ZXN0GisuemFycmdhdGUuc3RvcmUudjEuU2V0UGFydGlhbFZhbHVlc1Jlc3BvbnNlEkoKBUVyYXNlEh8uemFycmdhdGUuc3RvcmUudjEuRXJhc2VSZXF1ZXN0GiAuemFycmdhdGUuc3RvcmUudjEuRXJhc2VSZXNwb25zZRJcCgtFcmFzZVZhbHVlcxIlLnphcnJnYXRlLnN0b3JlLnYxLkVyYXNlVmFsdWVzUmVxdWVzdBomLnphcnJnYXRlLnN0b3JlLnYxLkVyYXNlVmFsdWVzUmVzcG9uc2USXAoLRXJhc2VQcmVmaXgSJS56YXJyZ2F0ZS5zdG9yZS52MS5FcmFzZVByZWZpeFJlcXVlc3QaJi56YXJyZ2F0ZS5zdG9yZS52MS5FcmFzZVByZWZpeFJlc3BvbnNlEkkKBExpc3QSHi56YXJyZ2F0ZS5zdG9yZS52MS5MaXN0UmVxdWVzdBofLnphcnJnYXRlLnN0b3JlLnYxLkxpc3RSZXNwb25zZTABElsKCkxpc3RQcmVmaXgSJC56YXJyZ2F0ZS5zdG9yZS52MS5MaXN0UHJlZml4UmVxdWVzdBolLnphcnJnYXRlLnN0b3JlLnYxLkxpc3RQcmVmaXhSZXNwb25zZTABElIKB0xpc3REaXISIS56YXJyZ2F0ZS5zdG9yZS52MS5MaXN0RGlyUmVxdWVzdBoiLnphcnJnYXRlLnN0b3JlLnYxLkxpc3REaXJSZXNwb25zZTABQjxaOmdpdGh1Yi5jb20vemFycmdhdGUvemFycmdhdGUvZ2VuL3phcnJnYXRlL3N0b3JlL3YxO3N0b3JldjFiBnByb3RvMw");
+  fileDesc("Ch16YXJyZ2F0ZS9zdG9yZS92MS9zdG9yZS5wcm90bxIRemFycmdhdGUuc3RvcmUudjEiqAEKCUJ5dGVSYW5nZRI3Cgdib3VuZGVkGAEgASgLMiQuemFycmdhdGUuc3RvcmUudjEuQnl0ZVJhbmdlLkJvdW5kZWRIABIVCgtmcm9tX29mZnNldBgCIAEoBEgAEhcKDXN1ZmZpeF9sZW5ndGgYAyABKARIABopCgdCb3VuZGVkEg4KBm9mZnNldBgBIAEoBBIOCgZsZW5ndGgYAiABKARCBwoFcmFuZ2UiTAoJQ29uZGl0aW9uEh0KE2lmX2dlbmVyYXRpb25fbWF0Y2gYASABKAlIABITCglpZl9hYnNlbnQYAiABKAhIAEILCgljb25kaXRpb24iigEKDENhcGFiaWxpdGllcxIQCghyZWFkYWJsZRgBIAEoCBIQCgh3cml0YWJsZRgCIAEoCBIQCghsaXN0YWJsZRgDIAEoCBIWCg5wYXJ0aWFsX3dyaXRlcxgEIAEoCBIaChJjb25kaXRpb25hbF93cml0ZXMYBSABKAgSEAoIZXJhc2FibGUYBiABKAgiGAoWR2V0Q2FwYWJpbGl0aWVzUmVxdWVzdCJQChdHZXRDYXBhYmlsaXRpZXNSZXNwb25zZRI1CgxjYXBhYmlsaXRpZXMYASABKAsyHy56YXJyZ2F0ZS5zdG9yZS52MS5DYXBhYmlsaXRpZXMiTQoJVmFsdWVJbmZvEhIKCmdlbmVyYXRpb24YASABKAkSDAoEc2l6ZRgCIAEoBBIOCgZvZmZzZXQYAyABKAQSDgoGbGVuZ3RoGAQgASgEIkYKCkdldFJlcXVlc3QSCwoDa2V5GAEgASgJEisKBXJhbmdlGAIgASgLMhwuemFycmdhdGUuc3RvcmUudjEuQnl0ZVJhbmdlIkcKC0dldFJlc3BvbnNlEioKBGluZm8YASABKAsyHC56YXJyZ2F0ZS5zdG9yZS52MS5WYWx1ZUluZm8SDAoEZGF0YRgCIAEoDCJECghLZXlSYW5nZRILCgNrZXkYASABKAkSKwoFcmFuZ2UYAiABKAsyHC56YXJyZ2F0ZS5zdG9yZS52MS5CeXRlUmFuZ2UiRgoXR2V0UGFydGlhbFZhbHVlc1JlcXVlc3QSKwoGcmFuZ2VzGAEgAygLMhsuemFycmdhdGUuc3RvcmUudjEuS2V5UmFuZ2UiYgoQUGFydGlhbFZhbHVlUGFydBINCgVpbmRleBgBIAEoDRIPCgdtaXNzaW5nGAIgASgIEgwKBGRhdGEYAyABKAwSDAoEbGFzdBgEIAEoCBISCgpnZW5lcmF0aW9uGAUgASgJIk4KGEdldFBhcnRpYWxWYWx1ZXNSZXNwb25zZRIyCgVwYXJ0cxgBIAMoCzIjLnphcnJnYXRlLnN0b3JlLnYxLlBhcnRpYWxWYWx1ZVBhcnQiOgoNU2hhcmVkU2VnbWVudBIMCgRwYXRoGAEgASgJEgwKBHNpemUYAiABKAQSDQoFdG9rZW4YAyABKAwiLQoLU2hhcmVkVmFsdWUSDgoGb2Zmc2V0GAEgASgEEg4KBmxlbmd0aBgCIAEoBCKKAQodR2V0UGFydGlhbFZhbHVlc1NoYXJlZFJlcXVlc3QSOAoEcmVhZBgBIAEoCzIqLnphcnJnYXRlLnN0b3JlLnYxLkdldFBhcnRpYWxWYWx1ZXNSZXF1ZXN0EhMKBmF0dGFjaBgCIAEoCEgAiAEBEg8KB3JlbGVhc2UYAyABKARCCQoHX2F0dGFjaCKRAQoPU2hhcmVkVmFsdWVQYXJ0Eg0KBWluZGV4GAEgASgNEg8KB21pc3NpbmcYAiABKAgSDAoEZGF0YRgDIAEoDBIMCgRsYXN0GAQgASgIEhIKCmdlbmVyYXRpb24YBSABKAkSLgoGc2hhcmVkGAYgASgLMh4uemFycmdhdGUuc3RvcmUudjEuU2hhcmVkVmFsdWUihgEKHkdldFBhcnRpYWxWYWx1ZXNTaGFyZWRSZXNwb25zZRIxCgVwYXJ0cxgBIAMoCzIiLnphcnJnYXRlLnN0b3JlLnYxLlNoYXJlZFZhbHVlUGFydBIxCgdzZWdtZW50GAIgASgLMiAuemFycmdhdGUuc3RvcmUudjEuU2hhcmVkU2VnbWVudCJJCglTZXRIZWFkZXISCwoDa2V5GAEgASgJEi8KCWNvbmRpdGlvbhgCIAEoCzIcLnphcnJnYXRlLnN0b3JlLnYxLkNvbmRpdGlvbiJICgpTZXRSZXF1ZXN0EiwKBmhlYWRlchgBIAEoCzIcLnphcnJnYXRlLnN0b3JlLnYxLlNldEhlYWRlchIMCgRkYXRhGAIgASgMIiEKC1NldFJlc3BvbnNlEhIKCmdlbmVyYXRpb24YASABKAkiOQoMUGFydGlhbFdyaXRlEgsKA2tleRgBIAEoCRIOCgZvZmZzZXQYAiABKAQSDAoEZGF0YRgDIAEoDCJKChdTZXRQYXJ0aWFsVmFsdWVzUmVxdWVzdBIvCgZ3cml0ZXMYASADKAsyHy56YXJyZ2F0ZS5zdG9yZS52MS5QYXJ0aWFsV3JpdGUiGgoYU2V0UGFydGlhbFZhbHVlc1Jlc3BvbnNlIkwKDEVyYXNlUmVxdWVzdBILCgNrZXkYASABKAkSLwoJY29uZGl0aW9uGAIgASgLMhwuemFycmdhdGUuc3RvcmUudjEuQ29uZGl0aW9uIg8KDUVyYXNlUmVzcG9uc2UiIgoSRXJhc2VWYWx1ZXNSZXF1ZXN0EgwKBGtleXMYASADKAkiFQoTRXJhc2VWYWx1ZXNSZXNwb25zZSIkChJFcmFzZVByZWZpeFJlcXVlc3QSDgoGcHJlZml4GAEgASgJIhUKE0VyYXNlUHJlZml4UmVzcG9uc2UiDQoLTGlzdFJlcXVlc3QiHAoMTGlzdFJlc3BvbnNlEgwKBGtleXMYASADKAkiIwoRTGlzdFByZWZpeFJlcXVlc3QSDgoGcHJlZml4GAEgASgJIiIKEkxpc3RQcmVmaXhSZXNwb25zZRIMCgRrZXlzGAEgAygJIiAKDkxpc3REaXJSZXF1ZXN0Eg4KBnByZWZpeBgBIAEoCSIxCg9MaXN0RGlyUmVzcG9uc2USDAoEa2V5cxgBIAMoCRIQCghwcmVmaXhlcxgCIAMoCTLsCAoMU3RvcmVTZXJ2aWNlEmgKD0dldENhcGFiaWxpdGllcxIpLnphcnJnYXRlLnN0b3JlLnYxLkdldENhcGFiaWxpdGllc1JlcXVlc3QaKi56YXJyZ2F0ZS5zdG9yZS52MS5HZXRDYXBhYmlsaXRpZXNSZXNwb25zZRJGCgNHZXQSHS56YXJyZ2F0ZS5zdG9yZS52MS5HZXRSZXF1ZXN0Gh4uemFycmdhdGUuc3RvcmUudjEuR2V0UmVzcG9uc2UwARJtChBHZXRQYXJ0aWFsVmFsdWVzEiouemFycmdhdGUuc3RvcmUudjEuR2V0UGFydGlhbFZhbHVlc1JlcXVlc3QaKy56YXJyZ2F0ZS5zdG9yZS52MS5HZXRQYXJ0aWFsVmFsdWVzUmVzcG9uc2UwARKBAQoWR2V0UGFydGlhbFZhbHVlc1NoYXJlZBIwLnphcnJnYXRlLnN0b3JlLnYxLkdldFBhcnRpYWxWYWx1ZXNTaGFyZWRSZXF1ZXN0GjEuemFycmdhdGUuc3RvcmUudjEuR2V0UGFydGlhbFZhbHVlc1NoYXJlZFJlc3BvbnNlKAEwARJGCgNTZXQSHS56YXJyZ2F0ZS5zdG9yZS52MS5TZXRSZXF1ZXN0Gh4uemFycmdhdGUuc3RvcmUudjEuU2V0UmVzcG9uc2UoARJrChBTZXRQYXJ0aWFsVmFsdWVzEiouemFycmdhdGUuc3RvcmUudjEuU2V0UGFydGlhbFZhbHVlc1JlcXVlc3QaKy56YXJyZ2F0ZS5zdG9yZS52MS5TZXRQYXJ0aWFsVmFsdWVzUmVzcG9uc2USSgoFRXJhc2USHy56YXJyZ2F0ZS5zdG9yZS52MS5FcmFzZVJlcXVlc3QaIC56YXJyZ2F0ZS5zdG9yZS52MS5FcmFzZVJlc3BvbnNlElwKC0VyYXNlVmFsdWVzEiUuemFycmdhdGUuc3RvcmUudjEuRXJhc2VWYWx1ZXNSZXF1ZXN0GiYuemFycmdhdGUuc3RvcmUudjEuRXJhc2VWYWx1ZXNSZXNwb25zZRJcCgtFcmFzZVByZWZpeBIlLnphcnJnYXRlLnN0b3JlLnYxLkVyYXNlUHJlZml4UmVxdWVzdBomLnphcnJnYXRlLnN0b3JlLnYxLkVyYXNlUHJlZml4UmVzcG9uc2USSQoETGlzdBIeLnphcnJnYXRlLnN0b3JlLnYxLkxpc3RSZXF1ZXN0Gh8uemFycmdhdGUuc3RvcmUudjEuTGlzdFJlc3BvbnNlMAESWwoKTGlzdFByZWZpeBIkLnphcnJnYXRlLnN0b3JlLnYxLkxpc3RQcmVmaXhSZXF1ZXN0GiUuemFycmdhdGUuc3RvcmUudjEuTGlzdFByZWZpeFJlc3BvbnNlMAESUgoHTGlzdERpchIhLnphcnJnYXRlLnN0b3JlLnYxLkxpc3REaXJSZXF1ZXN0GiIuemFycmdhdGUuc3RvcmUudjEuTGlzdERpclJlc3BvbnNlMAFCPFo6Z2l0aHViLmNvbS96YXJyZ2F0ZS96YXJyZ2F0ZS9nZW4vemFycmdhdGUvc3RvcmUvdjE7c3RvcmV2MWIGcHJvdG8z");
 
 /**
  * ByteRange selects part of a value. An unset range selects the whole value.
@@ -435,6 +435,199 @@ export const GetPartialValuesResponseSchema: GenMessage<GetPartialValuesResponse
   messageDesc(file_zarrgate_store_v1_store, 11);
 
 /**
+ * SharedSegment is shared memory of the server (a memory file), which a
+ * client of the same user on the same host can open by its path (as the
+ * gateway's zarrgate.gateway.v1.SharedSegment).
+ *
+ * @generated from message zarrgate.store.v1.SharedSegment
+ */
+export type SharedSegment = Message<"zarrgate.store.v1.SharedSegment"> & {
+  /**
+   * path of the file: /proc/<server pid>/fd/<descriptor>.
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * size of the file in bytes.
+   *
+   * @generated from field: uint64 size = 2;
+   */
+  size: bigint;
+
+  /**
+   * token: the file's first bytes, proof that the client opened the
+   * server's file and not a namesake on another host.
+   *
+   * @generated from field: bytes token = 3;
+   */
+  token: Uint8Array;
+};
+
+/**
+ * Describes the message zarrgate.store.v1.SharedSegment.
+ * Use `create(SharedSegmentSchema)` to create a new message.
+ */
+export const SharedSegmentSchema: GenMessage<SharedSegment> = /*@__PURE__*/
+  messageDesc(file_zarrgate_store_v1_store, 12);
+
+/**
+ * SharedValue is where a value's bytes are in the shared segment.
+ *
+ * @generated from message zarrgate.store.v1.SharedValue
+ */
+export type SharedValue = Message<"zarrgate.store.v1.SharedValue"> & {
+  /**
+   * offset from the start of the segment.
+   *
+   * @generated from field: uint64 offset = 1;
+   */
+  offset: bigint;
+
+  /**
+   * length in bytes.
+   *
+   * @generated from field: uint64 length = 2;
+   */
+  length: bigint;
+};
+
+/**
+ * Describes the message zarrgate.store.v1.SharedValue.
+ * Use `create(SharedValueSchema)` to create a new message.
+ */
+export const SharedValueSchema: GenMessage<SharedValue> = /*@__PURE__*/
+  messageDesc(file_zarrgate_store_v1_store, 13);
+
+/**
+ * GetPartialValuesSharedRequest is a message of a GetPartialValuesShared
+ * call. The first carries a read; the second, if the server offered a
+ * segment, the attach answer; any later one a read, a release, or both.
+ *
+ * @generated from message zarrgate.store.v1.GetPartialValuesSharedRequest
+ */
+export type GetPartialValuesSharedRequest = Message<"zarrgate.store.v1.GetPartialValuesSharedRequest"> & {
+  /**
+   * read is a batch of key ranges to read, answered in order.
+   *
+   * @generated from field: zarrgate.store.v1.GetPartialValuesRequest read = 1;
+   */
+  read?: GetPartialValuesRequest | undefined;
+
+  /**
+   * attach answers the segment offer: true if the client mapped the
+   * segment and found its token; false to receive every value inline.
+   *
+   * @generated from field: optional bool attach = 2;
+   */
+  attach?: boolean | undefined;
+
+  /**
+   * release: how many more shared values (the oldest first, in the order
+   * they were received) the client is done with.
+   *
+   * @generated from field: uint64 release = 3;
+   */
+  release: bigint;
+};
+
+/**
+ * Describes the message zarrgate.store.v1.GetPartialValuesSharedRequest.
+ * Use `create(GetPartialValuesSharedRequestSchema)` to create a new message.
+ */
+export const GetPartialValuesSharedRequestSchema: GenMessage<GetPartialValuesSharedRequest> = /*@__PURE__*/
+  messageDesc(file_zarrgate_store_v1_store, 14);
+
+/**
+ * SharedValuePart is a part of a result, as PartialValuePart (the same
+ * fields, numbered alike), or, when shared is set, the whole value in the
+ * segment (data empty, last true) until the client releases it.
+ *
+ * @generated from message zarrgate.store.v1.SharedValuePart
+ */
+export type SharedValuePart = Message<"zarrgate.store.v1.SharedValuePart"> & {
+  /**
+   * index of the read's entry this part answers.
+   *
+   * @generated from field: uint32 index = 1;
+   */
+  index: number;
+
+  /**
+   * missing is true when the key does not exist; such a result has exactly
+   * one part, with no data.
+   *
+   * @generated from field: bool missing = 2;
+   */
+  missing: boolean;
+
+  /**
+   * data is the next piece of the result, when it comes inline.
+   *
+   * @generated from field: bytes data = 3;
+   */
+  data: Uint8Array;
+
+  /**
+   * last is true on the final part of a result.
+   *
+   * @generated from field: bool last = 4;
+   */
+  last: boolean;
+
+  /**
+   * generation of the value read; set on the first part of a result.
+   *
+   * @generated from field: string generation = 5;
+   */
+  generation: string;
+
+  /**
+   * shared is the value's range of the segment.
+   *
+   * @generated from field: zarrgate.store.v1.SharedValue shared = 6;
+   */
+  shared?: SharedValue | undefined;
+};
+
+/**
+ * Describes the message zarrgate.store.v1.SharedValuePart.
+ * Use `create(SharedValuePartSchema)` to create a new message.
+ */
+export const SharedValuePartSchema: GenMessage<SharedValuePart> = /*@__PURE__*/
+  messageDesc(file_zarrgate_store_v1_store, 15);
+
+/**
+ * GetPartialValuesSharedResponse carries the segment offer (first message
+ * only, if any) or parts of results of the reads, in order.
+ *
+ * @generated from message zarrgate.store.v1.GetPartialValuesSharedResponse
+ */
+export type GetPartialValuesSharedResponse = Message<"zarrgate.store.v1.GetPartialValuesSharedResponse"> & {
+  /**
+   * parts of results, in request order.
+   *
+   * @generated from field: repeated zarrgate.store.v1.SharedValuePart parts = 1;
+   */
+  parts: SharedValuePart[];
+
+  /**
+   * segment is the offer, in the first message only.
+   *
+   * @generated from field: zarrgate.store.v1.SharedSegment segment = 2;
+   */
+  segment?: SharedSegment | undefined;
+};
+
+/**
+ * Describes the message zarrgate.store.v1.GetPartialValuesSharedResponse.
+ * Use `create(GetPartialValuesSharedResponseSchema)` to create a new message.
+ */
+export const GetPartialValuesSharedResponseSchema: GenMessage<GetPartialValuesSharedResponse> = /*@__PURE__*/
+  messageDesc(file_zarrgate_store_v1_store, 16);
+
+/**
  * SetHeader opens a Set stream.
  *
  * @generated from message zarrgate.store.v1.SetHeader
@@ -460,7 +653,7 @@ export type SetHeader = Message<"zarrgate.store.v1.SetHeader"> & {
  * Use `create(SetHeaderSchema)` to create a new message.
  */
 export const SetHeaderSchema: GenMessage<SetHeader> = /*@__PURE__*/
-  messageDesc(file_zarrgate_store_v1_store, 12);
+  messageDesc(file_zarrgate_store_v1_store, 17);
 
 /**
  * SetRequest is one message of a Set stream: the header first, then data.
@@ -488,7 +681,7 @@ export type SetRequest = Message<"zarrgate.store.v1.SetRequest"> & {
  * Use `create(SetRequestSchema)` to create a new message.
  */
 export const SetRequestSchema: GenMessage<SetRequest> = /*@__PURE__*/
-  messageDesc(file_zarrgate_store_v1_store, 13);
+  messageDesc(file_zarrgate_store_v1_store, 18);
 
 /**
  * SetResponse reports the new value's generation.
@@ -509,7 +702,7 @@ export type SetResponse = Message<"zarrgate.store.v1.SetResponse"> & {
  * Use `create(SetResponseSchema)` to create a new message.
  */
 export const SetResponseSchema: GenMessage<SetResponse> = /*@__PURE__*/
-  messageDesc(file_zarrgate_store_v1_store, 14);
+  messageDesc(file_zarrgate_store_v1_store, 19);
 
 /**
  * PartialWrite writes data into the value of key at offset.
@@ -544,7 +737,7 @@ export type PartialWrite = Message<"zarrgate.store.v1.PartialWrite"> & {
  * Use `create(PartialWriteSchema)` to create a new message.
  */
 export const PartialWriteSchema: GenMessage<PartialWrite> = /*@__PURE__*/
-  messageDesc(file_zarrgate_store_v1_store, 15);
+  messageDesc(file_zarrgate_store_v1_store, 20);
 
 /**
  * SetPartialValuesRequest lists the partial writes.
@@ -565,7 +758,7 @@ export type SetPartialValuesRequest = Message<"zarrgate.store.v1.SetPartialValue
  * Use `create(SetPartialValuesRequestSchema)` to create a new message.
  */
 export const SetPartialValuesRequestSchema: GenMessage<SetPartialValuesRequest> = /*@__PURE__*/
-  messageDesc(file_zarrgate_store_v1_store, 16);
+  messageDesc(file_zarrgate_store_v1_store, 21);
 
 /**
  * SetPartialValuesResponse is empty.
@@ -580,7 +773,7 @@ export type SetPartialValuesResponse = Message<"zarrgate.store.v1.SetPartialValu
  * Use `create(SetPartialValuesResponseSchema)` to create a new message.
  */
 export const SetPartialValuesResponseSchema: GenMessage<SetPartialValuesResponse> = /*@__PURE__*/
-  messageDesc(file_zarrgate_store_v1_store, 17);
+  messageDesc(file_zarrgate_store_v1_store, 22);
 
 /**
  * EraseRequest names a key to erase.
@@ -608,7 +801,7 @@ export type EraseRequest = Message<"zarrgate.store.v1.EraseRequest"> & {
  * Use `create(EraseRequestSchema)` to create a new message.
  */
 export const EraseRequestSchema: GenMessage<EraseRequest> = /*@__PURE__*/
-  messageDesc(file_zarrgate_store_v1_store, 18);
+  messageDesc(file_zarrgate_store_v1_store, 23);
 
 /**
  * EraseResponse is empty.
@@ -623,7 +816,7 @@ export type EraseResponse = Message<"zarrgate.store.v1.EraseResponse"> & {
  * Use `create(EraseResponseSchema)` to create a new message.
  */
 export const EraseResponseSchema: GenMessage<EraseResponse> = /*@__PURE__*/
-  messageDesc(file_zarrgate_store_v1_store, 19);
+  messageDesc(file_zarrgate_store_v1_store, 24);
 
 /**
  * EraseValuesRequest names keys to erase.
@@ -644,7 +837,7 @@ export type EraseValuesRequest = Message<"zarrgate.store.v1.EraseValuesRequest">
  * Use `create(EraseValuesRequestSchema)` to create a new message.
  */
 export const EraseValuesRequestSchema: GenMessage<EraseValuesRequest> = /*@__PURE__*/
-  messageDesc(file_zarrgate_store_v1_store, 20);
+  messageDesc(file_zarrgate_store_v1_store, 25);
 
 /**
  * EraseValuesResponse is empty.
@@ -659,7 +852,7 @@ export type EraseValuesResponse = Message<"zarrgate.store.v1.EraseValuesResponse
  * Use `create(EraseValuesResponseSchema)` to create a new message.
  */
 export const EraseValuesResponseSchema: GenMessage<EraseValuesResponse> = /*@__PURE__*/
-  messageDesc(file_zarrgate_store_v1_store, 21);
+  messageDesc(file_zarrgate_store_v1_store, 26);
 
 /**
  * ErasePrefixRequest names a prefix to erase.
@@ -680,7 +873,7 @@ export type ErasePrefixRequest = Message<"zarrgate.store.v1.ErasePrefixRequest">
  * Use `create(ErasePrefixRequestSchema)` to create a new message.
  */
 export const ErasePrefixRequestSchema: GenMessage<ErasePrefixRequest> = /*@__PURE__*/
-  messageDesc(file_zarrgate_store_v1_store, 22);
+  messageDesc(file_zarrgate_store_v1_store, 27);
 
 /**
  * ErasePrefixResponse is empty.
@@ -695,7 +888,7 @@ export type ErasePrefixResponse = Message<"zarrgate.store.v1.ErasePrefixResponse
  * Use `create(ErasePrefixResponseSchema)` to create a new message.
  */
 export const ErasePrefixResponseSchema: GenMessage<ErasePrefixResponse> = /*@__PURE__*/
-  messageDesc(file_zarrgate_store_v1_store, 23);
+  messageDesc(file_zarrgate_store_v1_store, 28);
 
 /**
  * ListRequest asks for every key.
@@ -710,7 +903,7 @@ export type ListRequest = Message<"zarrgate.store.v1.ListRequest"> & {
  * Use `create(ListRequestSchema)` to create a new message.
  */
 export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
-  messageDesc(file_zarrgate_store_v1_store, 24);
+  messageDesc(file_zarrgate_store_v1_store, 29);
 
 /**
  * ListResponse carries a batch of keys.
@@ -731,7 +924,7 @@ export type ListResponse = Message<"zarrgate.store.v1.ListResponse"> & {
  * Use `create(ListResponseSchema)` to create a new message.
  */
 export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
-  messageDesc(file_zarrgate_store_v1_store, 25);
+  messageDesc(file_zarrgate_store_v1_store, 30);
 
 /**
  * ListPrefixRequest names a prefix.
@@ -752,7 +945,7 @@ export type ListPrefixRequest = Message<"zarrgate.store.v1.ListPrefixRequest"> &
  * Use `create(ListPrefixRequestSchema)` to create a new message.
  */
 export const ListPrefixRequestSchema: GenMessage<ListPrefixRequest> = /*@__PURE__*/
-  messageDesc(file_zarrgate_store_v1_store, 26);
+  messageDesc(file_zarrgate_store_v1_store, 31);
 
 /**
  * ListPrefixResponse carries a batch of keys.
@@ -773,7 +966,7 @@ export type ListPrefixResponse = Message<"zarrgate.store.v1.ListPrefixResponse">
  * Use `create(ListPrefixResponseSchema)` to create a new message.
  */
 export const ListPrefixResponseSchema: GenMessage<ListPrefixResponse> = /*@__PURE__*/
-  messageDesc(file_zarrgate_store_v1_store, 27);
+  messageDesc(file_zarrgate_store_v1_store, 32);
 
 /**
  * ListDirRequest names a prefix.
@@ -794,7 +987,7 @@ export type ListDirRequest = Message<"zarrgate.store.v1.ListDirRequest"> & {
  * Use `create(ListDirRequestSchema)` to create a new message.
  */
 export const ListDirRequestSchema: GenMessage<ListDirRequest> = /*@__PURE__*/
-  messageDesc(file_zarrgate_store_v1_store, 28);
+  messageDesc(file_zarrgate_store_v1_store, 33);
 
 /**
  * ListDirResponse carries a batch of keys and prefixes.
@@ -822,7 +1015,7 @@ export type ListDirResponse = Message<"zarrgate.store.v1.ListDirResponse"> & {
  * Use `create(ListDirResponseSchema)` to create a new message.
  */
 export const ListDirResponseSchema: GenMessage<ListDirResponse> = /*@__PURE__*/
-  messageDesc(file_zarrgate_store_v1_store, 29);
+  messageDesc(file_zarrgate_store_v1_store, 34);
 
 /**
  * StoreService is the Zarr v3 abstract store interface (core.rst, "Abstract
@@ -874,6 +1067,31 @@ export const StoreService: GenService<{
     methodKind: "server_streaming";
     input: typeof GetPartialValuesRequestSchema;
     output: typeof GetPartialValuesResponseSchema;
+  },
+  /**
+   * GetPartialValuesShared is GetPartialValues for clients on the server's
+   * host, over one long-lived stream: value bytes travel through a
+   * shared-memory segment of the server instead of through the stream,
+   * which saves the socket's copies. The client sends a read (a batch of
+   * key ranges); the server's first answer offers a segment (or none: then
+   * every value comes inline, as in GetPartialValues); the client's next
+   * message says whether it mapped it. Each read is answered with parts as
+   * GetPartialValues's, in request order, a value either inline or as a
+   * range of the segment (one part, last set), which the client copies out
+   * and releases, oldest first, with a later message. The client may send
+   * its next read once the previous one is answered. A value that does not
+   * fit the segment's free space comes inline: a client that does not
+   * release slows nothing but itself. Every read is authorized as
+   * GetPartialValues is, and fails the call as GetPartialValues would. The
+   * server ends an idle stream (no read for a while) with OK; a read it had
+   * not answered is to be sent again on a new call.
+   *
+   * @generated from rpc zarrgate.store.v1.StoreService.GetPartialValuesShared
+   */
+  getPartialValuesShared: {
+    methodKind: "bidi_streaming";
+    input: typeof GetPartialValuesSharedRequestSchema;
+    output: typeof GetPartialValuesSharedResponseSchema;
   },
   /**
    * Set stores a value. The first message carries the key and the write

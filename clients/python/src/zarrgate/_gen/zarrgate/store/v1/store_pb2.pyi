@@ -119,6 +119,58 @@ class GetPartialValuesResponse(_message.Message):
     parts: _containers.RepeatedCompositeFieldContainer[PartialValuePart]
     def __init__(self, parts: _Optional[_Iterable[_Union[PartialValuePart, _Mapping]]] = ...) -> None: ...
 
+class SharedSegment(_message.Message):
+    __slots__ = ("path", "size", "token")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    size: int
+    token: bytes
+    def __init__(self, path: _Optional[str] = ..., size: _Optional[int] = ..., token: _Optional[bytes] = ...) -> None: ...
+
+class SharedValue(_message.Message):
+    __slots__ = ("offset", "length")
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
+    offset: int
+    length: int
+    def __init__(self, offset: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
+
+class GetPartialValuesSharedRequest(_message.Message):
+    __slots__ = ("read", "attach", "release")
+    READ_FIELD_NUMBER: _ClassVar[int]
+    ATTACH_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    read: GetPartialValuesRequest
+    attach: bool
+    release: int
+    def __init__(self, read: _Optional[_Union[GetPartialValuesRequest, _Mapping]] = ..., attach: _Optional[bool] = ..., release: _Optional[int] = ...) -> None: ...
+
+class SharedValuePart(_message.Message):
+    __slots__ = ("index", "missing", "data", "last", "generation", "shared")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    SHARED_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    missing: bool
+    data: bytes
+    last: bool
+    generation: str
+    shared: SharedValue
+    def __init__(self, index: _Optional[int] = ..., missing: _Optional[bool] = ..., data: _Optional[bytes] = ..., last: _Optional[bool] = ..., generation: _Optional[str] = ..., shared: _Optional[_Union[SharedValue, _Mapping]] = ...) -> None: ...
+
+class GetPartialValuesSharedResponse(_message.Message):
+    __slots__ = ("parts", "segment")
+    PARTS_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    parts: _containers.RepeatedCompositeFieldContainer[SharedValuePart]
+    segment: SharedSegment
+    def __init__(self, parts: _Optional[_Iterable[_Union[SharedValuePart, _Mapping]]] = ..., segment: _Optional[_Union[SharedSegment, _Mapping]] = ...) -> None: ...
+
 class SetHeader(_message.Message):
     __slots__ = ("key", "condition")
     KEY_FIELD_NUMBER: _ClassVar[int]

@@ -59,6 +59,11 @@ class StoreServiceStub:
                 request_serializer=zarrgate_dot_store_dot_v1_dot_store__pb2.GetPartialValuesRequest.SerializeToString,
                 response_deserializer=zarrgate_dot_store_dot_v1_dot_store__pb2.GetPartialValuesResponse.FromString,
                 _registered_method=True)
+        self.GetPartialValuesShared = channel.stream_stream(
+                '/zarrgate.store.v1.StoreService/GetPartialValuesShared',
+                request_serializer=zarrgate_dot_store_dot_v1_dot_store__pb2.GetPartialValuesSharedRequest.SerializeToString,
+                response_deserializer=zarrgate_dot_store_dot_v1_dot_store__pb2.GetPartialValuesSharedResponse.FromString,
+                _registered_method=True)
         self.Set = channel.stream_unary(
                 '/zarrgate.store.v1.StoreService/Set',
                 request_serializer=zarrgate_dot_store_dot_v1_dot_store__pb2.SetRequest.SerializeToString,
@@ -136,6 +141,28 @@ class StoreServiceServicer:
         missing in its result rather than failing the call. Each result may be
         split over several parts, and one response may carry parts of several
         results.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPartialValuesShared(self, request_iterator, context):
+        """GetPartialValuesShared is GetPartialValues for clients on the server's
+        host, over one long-lived stream: value bytes travel through a
+        shared-memory segment of the server instead of through the stream,
+        which saves the socket's copies. The client sends a read (a batch of
+        key ranges); the server's first answer offers a segment (or none: then
+        every value comes inline, as in GetPartialValues); the client's next
+        message says whether it mapped it. Each read is answered with parts as
+        GetPartialValues's, in request order, a value either inline or as a
+        range of the segment (one part, last set), which the client copies out
+        and releases, oldest first, with a later message. The client may send
+        its next read once the previous one is answered. A value that does not
+        fit the segment's free space comes inline: a client that does not
+        release slows nothing but itself. Every read is authorized as
+        GetPartialValues is, and fails the call as GetPartialValues would. The
+        server ends an idle stream (no read for a while) with OK; a read it had
+        not answered is to be sent again on a new call.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -223,6 +250,11 @@ def add_StoreServiceServicer_to_server(servicer, server):
                     servicer.GetPartialValues,
                     request_deserializer=zarrgate_dot_store_dot_v1_dot_store__pb2.GetPartialValuesRequest.FromString,
                     response_serializer=zarrgate_dot_store_dot_v1_dot_store__pb2.GetPartialValuesResponse.SerializeToString,
+            ),
+            'GetPartialValuesShared': grpc.stream_stream_rpc_method_handler(
+                    servicer.GetPartialValuesShared,
+                    request_deserializer=zarrgate_dot_store_dot_v1_dot_store__pb2.GetPartialValuesSharedRequest.FromString,
+                    response_serializer=zarrgate_dot_store_dot_v1_dot_store__pb2.GetPartialValuesSharedResponse.SerializeToString,
             ),
             'Set': grpc.stream_unary_rpc_method_handler(
                     servicer.Set,
@@ -356,6 +388,33 @@ class StoreService:
             '/zarrgate.store.v1.StoreService/GetPartialValues',
             zarrgate_dot_store_dot_v1_dot_store__pb2.GetPartialValuesRequest.SerializeToString,
             zarrgate_dot_store_dot_v1_dot_store__pb2.GetPartialValuesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPartialValuesShared(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/zarrgate.store.v1.StoreService/GetPartialValuesShared',
+            zarrgate_dot_store_dot_v1_dot_store__pb2.GetPartialValuesSharedRequest.SerializeToString,
+            zarrgate_dot_store_dot_v1_dot_store__pb2.GetPartialValuesSharedResponse.FromString,
             options,
             channel_credentials,
             insecure,
