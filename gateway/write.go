@@ -98,7 +98,10 @@ func (g *Gateway) WriteSlab(ctx context.Context, path string, sel []zarr.Range, 
 	eg, ectx := errgroup.WithContext(ctx)
 	eg.SetLimit(max(g.cfg.Parallelism, flushDepth))
 	w.flushGroup, w.ctx = eg, ectx
-	err = w.run(next)
+	err = w.reserveSpill(true)
+	if err == nil {
+		err = w.run(next)
+	}
 	// Flushes in flight finish (they write complete chunks whole) before
 	// the spill log they read is removed.
 	werr := eg.Wait()
@@ -164,6 +167,7 @@ type slabWriter struct {
 	spill    *spill   // nil until the first spill
 	scratch  []uint64 // gathers a piece for the spill log
 	scratchR membudget.Reservation
+	spillRes membudget.Reservation // the spill log's buffers, until it opens
 
 	flushGroup *errgroup.Group
 	ctx        context.Context
@@ -190,6 +194,7 @@ func (w *slabWriter) count(objects, bytes int64) {
 // must have finished.
 func (w *slabWriter) close() {
 	w.spill.close()
+	w.spillRes.Release()
 	w.scratchR.Release()
 	w.mem.close()
 }
@@ -213,6 +218,8 @@ type pendingObject struct {
 	// flushCost is what its flush allocates (counted in held, reserved
 	// by the flush itself as it allocates).
 	flushCost int64
+	// mem is the memory its flush reserved, and took beyond (reserveFlush).
+	mem flushMem
 }
 
 // pendingUnit holds the received elements of one unit: in memory (seen
