@@ -143,11 +143,9 @@ func (w *slabWriter) flushReserve(o *pendingObject) int64 {
 		data = l.unitElems() * varElemBytes
 	}
 	enc := data + data/64 + 4096 // encode's bound for one unit
-	var spilled int64
+	spilled := false
 	for _, u := range o.units {
-		if !u.inMemory() {
-			spilled++
-		}
+		spilled = spilled || !u.inMemory()
 	}
 	n := int64(len(o.units))
 	merge := !w.coversObject(o)
@@ -163,31 +161,32 @@ func (w *slabWriter) flushReserve(o *pendingObject) int64 {
 	if merge || l.elem == 0 {
 		chunk = data
 	}
-	var decoded int64 // the stored unit decoded for a merge
+	var decoded, stored int64 // for a merge: the stored unit decoded, the stored object
 	if merge {
-		decoded = data
+		decoded, stored = data, enc
 	}
+	if !spilled {
+		read, temp = 0, 0
+	}
+	// The steps' peak: what is held throughout (the stored object, the
+	// unit read back), and then either the read buffers (given back once
+	// the unit is read) or the decoded, merged and encoded unit.
 	if l.shard == nil {
-		r := enc + chunk + decoded
-		if spilled > 0 {
-			r += read + temp
-		}
-		if merge {
-			r += enc // the stored chunk
-		}
-		return r
+		return stored + read + max(temp, decoded+chunk+enc)
 	}
 	all := int64(l.shard.n)
 	index := 64 + 16*all
-	batch := min(n, shardBatchBytes/max(data, 1)+1)
-	r := batch*chunk + decoded + n*enc + index + n*enc // units, their outputs, the assembly
-	if spilled > 0 {
-		r += min(spilled, batch)*read + temp
-	}
 	if merge {
-		r += 2 * (all*enc + index) // the stored shard, and its units in the assembly
+		stored = all*enc + index
 	}
-	return r
+	// A shard's units go in batches: each unit of a batch is held read
+	// back and merged until the batch is encoded, and the unit at hand
+	// has its read buffers or its decoded stored unit besides; the encoded
+	// outputs are kept until the shard is assembled, which copies them and
+	// the stored units kept.
+	batch := min(n, shardBatchBytes/max(data, 1)+1)
+	units := batch*(read+chunk) + max(temp, decoded)
+	return stored + n*enc + max(units, index+stored+n*enc)
 }
 
 // finished gives back the memory of a flushed object.

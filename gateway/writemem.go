@@ -104,6 +104,7 @@ func (w *slabWriter) take(o *pendingObject, n int64, what string) error {
 		return nil
 	}
 	short := n - m.left
+	w.g.stats.FlushOverruns.Add(1)
 	if !w.mem.try(short) {
 		if err := w.mem.acquire(w.ctx, short, what); err != nil {
 			return err

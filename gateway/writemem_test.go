@@ -38,18 +38,22 @@ func TestWriteSlabsShareSmallBudget(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		codecs string
-		merge  bool // write part of each chunk over stored data
+		merge  bool    // write part of each chunk over stored data
+		shard  []int64 // shard shape, if sharded (of 128×128 chunks)
+		budget int64
 	}{
-		{"whole", plainBytes, false},
-		{"whole-zstd", zstdBytes, false},
-		{"merge", plainBytes, true},
+		{"whole", plainBytes, false, nil, 7 << 19},
+		{"whole-zstd", zstdBytes, false, nil, 7 << 19},
+		{"merge", plainBytes, true, nil, 7 << 19},
+		{"sharded-merge", plainBytes, true, []int64{256, 256}, 9 << 19},
+		{"sharded-whole", zstdBytes, false, []int64{256, 256}, 9 << 19},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			budget := membudget.New(7<<19, time.Hour)
+			budget := membudget.New(tc.budget, time.Hour)
 			g := New(slowSetStore{memory.New(), time.Millisecond}, codecsvc.NewLocal(), Config{Budget: budget, WriteBufferBytes: 2 << 20, SpillDir: t.TempDir()})
 			const rows, cols = 1024, 1024
 			for _, name := range []string{"a", "b"} {
-				if _, err := g.CreateArray(ctx, name, ArraySpec{Shape: []int64{rows, cols}, DataType: "uint32", ChunkShape: []int64{128, 128}, Codecs: json.RawMessage(tc.codecs)}); err != nil {
+				if _, err := g.CreateArray(ctx, name, ArraySpec{Shape: []int64{rows, cols}, DataType: "uint32", ChunkShape: []int64{128, 128}, ShardShape: tc.shard, Codecs: json.RawMessage(tc.codecs)}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -96,6 +100,9 @@ func TestWriteSlabsShareSmallBudget(t *testing.T) {
 				if string(got) != string(want) {
 					t.Errorf("%s: data read differs from data written", name)
 				}
+			}
+			if n := g.Stats().FlushOverruns.Load(); n != 0 {
+				t.Errorf("%d flush steps needed more memory than their flush reserved: the bound is wrong", n)
 			}
 			if n := budget.InUse(); n != 0 {
 				t.Errorf("%d bytes still reserved after both writes", n)
