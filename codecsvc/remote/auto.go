@@ -15,6 +15,9 @@ import (
 // decoded byte each codec costs to decode in process.
 type Costs struct {
 	HopPerByte float64
+	// StorePerByte is what reading an encoded byte from the store tier
+	// costs the caller: what worker-fetch spares it.
+	StorePerByte float64
 	// DecodePerByte is by codec name; codecs not named cost Default.
 	DecodePerByte map[string]float64
 	Default       float64
@@ -26,7 +29,7 @@ type Costs struct {
 // one core; codecs not measured (bz2, lzma, the numcodecs filters...)
 // cost 1 ns per byte.
 func DefaultCosts() Costs {
-	return Costs{HopPerByte: 0.35, Default: 1, DecodePerByte: map[string]float64{
+	return Costs{HopPerByte: 0.35, StorePerByte: 0.35, Default: 1, DecodePerByte: map[string]float64{
 		"bytes": 0, "transpose": 0.3, "crc32c": 0.1, "numcodecs.crc32c": 0.1, "numcodecs.crc32": 0.1,
 		"zstd": 0.8, "numcodecs.zstd": 0.8, "gzip": 4.5, "numcodecs.gzip": 4.5, "numcodecs.zlib": 4.5,
 		"blosc": 0.35, "numcodecs.lz4": 0.3, "numcodecs.shuffle": 0.5,
@@ -59,12 +62,13 @@ type Auto struct {
 	remote *Client
 	costs  Costs
 
-	offloaded, embedded atomic.Uint64
+	offloaded, embedded, fetched atomic.Uint64
 }
 
 var (
 	_ codec.Engine        = (*Auto)(nil)
 	_ codec.SelectDecoder = (*Auto)(nil)
+	_ codec.FetchChooser  = (*Auto)(nil)
 )
 
 // NewAuto returns an engine choosing between local and remote by costs.
@@ -76,6 +80,38 @@ func NewAuto(local *codecsvc.Local, remote *Client, costs Costs) *Auto {
 // decoded in process.
 func (a *Auto) Batches() (offloaded, embedded uint64) {
 	return a.offloaded.Load(), a.embedded.Load()
+}
+
+// Fetched reports how many decode batches went to the workers as keys
+// (worker-fetch: PreferFetch said so).
+func (a *Auto) Fetched() uint64 { return a.fetched.Load() }
+
+// PreferFetch implements codec.FetchChooser: worker-fetch costs the
+// caller only the selected bytes back over the codec hop; reading the
+// batch and decoding it here costs the stored bytes from the store tier
+// and the decode. Sizes not known before the read (the stored size of
+// unsharded chunks, anything of variable-length types) are taken as the
+// decoded size, which compares the two per byte. On a tie the batch is
+// decoded here (one hop fewer).
+func (a *Auto) PreferFetch(spec *codec.BatchSpec, n int, stored, selected int64) bool {
+	d := int64(n) * wholeSize(spec)
+	if spec.DataType.VariableLength() {
+		d, stored, selected = int64(n), int64(n), int64(n) // per byte
+	}
+	if stored < 0 {
+		stored = d
+	}
+	here := a.costs.StorePerByte*float64(stored) + a.costs.decodeCost(spec, d)
+	if a.costs.HopPerByte*float64(selected) < here {
+		a.fetched.Add(1)
+		return true
+	}
+	return false
+}
+
+// DecodeFetched implements codec.FetchDecoder: on the workers.
+func (a *Auto) DecodeFetched(ctx context.Context, spec *codec.BatchSpec, refs []codec.Ref, sel []codec.Selection) ([]codec.Chunk, []bool, error) {
+	return a.remote.DecodeFetched(ctx, spec, refs, sel)
 }
 
 // offload applies the model to a batch of encoded chunks of spec of which
