@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"bytes"
 	"context"
 	"sync/atomic"
 
@@ -25,14 +26,23 @@ type Costs struct {
 
 // DefaultCosts are the costs measured on loopback on a 2-core Xeon VM
 // (docs/benchmarks.md): ≈ 0.35 ns per byte at each end of the hop
-// (BenchmarkOffloadOverhead), and the decode rates of the codec table on
-// one core; codecs not measured (bz2, lzma, the numcodecs filters...)
-// cost 1 ns per byte.
+// (BenchmarkOffloadOverhead), a read from the store tier taken as the
+// same, and the decode costs of each codec on one core, medians of
+// three runs of
+//
+//	go test -run '^$' -bench DecodeCosts -cpu 1 -count 3 ./codecsvc/
+//
+// on 2026-11-26 (machine shared; CPU time per decoded byte, of 4 MiB of
+// float32 that compress poorly: zstd and gzip cost more per byte on data
+// that compresses well). Codecs not measured (bz2, lzma, the other
+// numcodecs filters...) cost 1 ns per byte. "bytes/big" is the bytes
+// codec with big-endian elements of more than one byte (a byte swap; a
+// little-endian one decodes by aliasing).
 func DefaultCosts() Costs {
 	return Costs{HopPerByte: 0.35, StorePerByte: 0.35, Default: 1, DecodePerByte: map[string]float64{
-		"bytes": 0, "transpose": 0.3, "crc32c": 0.1, "numcodecs.crc32c": 0.1, "numcodecs.crc32": 0.1,
-		"zstd": 0.8, "numcodecs.zstd": 0.8, "gzip": 4.5, "numcodecs.gzip": 4.5, "numcodecs.zlib": 4.5,
-		"blosc": 0.35, "numcodecs.lz4": 0.3, "numcodecs.shuffle": 0.5,
+		"bytes": 0, "bytes/big": 0.5, "transpose": 0.92, "crc32c": 0.06, "numcodecs.crc32c": 0.06, "numcodecs.crc32": 0.04,
+		"zstd": 0.99, "numcodecs.zstd": 1.06, "gzip": 5.9, "numcodecs.gzip": 5.9, "numcodecs.zlib": 6.3,
+		"blosc": 0.22, "numcodecs.lz4": 0.34, "numcodecs.shuffle": 0.23,
 	}}
 }
 
@@ -40,7 +50,11 @@ func DefaultCosts() Costs {
 func (c Costs) decodeCost(spec *codec.BatchSpec, d int64) float64 {
 	per := 0.0
 	for _, cs := range spec.Codecs {
-		v, ok := c.DecodePerByte[cs.Name]
+		name := cs.Name
+		if _, ok := c.DecodePerByte["bytes/big"]; ok && name == "bytes" && spec.DataType.Size > 1 && bytes.Contains(cs.Configuration, []byte(`"big"`)) {
+			name = "bytes/big"
+		}
+		v, ok := c.DecodePerByte[name]
 		if !ok {
 			v = c.Default
 		}
