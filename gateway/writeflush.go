@@ -102,16 +102,22 @@ func (w *slabWriter) flushCost(o *pendingObject) int64 {
 }
 
 // reserveFlush reserves what flushing o takes at most (flushReserve):
-// at once if the budget has it, else after spilling every unit held in
-// memory, o's own included (the bound is computed again: a spilled unit
-// is read back), and giving back the call's slack; only then it waits,
-// holding no unit it could spill.
+// at once if the budget has it, else once the call's flushes in flight
+// have finished (they give their memory back without waiting for any),
+// else after spilling every unit held in memory, o's own included (the
+// bound is computed again: a spilled unit is read back), and giving back
+// the call's slack; only then it waits, holding no unit it could spill.
 func (w *slabWriter) reserveFlush(o *pendingObject) error {
 	for {
 		need := w.flushReserve(o)
 		if w.mem.try(need) {
 			o.mem = flushMem{size: need, left: need}
 			return nil
+		}
+		if ok, err := w.awaitFlush(); err != nil {
+			return err
+		} else if ok {
+			continue
 		}
 		spilled, err := w.spillUntil(0)
 		if err != nil {

@@ -66,13 +66,44 @@ func (w *slabWriter) unhold(n int64) {
 // give back, or two calls each holding half the budget and waiting for
 // more would wait on each other until the budget's MaxWait (a
 // hold-and-wait deadlock). So when the budget has no room now, the call
-// first spills every unit it holds in memory and gives back the slack of
-// its reservations, and only then waits, holding just what it cannot give
-// back: bookkeeping, the spill log's buffers and the memory of its flushes
-// in flight. Those never wait for the budget (each took all it needs from
-// the main loop before it started, see flush), so they finish and give
-// their memory back whatever other calls do.
+// first waits for its own flushes in flight, which never wait for the
+// budget (each took all it needs from the main loop before it started,
+// see flush), so they finish and give their memory back whatever other
+// calls do; with none left, it spills every unit it holds in memory and
+// gives back the slack of its reservations, and only then waits, holding
+// just what it cannot give back: bookkeeping and the spill log's buffers.
 func (w *slabWriter) acquire(n int64, what string) error {
+	for !w.mem.try(n) {
+		// The call's own flushes first: they finish without waiting.
+		ok, err := w.awaitFlush()
+		if err != nil {
+			return err
+		}
+		if ok {
+			continue
+		}
+		return w.acquireSpilled(n, what)
+	}
+	return nil
+}
+
+// awaitFlush waits for one of the call's flushes in flight to finish, if
+// any is; it reports whether it waited.
+func (w *slabWriter) awaitFlush() (bool, error) {
+	if w.inflight.Load() == 0 {
+		return false, nil
+	}
+	select {
+	case <-w.freed:
+		return true, nil
+	case <-w.ctx.Done():
+		return false, w.ctx.Err()
+	}
+}
+
+// acquireSpilled reserves n bytes after spilling every unit in memory and
+// giving back the call's slack, waiting for the budget if it must.
+func (w *slabWriter) acquireSpilled(n int64, what string) error {
 	if w.mem.try(n) {
 		return nil
 	}
