@@ -23,3 +23,17 @@ type Ref struct {
 type FetchDecoder interface {
 	DecodeFetched(ctx context.Context, spec *BatchSpec, refs []Ref, sel []Selection) (chunks []Chunk, found []bool, err error)
 }
+
+// FetchChooser is a FetchDecoder that decides batch by batch whether
+// worker-fetch costs its caller less than reading the encoded chunks from
+// the store tier and decoding them itself (remote.Auto's cost model). A
+// batch it turns down goes the ordinary way: the caller reads the chunks
+// and calls Decode or DecodeSelected.
+type FetchChooser interface {
+	FetchDecoder
+	// PreferFetch reports whether n chunks of spec, stored as stored
+	// bytes (-1: not known before they are read), of which selected
+	// decoded bytes are wanted back, are better fetched and decoded by the
+	// workers.
+	PreferFetch(spec *BatchSpec, n int, stored, selected int64) bool
+}

@@ -199,3 +199,51 @@ func BenchmarkLevels(b *testing.B) {
 		run("gzip", l)
 	}
 }
+
+// costChains are the codecs of remote.DefaultCosts, each after a
+// little-endian bytes codec (which decodes by aliasing: free), on
+// benchData as a 1024 × 1024 chunk.
+var costChains = []struct{ name, codecs string }{
+	{"bytes", `[{"name":"bytes","configuration":{"endian":"little"}}]`},
+	{"bytes-big", `[{"name":"bytes","configuration":{"endian":"big"}}]`},
+	{"transpose", `[{"name":"transpose","configuration":{"order":[1,0]}},{"name":"bytes","configuration":{"endian":"little"}}]`},
+	{"crc32c", `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}]`},
+	{"numcodecs.crc32", `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"numcodecs.crc32"}]`},
+	{"zstd", `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":3}}]`},
+	{"numcodecs.zstd", `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"numcodecs.zstd","configuration":{"level":3}}]`},
+	{"gzip", `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"gzip","configuration":{"level":5}}]`},
+	{"numcodecs.zlib", `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"numcodecs.zlib","configuration":{"level":5}}]`},
+	{"blosc", `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"blosc","configuration":{"cname":"lz4","clevel":5,"shuffle":"shuffle","typesize":4,"blocksize":0}}]`},
+	{"numcodecs.lz4", `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"numcodecs.lz4","configuration":{"acceleration":1}}]`},
+	{"numcodecs.shuffle", `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"numcodecs.shuffle","configuration":{"elementsize":4}}]`},
+}
+
+// BenchmarkDecodeCosts measures what each codec of the offloading cost
+// model (remote.DefaultCosts) costs to decode, in CPU nanoseconds per
+// decoded byte ("cpu-ns/B"), one core:
+//
+//	go test -run '^$' -bench DecodeCosts -cpu 1 -count 3 ./codecsvc/
+func BenchmarkDecodeCosts(b *testing.B) {
+	data := benchData()
+	spec := ChunkSpec{Shape: []int{1024, 1024}, DataType: zarr.MustDataType("float32")}
+	for _, c := range costChains {
+		ch := chain(b, c.codecs, spec)
+		enc, err := ch.Encode(Chunk{Data: data})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			t0, n := cpuTime(), 0
+			for b.Loop() {
+				out, err := ch.Decode(enc)
+				if err != nil {
+					b.Fatal(err)
+				}
+				out.Release()
+				n++
+			}
+			b.ReportMetric(float64(cpuTime()-t0)/float64(n)/float64(len(data)), "cpu-ns/B")
+		})
+	}
+}

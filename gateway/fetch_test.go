@@ -255,3 +255,55 @@ func TestWorkerFetchStringsSmallBudget(t *testing.T) {
 	}
 	t.Fatalf("%d bytes of the worker's budget still in use", b.InUse())
 }
+
+// With worker-fetch and the automatic engine (--codec-choice auto), each
+// batch goes as keys to the workers or is read and decoded here, as the
+// cost model says, and reads give what the embedded gateway reads either
+// way: gzip read whole and raw chunks read strided go as keys (decoding
+// gzip here, or reading whole raw chunks for a sixteenth of them, costs
+// more), raw chunks read whole are read here (the same bytes either way,
+// nothing to decode), unsharded and sharded.
+func TestAutoWorkerFetch(t *testing.T) {
+	store := memory.New()
+	var keys atomic.Int64
+	w := fetchingWorker(t, store, &keys)
+	auto := remote.NewAuto(codecsvc.NewLocal(), w, remote.DefaultCosts())
+	embedded := New(store, codecsvc.NewLocal(), Config{})
+	fetching := New(store, auto, Config{WorkerFetch: true})
+	const raw = `[{"name":"bytes","configuration":{"endian":"little"}}]`
+	gzip := `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"gzip","configuration":{"level":1}}]`
+	whole := []zarr.Range{{Start: 0, Stop: 64, Step: 1}, {Start: 0, Stop: 64, Step: 1}}
+	strided := []zarr.Range{{Start: 1, Stop: 64, Step: 4}, {Start: 0, Stop: 64, Step: 4}}
+	for i, c := range []struct {
+		name   string
+		codecs string
+		shards []int64
+		sel    []zarr.Range
+		fetch  bool
+	}{
+		{"gzip whole", gzip, nil, whole, true},
+		{"raw whole", raw, nil, whole, false},
+		{"raw strided", raw, nil, strided, true},
+		{"gzip whole, sharded", gzip, []int64{32, 32}, whole, true},
+		{"raw whole, sharded", raw, []int64{32, 32}, whole, false},
+		{"raw strided, sharded", raw, []int64{32, 32}, strided, true},
+	} {
+		path := fmt.Sprintf("a%d", i)
+		sc := slabCase{shape: []int64{64, 64}, chunks: []int64{16, 16}, shards: c.shards, dtype: "float32", codecs: c.codecs}
+		ref := sc.create(t, embedded, path)
+		r := rand.New(rand.NewPCG(1, uint64(i)))
+		blocks, _ := ref.blocksFor(r, whole, randValue(r, 4))
+		if _, err := embedded.WriteSlab(ctx, path, nil, nextFrom(blocks)); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		k0, f0 := keys.Load(), auto.Fetched()
+		want, _ := readAll(t, embedded, path, c.sel, 4)
+		got, _ := readAll(t, fetching, path, c.sel, 4)
+		if string(got) != string(want) {
+			t.Fatalf("%s: the read differs from the embedded gateway's", c.name)
+		}
+		if fetched := keys.Load() > k0; fetched != c.fetch || (auto.Fetched() > f0) != c.fetch {
+			t.Errorf("%s: %d keys fetched by the worker in %d batches, want worker-fetch %v", c.name, keys.Load()-k0, auto.Fetched()-f0, c.fetch)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/storesvc"
@@ -66,8 +67,15 @@ func rawSpan(l *layout, dims []zarr.DimProjection) (off, n int64, sv view, ok bo
 // (rawSpan), for an array whose chunks are stored raw and read by this
 // process.
 func (g *Gateway) rawParts(l *layout, batch []readTask) (parts, rest []readTask) {
-	if !l.raw || l.elem == 0 || g.workerFetch(l) != nil {
+	if !l.raw || l.elem == 0 {
 		return nil, batch
+	}
+	if fd := g.workerFetch(l); fd != nil {
+		if _, ok := fd.(codec.FetchChooser); !ok {
+			return nil, batch // every batch goes to the workers
+		}
+		// Choosing per batch: a raw chunk read in part is read here, as
+		// embedded (its span, at most half the chunk, and no decode).
 	}
 	for _, t := range batch {
 		if _, _, _, ok := rawSpan(l, t.dims); ok {

@@ -500,8 +500,14 @@ func wholeUnit(l *layout, dims []zarr.DimProjection) bool {
 // readChunks reads a batch of unsharded chunks with one store request and
 // one codec batch.
 func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, out func(Block) error) error {
-	if fd := g.workerFetch(l); fd != nil {
-		return g.readFetched(ctx, l, fd, batch, out)
+	if g.workerFetch(l) != nil {
+		dims := make([][]zarr.DimProjection, len(batch))
+		for i, t := range batch {
+			dims[i] = t.dims
+		}
+		if fd := g.fetchFor(l, -1, dims); fd != nil {
+			return g.readFetched(ctx, l, fd, batch, out)
+		}
 	}
 	reqs := make([]storesvc.KeyRange, len(batch))
 	for i, t := range batch {
@@ -757,9 +763,15 @@ var errStaleIndex = errors.New("stale shard index")
 // chunks, with memory reserved for the encoded bytes and the decoded
 // units; errStaleIndex if the shard changed since idx was read.
 func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, key string, idx *shardIdx, reqs []storesvc.KeyRange, batch []want, encBytes int64, out func(Block) error) error {
-	fd := g.workerFetch(l)
-	if fd != nil {
-		encBytes = 0 // the codec workers fetch them: only the decoded units come here
+	var fd codec.FetchDecoder
+	if g.workerFetch(l) != nil {
+		dims := make([][]zarr.DimProjection, len(batch))
+		for i, w := range batch {
+			dims[i] = w.dims
+		}
+		if fd = g.fetchFor(l, encBytes, dims); fd != nil {
+			encBytes = 0 // the codec workers fetch them: only the decoded units come here
+		}
 	}
 	refs, err := mem.reserve(ctx, encBytes+int64(len(batch))*l.unitBytes(), func() string {
 		return fmt.Sprintf("%d inner chunks of shard %q", len(batch), key)

@@ -164,8 +164,9 @@ func place(l *layout, u chunk, dims []zarr.DimProjection, selected bool) (Block,
 	return b, nil
 }
 
-// workerFetch is the engine's codec.FetchDecoder when the units of l are
-// to be read by the codec workers themselves (Config.WorkerFetch): the
+// workerFetch is the engine's codec.FetchDecoder when the units of l may
+// be read by the codec workers themselves (Config.WorkerFetch; fetchFor
+// decides per batch): the
 // chunks of unsharded arrays by key, the inner chunks of shards by the
 // ranges of the shard's index (read by the gateway, cached), for arrays
 // of fixed-size and of variable-length elements; nil otherwise.
@@ -179,6 +180,31 @@ func (g *Gateway) workerFetch(l *layout) codec.FetchDecoder {
 	}
 	fd, _ := ec.c.(codec.FetchDecoder)
 	return fd
+}
+
+// fetchFor is workerFetch for one batch of units read through dims,
+// stored as stored bytes (-1: not known before they are read): nil also
+// when the engine chooses batch by batch (codec.FetchChooser,
+// --codec-choice auto) and its cost model has the gateway read and decode
+// this batch itself.
+func (g *Gateway) fetchFor(l *layout, stored int64, dims [][]zarr.DimProjection) codec.FetchDecoder {
+	fd := g.workerFetch(l)
+	ch, ok := fd.(codec.FetchChooser)
+	if !ok {
+		return fd
+	}
+	var selected int64
+	for _, ds := range dims {
+		n := int64(l.elem)
+		for _, dp := range ds {
+			n *= dp.Count
+		}
+		selected += n
+	}
+	if ch.PreferFetch(l.codec.(engineCodec).spec, len(dims), stored, selected) {
+		return fd
+	}
+	return nil
 }
 
 // fetchUnits has the codec workers fetch the units refs names and decode

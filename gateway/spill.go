@@ -21,6 +21,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/membudget"
+	"github.com/zarrgate/zarrgate/zarr"
 )
 
 // A WriteSlab larger than its memory buffer keeps the partial chunks it
@@ -320,26 +321,61 @@ func (w *slabWriter) spillUntil(target int64) (bool, error) {
 }
 
 // openSpill creates the call's spill log on first use, with its write
-// buffer and the scratch buffer pieces are gathered in.
+// buffer and the scratch buffer pieces are gathered in, in the memory
+// reserveSpill reserved.
 func (w *slabWriter) openSpill() error {
 	if w.spill != nil {
 		return nil
 	}
-	words := max(spillRecordBytes, w.l.elem+7) / 8
-	// The spill's own buffers are reserved waiting (they are small and
-	// taken once per call): spilling is what frees memory.
-	res, err := w.g.cfg.Budget.Acquire(w.ctx, spillBufBytes+int64(words)*8, fmt.Sprintf("write %q: the spill buffers", w.path))
-	if err != nil {
+	if err := w.reserveSpill(false); err != nil {
 		return err
 	}
 	limit := w.g.cfg.MaxSlabBytes
-	s, err := openSpill(w.g.cfg.SpillDir, limit, res)
+	s, err := openSpill(w.g.cfg.SpillDir, limit, w.spillRes)
 	if err != nil {
-		res.Release()
 		return err
 	}
+	w.spillRes = membudget.Reservation{} // the log's now
 	w.spill = s
-	w.scratch = make([]uint64, words)
+	w.scratch = make([]uint64, spillScratchWords(w.l))
+	return nil
+}
+
+func spillScratchWords(l *layout) int { return max(spillRecordBytes, l.elem+7) / 8 }
+
+// reserveSpill reserves the spill log's buffers. Spilling is what frees
+// memory, so a call must not find itself holding units and waiting for
+// these: a write that may spill (more data than its buffer holds) reserves
+// them when it starts, holding nothing (atStart). Later, only a write of
+// variable-length values (whose size was not known) can need them: it
+// takes them if they are free now, and else waits for them, bounded by the
+// budget's MaxWait.
+func (w *slabWriter) reserveSpill(atStart bool) error {
+	if w.spill != nil || w.spillRes.Bytes() > 0 {
+		return nil
+	}
+	n := spillBufBytes + int64(spillScratchWords(w.l))*8
+	if atStart {
+		// The least the selection holds in memory: its elements, at least
+		// a slice header each when of variable length.
+		per := int64(w.l.elem)
+		if per == 0 {
+			per = 24
+		}
+		if elems, ok := zarr.ProductChecked(w.proj.Shape); ok {
+			if bytes, ok := zarr.MulChecked(elems, per); ok && bytes <= w.g.cfg.WriteBufferBytes {
+				return nil
+			}
+		}
+	} else if r, ok := w.g.cfg.Budget.TryAcquire(n); ok {
+		w.spillRes = r
+		return nil
+	}
+	r, err := w.g.cfg.Budget.Acquire(w.ctx, n, fmt.Sprintf("write %q: the spill buffers", w.path))
+	if err != nil {
+		return err
+	}
+	w.spillRes = r
 	return nil
 }
 

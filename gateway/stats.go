@@ -14,6 +14,11 @@ type Stats struct {
 	// conditional write found the stored value changed (or lost its
 	// worker) and that were read and merged again.
 	WriteConflicts atomic.Uint64
+	// FlushOverruns counts steps of a WriteSlab's flushes that needed more
+	// memory than the flush reserved before it started (strings longer
+	// than estimated, a stored object larger than the array's codecs
+	// write): the one place a write may wait for memory holding some.
+	FlushOverruns atomic.Uint64
 }
 
 // retries counts idempotent store and codec calls repeated after a

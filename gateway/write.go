@@ -113,7 +113,10 @@ func (g *Gateway) WriteSlab(ctx context.Context, path string, sel []zarr.Range, 
 	eg, ectx := errgroup.WithContext(ctx)
 	eg.SetLimit(max(g.cfg.Parallelism, flushDepth))
 	w.flushGroup, w.ctx = eg, ectx
-	err = w.run(next)
+	err = w.reserveSpill(true)
+	if err == nil {
+		err = w.run(next)
+	}
 	// Flushes in flight finish (they write complete chunks whole) before
 	// the spill log they read is removed.
 	werr := eg.Wait()
@@ -179,6 +182,7 @@ type slabWriter struct {
 	spill    *spill   // nil until the first spill
 	scratch  []uint64 // gathers a piece for the spill log
 	scratchR membudget.Reservation
+	spillRes membudget.Reservation // the spill log's buffers, until it opens
 
 	flushGroup *errgroup.Group
 	ctx        context.Context
@@ -207,6 +211,7 @@ func (w *slabWriter) count(objects, bytes int64) {
 // must have finished.
 func (w *slabWriter) close() {
 	w.spill.close()
+	w.spillRes.Release()
 	w.scratchR.Release()
 	w.mem.close()
 }
@@ -233,6 +238,8 @@ type pendingObject struct {
 	// storeFailed says a store call of its flush failed: its buffers are
 	// not recycled (set).
 	storeFailed bool
+	// mem is the memory its flush reserved, and took beyond (reserveFlush).
+	mem flushMem
 }
 
 // pendingUnit holds the received elements of one unit: in memory (seen

@@ -24,6 +24,20 @@ func (w *slabWriter) flush(o *pendingObject) error {
 	if w.objects[o.idx] != o {
 		return nil // flushed already
 	}
+	if w.done == nil {
+		words := (w.proj.NumChunks() + 63) / 64
+		if err := w.acquire(words*8, "write bookkeeping"); err != nil {
+			return err
+		}
+		o.book += words * 8 // released with this object; the map stays
+		w.done = make([]uint64, words)
+	}
+	// The flush's memory is reserved here, all at once, so that the flush
+	// never waits for the budget holding the object's units (see acquire),
+	// and last, so that the call waits for nothing holding it.
+	if err := w.reserveFlush(o); err != nil {
+		return err
+	}
 	// What the worker will allocate counts against the buffer too, so that
 	// the call's memory is the buffer however many flushes run: wait for
 	// flushes in flight until it fits (it runs alone if it never does).
@@ -38,14 +52,6 @@ func (w *slabWriter) flush(o *pendingObject) error {
 	w.held.Add(cost)
 	o.flushCost = cost
 	delete(w.objects, o.idx)
-	if w.done == nil {
-		words := (w.proj.NumChunks() + 63) / 64
-		if err := w.acquire(words*8, "write bookkeeping"); err != nil {
-			return err
-		}
-		o.book += words * 8 // released with this object; the map stays
-		w.done = make([]uint64, words)
-	}
 	w.done[o.idx/64] |= 1 << (o.idx % 64)
 	if o.spilled {
 		// The worker reads the object's records back.
@@ -96,6 +102,100 @@ func (w *slabWriter) flushCost(o *pendingObject) int64 {
 	return cost
 }
 
+// reserveFlush reserves what flushing o takes at most (flushReserve):
+// at once if the budget has it, else once the call's flushes in flight
+// have finished (they give their memory back without waiting for any),
+// else after spilling every unit held in memory, o's own included (the
+// bound is computed again: a spilled unit is read back), and giving back
+// the call's slack; only then it waits, holding no unit it could spill.
+func (w *slabWriter) reserveFlush(o *pendingObject) error {
+	for {
+		need := w.flushReserve(o)
+		if w.mem.try(need) {
+			o.mem = flushMem{size: need, left: need}
+			return nil
+		}
+		if ok, err := w.awaitFlush(); err != nil {
+			return err
+		} else if ok {
+			continue
+		}
+		spilled, err := w.spillUntil(0)
+		if err != nil {
+			return err
+		}
+		if spilled {
+			continue
+		}
+		w.mem.trim()
+		if err := w.mem.acquire(w.ctx, need, fmt.Sprintf("write %q: the flush of %q", w.path, o.key)); err != nil {
+			return err
+		}
+		o.mem = flushMem{size: need, left: need}
+		return nil
+	}
+}
+
+// flushReserve bounds what flushing o allocates: units read back from the
+// spill log (a shard's in batches) and their read buffers, merged and
+// decoded units, the encoded outputs (at encode's bound), a shard's
+// assembly, and for a merge the stored object, at the bound of what this
+// array's codecs write for it. Exact bounds for fixed-size types; for
+// variable-length ones the values are estimated (varElemBytes each), and
+// a flush that needs more takes it as it goes (flushMem).
+func (w *slabWriter) flushReserve(o *pendingObject) int64 {
+	l := w.l
+	data := l.unitElems() * int64(l.elem) // a unit decoded
+	if l.elem == 0 {
+		data = l.unitElems() * varElemBytes
+	}
+	enc := data + data/64 + 4096 // encode's bound for one unit
+	spilled := false
+	for _, u := range o.units {
+		spilled = spilled || !u.inMemory()
+	}
+	n := int64(len(o.units))
+	merge := !w.coversObject(o)
+	read := w.unitBytes() // a unit read back
+	if l.elem == 0 {
+		read += data // its values
+	}
+	// materialize's read buffers: an image's, and a piece's (a record
+	// holds at most a unit's data, and a piece at most a scratch buffer's).
+	rec := min(int64(spillScratchWords(l))*8, w.unitBytes()) + 8
+	temp := 2*rec + 24*int64(len(l.unit)) + 16
+	var chunk int64 // a merged unit (or a variable-length one assembled)
+	if merge || l.elem == 0 {
+		chunk = data
+	}
+	var decoded, stored int64 // for a merge: the stored unit decoded, the stored object
+	if merge {
+		decoded, stored = data, enc
+	}
+	if !spilled {
+		read, temp = 0, 0
+	}
+	// The steps' peak: what is held throughout (the stored object, the
+	// unit read back), and then either the read buffers (given back once
+	// the unit is read) or the decoded, merged and encoded unit.
+	if l.shard == nil {
+		return stored + read + max(temp, decoded+chunk+enc)
+	}
+	all := int64(l.shard.n)
+	index := 64 + 16*all
+	if merge {
+		stored = all*enc + index
+	}
+	// A shard's units go in batches: each unit of a batch is held read
+	// back and merged until the batch is encoded, and the unit at hand
+	// has its read buffers or its decoded stored unit besides; the encoded
+	// outputs are kept until the shard is assembled, which copies them and
+	// the stored units kept.
+	batch := min(n, shardBatchBytes/max(data, 1)+1)
+	units := batch*(read+chunk) + max(temp, decoded)
+	return stored + n*enc + max(units, index+stored+n*enc)
+}
+
 // finished gives back the memory of a flushed object, and its pooled unit
 // buffers once it is stored (stored: nothing uses them any more; after a
 // failure a codec or store call abandoned on its context might, and they
@@ -113,7 +213,7 @@ func (w *slabWriter) finished(o *pendingObject, stored bool) {
 		u.bytes, u.seen, u.data, u.vals, u.pooled, u.adopted = 0, nil, nil, nil, false, nil
 	}
 	w.held.Add(-n - o.flushCost)
-	w.mem.release(n + o.book)
+	w.mem.release(n + o.book + o.mem.size + o.mem.extra)
 	w.inflight.Add(-1)
 	select {
 	case w.freed <- struct{}{}:
@@ -147,11 +247,12 @@ func (w *slabWriter) materialize(o *pendingObject, u *pendingUnit) (m *pendingUn
 	l, s := w.l, w.spill
 	n := l.unitElems()
 	e := int64(l.elem)
+	what := fmt.Sprintf("write %q: a chunk read back from the spill log", w.path)
 	reserved := w.unitBytes()
-	if err := w.mem.acquire(w.ctx, reserved, fmt.Sprintf("write %q: a chunk read back from the spill log", w.path)); err != nil {
+	if err := w.take(o, reserved, what); err != nil {
 		return nil, nil, err
 	}
-	giveBack := func() { w.mem.release(reserved) }
+	giveBack := func() { w.give(o, reserved) }
 	defer func() {
 		if err != nil {
 			giveBack()
@@ -159,16 +260,16 @@ func (w *slabWriter) materialize(o *pendingObject, u *pendingUnit) (m *pendingUn
 	}()
 	// Read buffers, given back when the unit is read.
 	var tmp int64
-	defer func() { w.mem.release(tmp) }()
+	defer func() { w.give(o, tmp) }()
 	temp := func(k int64) error {
-		if err := w.mem.acquire(w.ctx, k, fmt.Sprintf("write %q: a chunk read back from the spill log", w.path)); err != nil {
+		if err := w.take(o, k, what); err != nil {
 			return err
 		}
 		tmp += k
 		return nil
 	}
 	more := func(k int64) error { // reserve k more bytes, kept until release
-		if err := w.mem.acquire(w.ctx, k, fmt.Sprintf("write %q: a chunk read back from the spill log", w.path)); err != nil {
+		if err := w.take(o, k, what); err != nil {
 			return err
 		}
 		reserved += k
@@ -236,7 +337,10 @@ func (w *slabWriter) materialize(o *pendingObject, u *pendingUnit) (m *pendingUn
 		var payload []byte
 		if e > 0 {
 			if int64(len(scratch))*8 < size {
-				if err := temp(size); err != nil {
+				// The smaller scratch buffer is dropped.
+				w.give(o, int64(len(scratch))*8)
+				tmp -= int64(len(scratch)) * 8
+				if err := temp((size + 7) / 8 * 8); err != nil {
 					return nil, nil, err
 				}
 				scratch = make([]uint64, (size+7)/8)
@@ -281,7 +385,7 @@ func (w *slabWriter) materialize(o *pendingObject, u *pendingUnit) (m *pendingUn
 // unitChunk turns a pending unit into a decoded unit, merged over base
 // (the stored unit, or fill) where the pending unit has no element. A
 // buffer it allocates is reserved; release gives it back.
-func (w *slabWriter) unitChunk(u *pendingUnit, base *chunk) (c chunk, release func(), err error) {
+func (w *slabWriter) unitChunk(o *pendingObject, u *pendingUnit, base *chunk) (c chunk, release func(), err error) {
 	l := w.l
 	what := fmt.Sprintf("write %q: a merged chunk", w.path)
 	if l.elem > 0 {
@@ -289,7 +393,7 @@ func (w *slabWriter) unitChunk(u *pendingUnit, base *chunk) (c chunk, release fu
 			return chunk{data: u.data}, noop, nil
 		}
 		size := int64(len(base.data))
-		if err := w.mem.acquire(w.ctx, size, what); err != nil {
+		if err := w.take(o, size, what); err != nil {
 			return chunk{}, nil, err
 		}
 		out := slices.Clone(base.data)
@@ -301,7 +405,7 @@ func (w *slabWriter) unitChunk(u *pendingUnit, base *chunk) (c chunk, release fu
 				word &= word - 1
 			}
 		}
-		return chunk{data: out}, func() { w.mem.release(size) }, nil
+		return chunk{data: out}, func() { w.give(o, size) }, nil
 	}
 	n := l.unitElems()
 	has := func(i int64) bool { return u.seen[i/64]&(1<<(i%64)) != 0 }
@@ -316,7 +420,7 @@ func (w *slabWriter) unitChunk(u *pendingUnit, base *chunk) (c chunk, release fu
 			size += int64(len(l.a.FillValue))
 		}
 	}
-	if err := w.mem.acquire(w.ctx, size, what); err != nil {
+	if err := w.take(o, size, what); err != nil {
 		return chunk{}, nil, err
 	}
 	offs := make([]int64, n+1)
@@ -332,7 +436,7 @@ func (w *slabWriter) unitChunk(u *pendingUnit, base *chunk) (c chunk, release fu
 		}
 		offs[i+1] = int64(len(data))
 	}
-	return chunk{data: data, offsets: offs}, func() { w.mem.release(size) }, nil
+	return chunk{data: data, offsets: offs}, func() { w.give(o, size) }, nil
 }
 
 func (w *slabWriter) isFill(c chunk) bool {
@@ -348,12 +452,12 @@ func (w *slabWriter) encode(o *pendingObject, chunks []chunk) ([][]byte, func(),
 		in += int64(len(c.data)) + int64(len(c.offsets))*8
 	}
 	bound := in + in/64 + 4096*int64(len(chunks))
-	if err := w.mem.acquire(w.ctx, bound, fmt.Sprintf("write %q: encoded chunks", w.path)); err != nil {
+	if err := w.take(o, bound, fmt.Sprintf("write %q: encoded chunks", w.path)); err != nil {
 		return nil, nil, err
 	}
 	enc, err := w.l.codec.encode(w.ctx, chunks)
 	if err != nil {
-		w.mem.release(bound)
+		w.give(o, bound)
 		return nil, nil, fmt.Errorf("chunk %q: %w", o.key, err)
 	}
 	var out int64
@@ -361,8 +465,8 @@ func (w *slabWriter) encode(o *pendingObject, chunks []chunk) ([][]byte, func(),
 		out += int64(len(b))
 	}
 	kept := min(out, bound)
-	w.mem.release(bound - kept)
-	return enc, func() { w.mem.release(kept) }, nil
+	w.give(o, bound-kept)
+	return enc, func() { w.give(o, kept) }, nil
 }
 
 // set stores an object's value under cond. A store call that fails may
@@ -396,13 +500,13 @@ func (w *slabWriter) decode(o *pendingObject, i int, stored []byte) (*chunk, fun
 	var size int64
 	if w.l.elem > 0 {
 		size = w.l.unitElems() * int64(w.l.elem)
-		if err := w.mem.acquire(w.ctx, size, what); err != nil {
+		if err := w.take(o, size, what); err != nil {
 			return nil, nil, err
 		}
 	}
 	dec, err := w.l.codec.decode(w.ctx, [][]byte{stored})
 	if err != nil {
-		w.mem.release(size)
+		w.give(o, size)
 		if w.l.shard != nil {
 			return nil, nil, fmt.Errorf("shard %q inner chunk %d: %w", o.key, i, err)
 		}
@@ -411,7 +515,7 @@ func (w *slabWriter) decode(o *pendingObject, i int, stored []byte) (*chunk, fun
 	c := &dec[0]
 	if w.l.elem == 0 {
 		size = int64(len(c.data)) + int64(len(c.offsets))*8
-		if err := w.mem.acquire(w.ctx, size, what); err != nil {
+		if err := w.take(o, size, what); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -419,7 +523,7 @@ func (w *slabWriter) decode(o *pendingObject, i int, stored []byte) (*chunk, fun
 		if c.release != nil {
 			c.release()
 		}
-		w.mem.release(size)
+		w.give(o, size)
 	}, nil
 }
 
@@ -434,7 +538,7 @@ func (w *slabWriter) writeWhole(o *pendingObject) error {
 			return err
 		}
 		defer release()
-		c, crelease, err := w.unitChunk(m, nil)
+		c, crelease, err := w.unitChunk(o, m, nil)
 		if err != nil {
 			return err
 		}
@@ -523,13 +627,13 @@ func (w *slabWriter) storeShard(o *pendingObject, encoded [][]byte, cond storesv
 				release()
 				return err
 			}
-			c, crelease, err = w.unitChunk(m, old)
+			c, crelease, err = w.unitChunk(o, m, old)
 			orelease()
 			if err != nil {
 				release()
 				return err
 			}
-		} else if c, crelease, err = w.unitChunk(m, nil); err != nil {
+		} else if c, crelease, err = w.unitChunk(o, m, nil); err != nil {
 			release()
 			return err
 		}
@@ -562,10 +666,10 @@ func (w *slabWriter) storeShard(o *pendingObject, encoded [][]byte, cond storesv
 	for _, e := range encoded {
 		size += int64(len(e))
 	}
-	if err := w.mem.acquire(ctx, size, fmt.Sprintf("write %q: a shard", w.path)); err != nil {
+	if err := w.take(o, size, fmt.Sprintf("write %q: a shard", w.path)); err != nil {
 		return err
 	}
-	defer w.mem.release(size)
+	defer w.give(o, size)
 	shard, err := codec.Assemble(w.l.shard.index, encoded)
 	if err != nil {
 		return fmt.Errorf("shard %q: %w", o.key, err)
@@ -582,16 +686,17 @@ func (w *slabWriter) storeShard(o *pendingObject, encoded [][]byte, cond storesv
 
 // readStored reads the stored object, its bytes reserved before they are
 // read.
-func (w *slabWriter) readStored(key string) (data []byte, gen string, release func(), err error) {
+func (w *slabWriter) readStored(o *pendingObject) (data []byte, gen string, release func(), err error) {
+	key := o.key
 	obj, err := w.g.store.Get(w.ctx, key, storesvc.ByteRange{})
 	if err != nil {
 		return nil, "", nil, err
 	}
 	defer obj.Close()
-	if err := w.mem.acquire(w.ctx, obj.Length, fmt.Sprintf("write %q: the stored %q read for a merge", w.path, key)); err != nil {
+	if err := w.take(o, obj.Length, fmt.Sprintf("write %q: the stored %q read for a merge", w.path, key)); err != nil {
 		return nil, "", nil, err
 	}
-	release = func() { w.mem.release(obj.Length) }
+	release = func() { w.give(o, obj.Length) }
 	data = make([]byte, obj.Length)
 	if _, err := io.ReadFull(obj, data); err != nil {
 		release()
@@ -618,7 +723,7 @@ func (w *slabWriter) mergeInto(o *pendingObject) error {
 			release func()
 		}
 		r, err := retry(ctx, w.g.cfg.StoreRetries, func() (read, error) {
-			data, gen, release, err := w.readStored(o.key)
+			data, gen, release, err := w.readStored(o)
 			return read{data, gen, release}, err
 		})
 		data, gen := r.data, r.gen
@@ -672,7 +777,7 @@ func (w *slabWriter) mergeChunk(o *pendingObject, stored []byte, cond storesvc.C
 		defer drelease()
 		base = dec
 	}
-	c, crelease, err := w.unitChunk(m, base)
+	c, crelease, err := w.unitChunk(o, m, base)
 	if err != nil {
 		return err
 	}

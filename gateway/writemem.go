@@ -64,22 +64,97 @@ func (w *slabWriter) unhold(n int64) {
 //
 // Deadlock: a call must not wait for memory while holding memory it could
 // give back, or two calls each holding half the budget and waiting for
-// more would wait on each other until the budget's MaxWait. So when the
-// budget has no room now, the call first spills every unit it holds in
-// memory (giving their reservations back), and only then waits, holding
-// just what it cannot give back: bookkeeping, the spill log's buffers and
-// the objects its flushes are writing. Flush workers do wait holding the
-// units they write, but each waits for a bounded amount (a unit or a
-// batch), FIFO, for at most the budget's MaxWait: the worst case is
-// ResourceExhausted, never a hang.
+// more would wait on each other until the budget's MaxWait (a
+// hold-and-wait deadlock). So when the budget has no room now, the call
+// first waits for its own flushes in flight, which never wait for the
+// budget (each took all it needs from the main loop before it started,
+// see flush), so they finish and give their memory back whatever other
+// calls do; with none left, it spills every unit it holds in memory and
+// gives back the slack of its reservations, and only then waits, holding
+// just what it cannot give back: bookkeeping and the spill log's buffers.
 func (w *slabWriter) acquire(n int64, what string) error {
+	for !w.mem.try(n) {
+		// The call's own flushes first: they finish without waiting.
+		ok, err := w.awaitFlush()
+		if err != nil {
+			return err
+		}
+		if ok {
+			continue
+		}
+		return w.acquireSpilled(n, what)
+	}
+	return nil
+}
+
+// awaitFlush waits for one of the call's flushes in flight to finish, if
+// any is; it reports whether it waited.
+func (w *slabWriter) awaitFlush() (bool, error) {
+	if w.inflight.Load() == 0 {
+		return false, nil
+	}
+	select {
+	case <-w.freed:
+		return true, nil
+	case <-w.ctx.Done():
+		return false, w.ctx.Err()
+	}
+}
+
+// acquireSpilled reserves n bytes after spilling every unit in memory and
+// giving back the call's slack, waiting for the budget if it must.
+func (w *slabWriter) acquireSpilled(n int64, what string) error {
 	if w.mem.try(n) {
 		return nil
 	}
 	if _, err := w.spillUntil(0); err != nil {
 		return err
 	}
+	w.mem.trim()
 	return w.mem.acquire(w.ctx, n, fmt.Sprintf("write %q: a %s", w.path, what))
+}
+
+// flushMem is the memory one flush reserved before it started: its steps
+// take from it and give back to it, without a trip to the budget. A step
+// that needs more than is left (only a flush of variable-length values,
+// whose size the reservation estimates, or a merge over a stored object
+// larger than any this array's codecs write) takes the rest from the
+// budget if it is free now, and else waits for it: the one case where a
+// flush waits holding memory, bounded by the budget's MaxWait.
+type flushMem struct {
+	size  int64 // reserved for the flush in the call's callMem
+	left  int64 // of size, not taken
+	extra int64 // taken beyond size, from the budget
+}
+
+// take reserves n bytes for one of o's flush steps.
+func (w *slabWriter) take(o *pendingObject, n int64, what string) error {
+	m := &o.mem
+	if n <= m.left {
+		m.left -= n
+		return nil
+	}
+	short := n - m.left
+	w.g.stats.FlushOverruns.Add(1)
+	if !w.mem.try(short) {
+		if err := w.mem.acquire(w.ctx, short, what); err != nil {
+			return err
+		}
+	}
+	m.left = 0
+	m.extra += short
+	return nil
+}
+
+// give gives back n bytes a step of o's flush took.
+func (w *slabWriter) give(o *pendingObject, n int64) {
+	m := &o.mem
+	if r := min(n, m.extra); r > 0 {
+		w.mem.release(r)
+		m.extra -= r
+		n -= r
+	}
+	m.left = min(m.left+n, m.size)
 }
 
 // startStreaming switches to streaming: the write no longer fits the
@@ -108,6 +183,10 @@ type callMem struct {
 	mu             sync.Mutex
 	rs             []membudget.Reservation
 	reserved, used int64
+	// waiting counts the call's goroutines waiting for the budget: while
+	// one does, what the others give back goes back to the budget at once
+	// (kept, it would be memory the call holds while it waits).
+	waiting int
 }
 
 const memGranule = 256 << 10
@@ -143,14 +222,18 @@ func (m *callMem) acquire(ctx context.Context, n int64, what string) error {
 		return nil
 	}
 	m.mu.Lock()
+	m.waiting++
+	m.trimLocked(0)
 	short := n - (m.reserved - m.used)
 	m.mu.Unlock()
 	// Wait without the lock: releases by the call's other goroutines go on.
 	r, err := m.b.Acquire(ctx, short, what)
+	m.mu.Lock()
+	m.waiting--
 	if err != nil {
+		m.mu.Unlock()
 		return err
 	}
-	m.mu.Lock()
 	m.rs = append(m.rs, r)
 	m.reserved += r.Bytes()
 	m.used += n
@@ -166,9 +249,27 @@ func (m *callMem) release(n int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.used -= n
-	for len(m.rs) > 0 && m.reserved-m.used > 2*memGranule {
+	switch {
+	case m.waiting > 0:
+		m.trimLocked(0)
+	case m.reserved-m.used > 2*memGranule:
+		m.trimLocked(memGranule)
+	}
+}
+
+// trim gives back what the call has reserved beyond what it uses.
+func (m *callMem) trim() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.trimLocked(0)
+}
+
+// trimLocked gives back what is reserved beyond what is used and keep
+// bytes of slack.
+func (m *callMem) trimLocked(keep int64) {
+	for len(m.rs) > 0 && m.reserved-m.used > keep {
 		last := m.rs[len(m.rs)-1]
-		excess := m.reserved - m.used - memGranule
+		excess := m.reserved - m.used - keep
 		if last.Bytes() <= excess {
 			last.Release()
 			m.reserved -= last.Bytes()

@@ -175,7 +175,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("gateway", stderr)
 	storeTarget := fs.String("store", "", "store workers: host:port,host:port,..., file:///path (a file listing addresses, read again every --worker-refresh), or a gRPC target such as dns:///store-workers:50052 (required)")
 	codecTarget := fs.String("codec", "", "codec workers, in the same forms; empty runs codecs in this process")
-	codecFetch := fs.String("codec-fetch", "gateway", "with --codec: who reads the encoded chunks from the store tier: the gateway, which sends them on to the codec workers (gateway), or the codec workers themselves, given only keys (and, for a shard's inner chunks, the ranges of the shard's index, which the gateway reads) (worker: the workers need --store; needs --codec-choice offload)")
+	codecFetch := fs.String("codec-fetch", "gateway", "with --codec: who reads the encoded chunks from the store tier: the gateway, which sends them on to the codec workers (gateway), or the codec workers themselves, given only keys (and, for a shard's inner chunks, the ranges of the shard's index, which the gateway reads) (worker: the workers need --store; with --codec-choice auto, the cost model chooses per batch between worker-fetch and reading and decoding in the gateway)")
 	codecChoice := fs.String("codec-choice", "offload", "with --codec: offload every codec batch to the workers (offload), or decode each batch where the cost model says it costs this process less CPU (auto: docs/architecture.md)")
 	tierWait := fs.Duration("tier-wait", rpc.DefaultTierWait, "how long a call waits for a ready store or codec worker when a tier has none, before it fails with UNAVAILABLE")
 	refresh := fs.Duration("worker-refresh", rpc.DefaultRefresh, "how often the --store and --codec targets are resolved again (DNS names looked up, file:/// lists read again), so that workers added are used and removed ones left; 0: only when a connection fails")
@@ -201,8 +201,8 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if *codecFetch != "gateway" && *codecFetch != "worker" {
 		return usageError{fmt.Errorf("--codec-fetch %q: want gateway or worker", *codecFetch)}
 	}
-	if *codecFetch == "worker" && (*codecTarget == "" || *codecChoice != "offload") {
-		return usageError{errors.New("--codec-fetch worker needs --codec workers and --codec-choice offload")}
+	if *codecFetch == "worker" && *codecTarget == "" {
+		return usageError{errors.New("--codec-fetch worker needs --codec workers")}
 	}
 	logger, err := sf.logger(ctx, stderr)
 	if err != nil {

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"bytes"
 	"context"
 	"sync/atomic"
 
@@ -14,6 +15,9 @@ import (
 // decoded byte each codec costs to decode in process.
 type Costs struct {
 	HopPerByte float64
+	// StorePerByte is what reading an encoded byte from the store tier
+	// costs the caller: what worker-fetch spares it.
+	StorePerByte float64
 	// DecodePerByte is by codec name; codecs not named cost Default.
 	DecodePerByte map[string]float64
 	Default       float64
@@ -21,14 +25,23 @@ type Costs struct {
 
 // DefaultCosts are the costs measured on loopback on a 2-core Xeon VM
 // (docs/benchmarks.md): ≈ 0.35 ns per byte at each end of the hop
-// (BenchmarkOffloadOverhead), and the decode rates of the codec table on
-// one core; codecs not measured (bz2, lzma, the numcodecs filters...)
-// cost 1 ns per byte.
+// (BenchmarkOffloadOverhead), a read from the store tier taken as the
+// same, and the decode costs of each codec on one core, medians of
+// three runs of
+//
+//	go test -run '^$' -bench DecodeCosts -cpu 1 -count 3 ./codecsvc/
+//
+// on 2026-11-26 (machine shared; CPU time per decoded byte, of 4 MiB of
+// float32 that compress poorly: zstd and gzip cost more per byte on data
+// that compresses well). Codecs not measured (bz2, lzma, the other
+// numcodecs filters...) cost 1 ns per byte. "bytes/big" is the bytes
+// codec with big-endian elements of more than one byte (a byte swap; a
+// little-endian one decodes by aliasing).
 func DefaultCosts() Costs {
-	return Costs{HopPerByte: 0.35, Default: 1, DecodePerByte: map[string]float64{
-		"bytes": 0, "transpose": 0.3, "crc32c": 0.1, "numcodecs.crc32c": 0.1, "numcodecs.crc32": 0.1,
-		"zstd": 0.8, "numcodecs.zstd": 0.8, "gzip": 4.5, "numcodecs.gzip": 4.5, "numcodecs.zlib": 4.5,
-		"blosc": 0.35, "numcodecs.lz4": 0.3, "numcodecs.shuffle": 0.5,
+	return Costs{HopPerByte: 0.35, StorePerByte: 0.35, Default: 1, DecodePerByte: map[string]float64{
+		"bytes": 0, "bytes/big": 0.5, "transpose": 0.92, "crc32c": 0.06, "numcodecs.crc32c": 0.06, "numcodecs.crc32": 0.04,
+		"zstd": 0.99, "numcodecs.zstd": 1.06, "gzip": 5.9, "numcodecs.gzip": 5.9, "numcodecs.zlib": 6.3,
+		"blosc": 0.22, "numcodecs.lz4": 0.34, "numcodecs.shuffle": 0.23,
 	}}
 }
 
@@ -36,7 +49,11 @@ func DefaultCosts() Costs {
 func (c Costs) decodeCost(spec *codec.BatchSpec, d int64) float64 {
 	per := 0.0
 	for _, cs := range spec.Codecs {
-		v, ok := c.DecodePerByte[cs.Name]
+		name := cs.Name
+		if _, ok := c.DecodePerByte["bytes/big"]; ok && name == "bytes" && spec.DataType.Size > 1 && bytes.Contains(cs.Configuration, []byte(`"big"`)) {
+			name = "bytes/big"
+		}
+		v, ok := c.DecodePerByte[name]
 		if !ok {
 			v = c.Default
 		}
@@ -58,12 +75,13 @@ type Auto struct {
 	remote *Client
 	costs  Costs
 
-	offloaded, embedded atomic.Uint64
+	offloaded, embedded, fetched atomic.Uint64
 }
 
 var (
 	_ codec.Engine        = (*Auto)(nil)
 	_ codec.SelectDecoder = (*Auto)(nil)
+	_ codec.FetchChooser  = (*Auto)(nil)
 )
 
 // NewAuto returns an engine choosing between local and remote by costs.
@@ -75,6 +93,38 @@ func NewAuto(local *codecsvc.Local, remote *Client, costs Costs) *Auto {
 // decoded in process.
 func (a *Auto) Batches() (offloaded, embedded uint64) {
 	return a.offloaded.Load(), a.embedded.Load()
+}
+
+// Fetched reports how many decode batches went to the workers as keys
+// (worker-fetch: PreferFetch said so).
+func (a *Auto) Fetched() uint64 { return a.fetched.Load() }
+
+// PreferFetch implements codec.FetchChooser: worker-fetch costs the
+// caller only the selected bytes back over the codec hop; reading the
+// batch and decoding it here costs the stored bytes from the store tier
+// and the decode. Sizes not known before the read (the stored size of
+// unsharded chunks, anything of variable-length types) are taken as the
+// decoded size, which compares the two per byte. On a tie the batch is
+// decoded here (one hop fewer).
+func (a *Auto) PreferFetch(spec *codec.BatchSpec, n int, stored, selected int64) bool {
+	d := int64(n) * wholeSize(spec)
+	if spec.DataType.VariableLength() {
+		d, stored, selected = int64(n), int64(n), int64(n) // per byte
+	}
+	if stored < 0 {
+		stored = d
+	}
+	here := a.costs.StorePerByte*float64(stored) + a.costs.decodeCost(spec, d)
+	if a.costs.HopPerByte*float64(selected) < here {
+		a.fetched.Add(1)
+		return true
+	}
+	return false
+}
+
+// DecodeFetched implements codec.FetchDecoder: on the workers.
+func (a *Auto) DecodeFetched(ctx context.Context, spec *codec.BatchSpec, refs []codec.Ref, sel []codec.Selection) ([]codec.Chunk, []bool, error) {
+	return a.remote.DecodeFetched(ctx, spec, refs, sel)
 }
 
 // offload applies the model to a batch of encoded chunks of spec of which

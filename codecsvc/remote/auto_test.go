@@ -8,6 +8,7 @@ import (
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/codecsvc/remote"
+	"github.com/zarrgate/zarrgate/zarr"
 )
 
 // The automatic engine offloads what costs more to decode here than to
@@ -58,6 +59,62 @@ func TestAutoChoosesByCost(t *testing.T) {
 		}
 		if len(viaAuto[0].Data) != 15*12*4 || !bytes.Equal(viaAuto[1].Data, chunks[1].Data) {
 			t.Fatalf("%s: selected %d bytes", c.name, len(viaAuto[0].Data))
+		}
+	}
+}
+
+// With worker-fetch, the automatic engine sends a batch as keys when
+// having the workers fetch and decode it costs this process less (the
+// selected bytes back over the hop) than reading it from the store tier
+// and decoding it here, and turns it down otherwise: each side chosen when
+// its cost is the lower, with costs given (not measured), so the choice is
+// deterministic.
+func TestAutoChoosesFetchByCost(t *testing.T) {
+	raw := spec(`[{"name":"bytes","configuration":{"endian":"little"}}]`, 64, 64)
+	gzip := spec(`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"gzip","configuration":{"level":5}}]`, 64, 64)
+	str := spec(`[{"name":"vlen-utf8"}]`, 64, 64)
+	str.DataType = zarr.MustDataType("string")
+	const d = 64 * 64 * 4 // a chunk decoded
+	cheap := remote.Costs{HopPerByte: 1, StorePerByte: 1, Default: 1, DecodePerByte: map[string]float64{"bytes": 0, "gzip": 10}}
+	dearHop := cheap
+	dearHop.HopPerByte = 100
+	noStore := cheap
+	noStore.StorePerByte = 0
+	for _, c := range []struct {
+		name             string
+		costs            remote.Costs
+		spec             *codec.BatchSpec
+		n                int
+		stored, selected int64
+		fetch            bool
+	}{
+		// gzip costs more to decode here than its bytes cost to move.
+		{"gzip whole", cheap, gzip, 4, -1, 4 * d, true},
+		{"gzip whole, hop dear", dearHop, gzip, 4, -1, 4 * d, false},
+		// Raw and whole: the same bytes either way, nothing to decode: a
+		// tie, decoded here.
+		{"raw whole", cheap, raw, 4, -1, 4 * d, false},
+		// Raw, a sixteenth selected: the workers send back less than the
+		// gateway would read.
+		{"raw strided", cheap, raw, 4, -1, 4 * d / 16, true},
+		// A store read that costs nothing: reading raw here wins even
+		// for a selection.
+		{"raw strided, store free", noStore, raw, 4, -1, 4 * d / 16, false},
+		// Stored sizes known (a shard's index): well-compressed gzip
+		// still costs its decode here.
+		{"gzip in a shard", cheap, gzip, 4, 4 * d / 10, 4 * d, true},
+		{"gzip in a shard, hop dear", dearHop, gzip, 4, 4 * d / 10, 4 * d, false},
+		// Variable length: per byte, as stored; the decode of vlen-utf8
+		// (Default, 1) tips it.
+		{"strings", cheap, str, 4, -1, -1, true},
+		{"strings, hop dear", dearHop, str, 4, -1, -1, false},
+	} {
+		a := remote.NewAuto(codecsvc.NewLocal(), nil, c.costs)
+		if got := a.PreferFetch(c.spec, c.n, c.stored, c.selected); got != c.fetch {
+			t.Errorf("%s: PreferFetch = %v, want %v", c.name, got, c.fetch)
+		}
+		if want := map[bool]uint64{true: 1, false: 0}[c.fetch]; a.Fetched() != want {
+			t.Errorf("%s: Fetched() = %d, want %d", c.name, a.Fetched(), want)
 		}
 	}
 }

@@ -85,6 +85,8 @@ var (
 		"Lookups the gateway's metadata cache could not answer (read from the store), by kind.", []string{"kind"}, nil)
 	conflictsDesc = prometheus.NewDesc("zarrgate_write_conflicts_total",
 		"Read-modify-writes of a chunk or shard whose conditional write found the value changed (a concurrent writer), and that were read and merged again.", nil, nil)
+	overrunsDesc = prometheus.NewDesc("zarrgate_write_flush_overruns_total",
+		"Steps of a write's flush that needed more memory than the flush reserved before it started (strings longer than estimated, a stored object larger than the array's codecs write); such a step may wait for memory while its flush holds some.", nil, nil)
 	retriesDesc = prometheus.NewDesc("zarrgate_retries_total",
 		"Calls repeated after a transient failure, within the retry budget of the hop, by tier (store, codec: the gateway's calls to its workers; s3: a store's requests to S3, retried by the AWS SDK).", []string{"tier"}, nil)
 	retriesRefusedDesc = prometheus.NewDesc("zarrgate_retries_refused_total",
@@ -101,7 +103,7 @@ type gatewayCollector struct {
 }
 
 func (c *gatewayCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{cacheHitsDesc, cacheMissesDesc, conflictsDesc, segmentsDesc} {
+	for _, d := range []*prometheus.Desc{cacheHitsDesc, cacheMissesDesc, conflictsDesc, overrunsDesc, segmentsDesc} {
 		ch <- d
 	}
 }
@@ -115,6 +117,7 @@ func (c *gatewayCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(cacheMissesDesc, c.st.NodeMisses.Load(), "node")
 	counter(cacheMissesDesc, c.st.IndexMisses.Load(), "shard_index")
 	counter(conflictsDesc, c.st.WriteConflicts.Load())
+	counter(overrunsDesc, c.st.FlushOverruns.Load())
 	inUse, idle := c.g.SharedSegments()
 	ch <- prometheus.MustNewConstMetric(segmentsDesc, prometheus.GaugeValue, float64(inUse), "in_use")
 	ch <- prometheus.MustNewConstMetric(segmentsDesc, prometheus.GaugeValue, float64(idle), "idle")

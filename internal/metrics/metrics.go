@@ -309,11 +309,27 @@ func (r *Registry) Engine(e codec.Engine) codec.Engine {
 		// worker-fetch.
 		se := &selectEngine{w, sd}
 		if fd, ok := e.(codec.FetchDecoder); ok {
-			return &fetchEngine{se, fd}
+			fe := &fetchEngine{se, fd}
+			if ch, ok := e.(codec.FetchChooser); ok {
+				// and so does its choice of worker-fetch per batch.
+				return &chooseEngine{fe, ch}
+			}
+			return fe
 		}
 		return se
 	}
 	return w
+}
+
+// chooseEngine is fetchEngine for engines that choose worker-fetch per
+// batch (--codec-choice auto).
+type chooseEngine struct {
+	*fetchEngine
+	ch codec.FetchChooser
+}
+
+func (e *chooseEngine) PreferFetch(spec *codec.BatchSpec, n int, stored, selected int64) bool {
+	return e.ch.PreferFetch(spec, n, stored, selected)
 }
 
 // fetchEngine is selectEngine for engines whose workers fetch.
