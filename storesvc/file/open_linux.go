@@ -2,6 +2,7 @@ package file
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"sync"
@@ -71,4 +72,53 @@ func (s *Store) closeBeneath() {
 	if s.beneath.dir != nil {
 		s.beneath.dir.Close()
 	}
+}
+
+// maxIovecs is how many buffers one preadv takes (IOV_MAX).
+const maxIovecs = 1024
+
+// readVecAt reads bufs in order from f at off with preadv, 1024 buffers
+// at a time, going on after short reads; it stops at the file's end.
+func readVecAt(f *os.File, bufs [][]byte, off int64) (int64, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	bufs = append([][]byte(nil), bufs...) // advanced past what is read
+	for len(bufs) > 0 {
+		var k int
+		var rerr error
+		err := rc.Control(func(fd uintptr) {
+			for {
+				k, rerr = unix.Preadv(int(fd), bufs[:min(len(bufs), maxIovecs)], off+n)
+				if rerr != unix.EINTR {
+					return
+				}
+			}
+		})
+		if err == nil {
+			err = rerr
+		}
+		if err != nil {
+			return n, err
+		}
+		if k == 0 {
+			return n, io.EOF
+		}
+		n += int64(k)
+		for k > 0 && len(bufs) > 0 {
+			if k < len(bufs[0]) {
+				bufs[0] = bufs[0][k:]
+				k = 0
+			} else {
+				k -= len(bufs[0])
+				bufs = bufs[1:]
+			}
+		}
+		for len(bufs) > 0 && len(bufs[0]) == 0 {
+			bufs = bufs[1:]
+		}
+	}
+	return n, nil
 }
