@@ -72,7 +72,7 @@ func TestReadSharedAgrees(t *testing.T) {
 	}
 	sels := []client.Selection{
 		nil,
-		{{Start: 0, Stop: 256, Step: 1}, {Start: 0, Stop: 500, Step: 1}},   // whole chunks, whole rows
+		{{Start: 0, Stop: 256, Step: 1}, {Start: 0, Stop: 500, Step: 1}},    // whole chunks, whole rows
 		{{Start: 64, Stop: 192, Step: 1}, {Start: 128, Stop: 384, Step: 1}}, // whole chunks, row runs
 		{{Start: 13, Stop: 290, Step: 1}, {Start: 7, Stop: 499, Step: 1}},
 		{{Start: 250, Stop: 300, Step: 1}, {Start: 380, Stop: 500, Step: 1}}, // edge chunks only
