@@ -20,7 +20,7 @@ import (
 // serveFiles serves a gateway over a file store in a temporary directory
 // (the store whose objects read into several buffers at once) and returns
 // its address.
-func serveFiles(t *testing.T, cfg gateway.Config) string {
+func serveFiles(t testing.TB, cfg gateway.Config) string {
 	t.Helper()
 	st, err := file.New(t.TempDir())
 	if err != nil {

@@ -3,10 +3,20 @@ package gateway
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/zarr"
+)
+
+// A gateway keeps the mappings of the last maxIdleDests destinations for
+// destIdleFor after their reads (shm.DestCache): a client reading into
+// the same buffer again saves mapping it (a tenth of the read); its
+// memory is freed at most destIdleFor after it closes the buffer.
+const (
+	maxIdleDests = 2
+	destIdleFor  = 5 * time.Second
 )
 
 // Destination is a client's memory that one read writes its slab into, in
@@ -50,7 +60,7 @@ func (g *Gateway) OpenDestination(info SlabInfo, pid, fd int, size int64, token 
 	if size < need {
 		return nil, errs.New(errs.FailedPrecondition, "destination of %d bytes, the slab needs %d", size, need)
 	}
-	m, err := shm.OpenDest(pid, fd, need, token)
+	m, err := g.dests.OpenDest(pid, fd, need, token)
 	if err != nil {
 		return nil, errs.Wrap(errs.FailedPrecondition, err, "destination")
 	}

@@ -136,6 +136,7 @@ type Gateway struct {
 	shared chan struct{} // a slot per segment in use
 	idleMu sync.Mutex
 	idle   []idleSegment // segments kept for later calls, the latest last
+	dests  *shm.DestCache // mappings of clients' destinations, for their next reads
 	stats  Stats
 	sched  *scheduler // processor shares between calls (fair.go)
 	// inProcess says the codec engine decodes and encodes in this
@@ -163,6 +164,7 @@ func New(store storesvc.Store, codecs Codecs, cfg Config) *Gateway {
 		cfg:    cfg,
 		cache:  newMetaCache(cfg.MetadataTTL, cacheMaxEntries, cacheMaxBytes),
 		shared: make(chan struct{}, cfg.MaxSharedReads),
+		dests:  &shm.DestCache{MaxIdle: maxIdleDests, IdleFor: destIdleFor},
 		sched:  newScheduler(cfg.Parallelism),
 		// An engine that says nothing is taken to run here.
 		inProcess: !isRemote(codecs),

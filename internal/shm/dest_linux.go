@@ -55,7 +55,10 @@ func NewDest(size int64) (*Dest, error) {
 // OpenDest opens, checks and maps the destination of a client: descriptor
 // fd of process pid, with size bytes of data and token in its first page.
 // Any failed check is an ErrDestRefused saying which; nothing is written.
-func OpenDest(pid, fd int, size int64, token []byte) (*DestMap, error) {
+// c, if not nil, keeps the mapping for later reads of the same memory
+// file (DestMap.Close), and takes one from it when it has one: every check
+// is made again, only the mapping is reused.
+func (c *DestCache) OpenDest(pid, fd int, size int64, token []byte) (*DestMap, error) {
 	if err := checkDestToken(token); err != nil {
 		return nil, err
 	}
@@ -93,15 +96,24 @@ func OpenDest(pid, fd int, size int64, token []byte) (*DestMap, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < total {
 		return nil, refuse("%s has %d bytes, want at least %d", path, st.Size, total)
 	}
-	mem, err := syscall.Mmap(int(f.Fd()), 0, int(total), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE)
-	if err != nil {
-		return nil, refuse("map %s: %v", path, err)
+	id := destID{dev: uint64(st.Dev), ino: st.Ino}
+	mem := c.take(id, total)
+	if mem == nil {
+		mem, err = syscall.Mmap(int(f.Fd()), 0, int(total), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE)
+		if err != nil {
+			return nil, refuse("map %s: %v", path, err)
+		}
 	}
 	if !bytes.Equal(mem[:TokenBytes], token) {
 		unmap(mem)
 		return nil, refuse("%s does not hold the token", path)
 	}
-	return &DestMap{Data: mem[DestOffset:total:total], mem: mem}, nil
+	return &DestMap{Data: mem[DestOffset:total:total], mem: mem, cache: c, id: id}, nil
+}
+
+// OpenDest is OpenDest without a cache.
+func OpenDest(pid, fd int, size int64, token []byte) (*DestMap, error) {
+	return (*DestCache)(nil).OpenDest(pid, fd, size, token)
 }
 
 // DestSupported reports whether this platform has shared destinations.
