@@ -135,7 +135,7 @@ type Gateway struct {
 	cache  *metaCache    // nodes and shard indexes
 	shared chan struct{} // a slot per segment in use
 	idleMu sync.Mutex
-	idle   []idleSegment // segments kept for later calls, the latest last
+	idle   []idleSegment  // segments kept for later calls, the latest last
 	dests  *shm.DestCache // mappings of clients' destinations, for their next reads
 	stats  Stats
 	sched  *scheduler // processor shares between calls (fair.go)
