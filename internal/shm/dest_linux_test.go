@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -205,5 +206,76 @@ func TestDestRefused(t *testing.T) {
 				t.Fatal("the destination changed")
 			}
 		})
+	}
+}
+
+// A DestCache hands a kept mapping to the next read of the same memory
+// file (every check made again: a wrong token is refused and the mapping
+// dropped), never to another file, and keeps at most MaxIdle.
+func TestDestCache(t *testing.T) {
+	c := &DestCache{MaxIdle: 2, IdleFor: time.Hour}
+	defer c.Close()
+	var ds []*Dest
+	for range 3 {
+		d, err := NewDest(1 << 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		ds = append(ds, d)
+	}
+	open := func(d *Dest, size int64, token []byte) (*DestMap, error) {
+		t.Helper()
+		return c.OpenDest(d.Pid, d.Fd, size, token)
+	}
+	m, err := open(ds[0], 1<<16, ds[0].Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := &m.Data[0]
+	m.Close()
+	if c.Idle() != 1 {
+		t.Fatalf("%d kept, want 1", c.Idle())
+	}
+	// Another file: not the kept mapping.
+	m, err = open(ds[1], 1<<16, ds[1].Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &m.Data[0] == first {
+		t.Fatal("another file's read got the kept mapping")
+	}
+	m.Data[0] = 1
+	if ds[0].Data()[0] != 0 || ds[1].Data()[0] != 1 {
+		t.Fatal("wrote to the wrong file")
+	}
+	m.Close()
+	// The same file, smaller: the kept mapping.
+	m, err = open(ds[0], 100, ds[0].Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &m.Data[0] != first || len(m.Data) != 100 {
+		t.Fatal("the same file's read did not get its kept mapping")
+	}
+	m.Close()
+	// A wrong token for a kept file: refused, the mapping dropped.
+	wrong := bytes.Clone(ds[0].Token)
+	wrong[3] ^= 1
+	if _, err := open(ds[0], 1<<16, wrong); !errors.Is(err, ErrDestRefused) {
+		t.Fatalf("a kept file with a wrong token: %v", err)
+	}
+	if c.Idle() != 1 {
+		t.Fatalf("%d kept after the refusal, want 1", c.Idle())
+	}
+	for _, d := range ds {
+		m, err := open(d, 1<<16, d.Token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Close()
+	}
+	if c.Idle() != 2 {
+		t.Fatalf("%d kept, want at most 2", c.Idle())
 	}
 }
