@@ -59,7 +59,7 @@ func TestReadSlabSharedDestination(t *testing.T) {
 		n := (rows[1] - rows[0]) * 640
 		msg, err := s.Recv()
 		if err != nil || msg.GetEnd() == nil || msg.GetEnd().GetDestinationElements() != n {
-			t.Fatalf("rows %v: %v, %v; want the end with %d elements", rows, msg, err, n)
+			t.Fatalf("rows %v: end %v, block %v, %v; want the end with %d elements", rows, msg.GetEnd(), msg.GetBlock() != nil, err, n)
 		}
 		if _, err := s.Recv(); err != io.EOF {
 			t.Fatalf("rows %v: after the end: %v", rows, err)
