@@ -143,7 +143,7 @@ func (a *Array) blocksVia(ctx context.Context, arrays gatewayv1.ArrayServiceClie
 	if dest != nil {
 		switch ans := h.GetDestination(); {
 		case !shared:
-			hdr.refused = "shared memory is off for this client"
+			hdr.refused = "shared memory is off for this client (WithSharedMemory)"
 		case ans == nil:
 			hdr.refused = "the gateway does not write into client memory"
 		case !ans.GetAccepted():

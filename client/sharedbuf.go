@@ -112,6 +112,10 @@ func ReadShared[T Element](ctx context.Context, a *Array, sel Selection, buf *Sh
 		v = unsafe.Slice((*T)(unsafe.Pointer(&out[0])), n)
 	}
 	if buf.dest == nil || !a.c.shared.Load() {
+		buf.refused = "shared memory is off for this client (WithSharedMemory)"
+		if buf.dest == nil {
+			buf.refused = "shared buffers are ordinary memory on this platform"
+		}
 		_, _, err := readDense(ctx, a, sel, alloc)
 		return v, err
 	}

@@ -9,11 +9,17 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+
+	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
+
 	"github.com/zarrgate/zarrgate/client"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/gateway"
 	"github.com/zarrgate/zarrgate/gateway/arrayserver"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/internal/rpc"
+	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/storesvc/file"
 )
 
@@ -135,4 +141,142 @@ func product(s []int64) int64 {
 		n *= v
 	}
 	return n
+}
+
+// TestReadSharedFallback: without shared memory on either side the slab
+// is copied into the buffer (InPlace false, saying why), and reads that
+// cannot be made fail with a clear code.
+func TestReadSharedFallback(t *testing.T) {
+	ctx := context.Background()
+	on := serveFiles(t, gateway.Config{SharedMemory: true})
+	off := serveFiles(t, gateway.Config{SharedMemory: false})
+	want := make([]int32, 200*300)
+	for i := range want {
+		want[i] = int32(i * 3)
+	}
+	buf, err := client.NewSharedBuffer(200 * 300 * 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Close()
+	for _, tc := range []struct {
+		name   string
+		addr   string
+		shared bool
+		why    string
+	}{
+		{"client without shared memory", on, false, "shared memory is off for this client"},
+		{"gateway without shared memory", off, true, "shared memory is off on this gateway"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := client.Dial(ctx, tc.addr, client.WithSharedMemory(tc.shared))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			a, err := c.CreateArray(ctx, "a", client.ArraySpec{Shape: []int64{200, 300}, DataType: "int32", ChunkShape: []int64{64, 64}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := client.Write(ctx, a, nil, want); err != nil {
+				t.Fatal(err)
+			}
+			clear(buf.Bytes())
+			got, err := client.ReadShared[int32](ctx, a, nil, buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok, why := buf.InPlace()
+			if ok || !strings.Contains(why, tc.why) {
+				t.Fatalf("in place %v (%q), want a copy because %q", ok, why, tc.why)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatal("the copied slab differs")
+			}
+		})
+	}
+	c, err := client.Dial(ctx, on, client.WithSharedMemory(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a, err := c.OpenArray(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.ReadShared[float32](ctx, a, nil, buf); grpcerr.Code(err) != codes.InvalidArgument {
+		t.Fatalf("into float32: %v, want InvalidArgument", err)
+	}
+	small, err := client.NewSharedBuffer(200*300*4 - 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.ReadShared[int32](ctx, a, nil, small); grpcerr.Code(err) != codes.InvalidArgument {
+		t.Fatalf("into a buffer too small: %v, want InvalidArgument", err)
+	}
+	small.Close()
+	if _, err := client.ReadShared[int32](ctx, a, nil, small); grpcerr.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("into a closed buffer: %v, want FailedPrecondition", err)
+	}
+}
+
+// TestReadSharedLies: a gateway that takes the destination and then sends
+// a block, ends without saying the slab is written, or says fewer
+// elements were, gets DataLoss; one that does not answer (a gateway from
+// before destinations) sends the slab, which is copied in.
+func TestReadSharedLies(t *testing.T) {
+	if !shm.DestSupported {
+		t.Skip("no shared destinations on this platform")
+	}
+	const n = 64
+	type send = func(*gatewayv1.ReadSlabSharedResponse) error
+	accepted := func() *gatewayv1.ReadSlabSharedResponse {
+		h := header([]uint64{n, n}, nil)
+		h.GetHeader().Destination = &gatewayv1.SharedDestinationAnswer{Accepted: true}
+		return h
+	}
+	end := func(k uint64) *gatewayv1.ReadSlabSharedResponse {
+		return &gatewayv1.ReadSlabSharedResponse{Message: &gatewayv1.ReadSlabSharedResponse_End{End: &gatewayv1.SlabEnd{DestinationElements: k}}}
+	}
+	inline := &gatewayv1.ReadSlabSharedResponse{Message: &gatewayv1.ReadSlabSharedResponse_Block{Block: &gatewayv1.Block{
+		Origin: []uint64{0, 0}, Shape: []uint64{n, n}, Data: make([]byte, n*n*4)}}}
+	for name, lie := range map[string]func(*shm.Segment, send) error{
+		"a block after taking it": func(_ *shm.Segment, s send) error {
+			s(accepted())
+			return s(inline)
+		},
+		"no end":        func(_ *shm.Segment, s send) error { return s(accepted()) },
+		"fewer written": func(_ *shm.Segment, s send) error { s(accepted()); return s(end(n*n - 1)) },
+		"another shape": func(_ *shm.Segment, s send) error {
+			h := accepted()
+			h.GetHeader().Shape = []uint64{n, n + 1}
+			s(h)
+			return s(end(n * (n + 1)))
+		},
+		"no answer": func(_ *shm.Segment, s send) error { s(header([]uint64{n, n}, nil)); return s(inline) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := serveLiar(t, lie)
+			ctx := context.Background()
+			a, err := c.CreateArray(ctx, "a", client.ArraySpec{Shape: []int64{n, n}, DataType: "float32", ChunkShape: []int64{32, 32}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf, err := client.NewSharedBuffer(n * n * 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer buf.Close()
+			_, err = client.ReadShared[float32](ctx, a, nil, buf)
+			if name == "no answer" {
+				if ok, why := buf.InPlace(); err != nil || ok || !strings.Contains(why, "does not write into client memory") {
+					t.Fatalf("%v; in place %v (%q)", err, ok, why)
+				}
+				return
+			}
+			if grpcerr.Code(err) != codes.DataLoss {
+				t.Fatalf("%v, want DataLoss", err)
+			}
+		})
+	}
 }
