@@ -61,8 +61,8 @@ type Config struct {
 	// the partial chunks it cannot hold in memory. Default os.TempDir().
 	SpillDir string
 	// SharedMemory lets ReadSlabShared pass block data to clients on this
-	// host (same user) through shared-memory segments. Off, blocks travel
-	// inline.
+	// host (same user) through shared-memory segments, or write it into
+	// memory of the client's (destinations). Off, blocks travel inline.
 	SharedMemory bool
 	// SharedMemoryBytes is the size of one segment. Default 32 MiB.
 	SharedMemoryBytes int64
