@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -156,11 +157,10 @@ func (d *Destination) Alloc(context.Context, int64) ([]byte, func(*Block), error
 
 // Rows implements RowSink: the places of the box's rows in the slab, for
 // a whole raw chunk to be read straight into; done counts them written.
-func (d *Destination) Rows(origin, shape []int64) ([][]byte, func(), error) {
+func (d *Destination) Rows(origin, shape []int64, vecs [][]byte) ([][]byte, func(), error) {
 	if err := d.inside(origin, shape); err != nil {
 		return nil, nil, err
 	}
-	var vecs [][]byte
 	d.rows(origin, shape, func(dst []byte) { vecs = append(vecs, dst) })
 	n := product(shape)
 	return vecs, func() { d.written.Add(n) }, nil
@@ -168,9 +168,13 @@ func (d *Destination) Rows(origin, shape []int64) ([][]byte, func(), error) {
 
 // RowSink is a BlockSink whose memory takes the rows of a whole raw chunk
 // where they go (a Destination): Rows returns the places of the box's
-// rows, in C order, for the chunk's stored bytes to be read into, and done,
-// to call once they are; or no places (nil) if it takes no rows now.
+// rows, in C order, appended to vecs, for the chunk's stored bytes to be
+// read into, and done, to call once they are; or no places (nil) if it
+// takes no rows now.
 type RowSink interface {
 	BlockSink
-	Rows(origin, shape []int64) (vecs [][]byte, done func(), err error)
+	Rows(origin, shape []int64, vecs [][]byte) (places [][]byte, done func(), err error)
 }
+
+// rowLists are RowSink.Rows' lists, reused.
+var rowLists = sync.Pool{New: func() any { return new([][]byte) }}

@@ -486,10 +486,16 @@ func (g *Gateway) readRows(ctx context.Context, l *layout, t readTask, rs RowSin
 	for d, dp := range t.dims {
 		origin[d], shape[d] = dp.OutStart, dp.Count
 	}
-	vecs, done, err := rs.Rows(origin, shape)
-	if err != nil || vecs == nil {
+	list := rowLists.Get().(*[][]byte)
+	defer func() {
+		clear(*list) // no references into the sink's memory kept
+		rowLists.Put(list)
+	}()
+	vecs, done, err := rs.Rows(origin, shape, (*list)[:0])
+	if err != nil || len(vecs) == 0 {
 		return false, err
 	}
+	*list = vecs
 	key := l.key(t.coords)
 	_, err = retry(ctx, g.cfg.StoreRetries, func() (struct{}, error) { return struct{}{}, g.readWholeVec(ctx, key, vecs) })
 	switch {

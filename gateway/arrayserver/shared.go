@@ -196,11 +196,11 @@ func (s *sharedSink) Place(ctx context.Context, b gateway.Block, push func(gatew
 }
 
 // Rows implements gateway.RowSink: the destination's, if there is one.
-func (s *sharedSink) Rows(origin, shape []int64) ([][]byte, func(), error) {
+func (s *sharedSink) Rows(origin, shape []int64, vecs [][]byte) ([][]byte, func(), error) {
 	if s.dest == nil {
 		return nil, nil, nil
 	}
-	return s.dest.Rows(origin, shape)
+	return s.dest.Rows(origin, shape, vecs)
 }
 
 func (s *sharedSink) Alloc(ctx context.Context, n int64) ([]byte, func(*gateway.Block), error) {
