@@ -3,12 +3,12 @@ package file
 import (
 	"errors"
 	"io"
-	"syscall"
-	"unsafe"
 	"io/fs"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
