@@ -11,7 +11,7 @@ import (
 )
 
 // BenchmarkReadShared reads a 64 MiB float32 array (256² chunks, on a file
-// store, in the page cache) from an in-process gateway through shared
+// store, in the page cache; uncompressed, zstd, and zstd in 1024² shards) from an in-process gateway through shared
 // memory: into a slice (ReadInto: the gateway copies each block into its
 // segment, the client copies it out) and into a SharedBuffer (ReadShared:
 // the gateway writes the slab into it, raw chunks read straight into their
@@ -30,11 +30,15 @@ func BenchmarkReadShared(b *testing.B) {
 	for i := range data {
 		data[i] = float32(i%1000) * 0.5
 	}
-	for _, layout := range []struct{ name, codecs string }{
-		{"uncompressed", `[{"name":"bytes","configuration":{"endian":"little"}}]`},
-		{"zstd", ""},
+	for _, layout := range []struct {
+		name, codecs string
+		shard        []int64
+	}{
+		{"uncompressed", `[{"name":"bytes","configuration":{"endian":"little"}}]`, nil},
+		{"zstd", "", nil},
+		{"sharded-zstd", "", []int64{1024, 1024}},
 	} {
-		a, err := c.CreateArray(ctx, layout.name, client.ArraySpec{Shape: []int64{n, n}, DataType: "float32", ChunkShape: []int64{256, 256}, Codecs: layout.codecs})
+		a, err := c.CreateArray(ctx, layout.name, client.ArraySpec{Shape: []int64{n, n}, DataType: "float32", ChunkShape: []int64{256, 256}, ShardShape: layout.shard, Codecs: layout.codecs})
 		if err != nil {
 			b.Fatal(err)
 		}
