@@ -96,6 +96,15 @@ func (c *DestCache) OpenDest(pid, fd int, size int64, token []byte) (*DestMap, e
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < total {
 		return nil, refuse("%s has %d bytes, want at least %d", path, st.Size, total)
 	}
+	// The file is the process's user's: a gateway of more rights (root)
+	// never writes, for a client, a file it was only lent.
+	var ps unix.Stat_t
+	if err := unix.Stat(fmt.Sprintf("/proc/%d", pid), &ps); err != nil {
+		return nil, refuse("stat process %d: %v", pid, err)
+	}
+	if st.Uid != ps.Uid {
+		return nil, refuse("%s belongs to user %d, the process to user %d", path, st.Uid, ps.Uid)
+	}
 	id := destID{dev: uint64(st.Dev), ino: st.Ino}
 	mem := c.take(id, total)
 	if mem == nil {

@@ -167,6 +167,15 @@ func TestDestRefused(t *testing.T) {
 	defer seg.Close()
 	var segFd int
 	fmt.Sscanf(seg.Path[strings.LastIndex(seg.Path, "/")+1:], "%d", &segFd)
+	// Another user's memory file, sealed, holding the token (root only
+	// can give a file away).
+	ofd, _ := unix.MemfdCreate("others", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	of := os.NewFile(uintptr(ofd), "others")
+	defer of.Close()
+	of.Truncate(DestOffset + 1<<16)
+	of.WriteAt(d.Token, 0)
+	unix.FcntlInt(uintptr(ofd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK)
+	given := of.Chown(os.Getuid()+1, -1) == nil
 	zeros := make([]byte, TokenBytes)
 	other := bytes.Clone(d.Token)
 	other[TokenBytes-1] ^= 0x80
@@ -191,8 +200,12 @@ func TestDestRefused(t *testing.T) {
 		{"no such descriptor", me, 1 << 20, 1 << 16, d.Token, "no such file"},
 		{"no such process", 1 << 30, 3, 1 << 16, d.Token, "no such file"},
 		{"bad pid", 0, 3, 1 << 16, d.Token, "process 0"},
+		{"another user's file", me, ofd, 1 << 16, d.Token, "belongs to user"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if c.name == "another user's file" && !given {
+				return // not root: no file of another user to hand over
+			}
 			before := bytes.Clone(d.Data()[:64])
 			m, err := OpenDest(c.pid, c.fd, c.size, c.token)
 			if err == nil {
