@@ -156,6 +156,7 @@ def _jobs(row, b, srv, data, out, rnd):
     if row.startswith("read-"):
         layout = {"read-zstd": "zstd", "read-sharded": "sharded-zstd", "read-uncompressed": "uncompressed"}[row]
         js = [("zarrgate-shared", [sbs, "read", "-addr", srv.addr, "-path", layout, "-shared=true"], True),
+              ("zarrgate-shared-slice", [sbs, "read", "-addr", srv.addr, "-path", layout, "-shared=true", "-buffer=false"], True),
               ("zarrgate-socket", [sbs, "read", "-addr", srv.addr, "-path", layout, "-shared=false"], True),
               ("tensorstore", w + ["read", "tensorstore", data, layout], False),
               ("zarrs", w + ["read", "zarrs", data, layout], False),
@@ -390,11 +391,13 @@ def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, 
     for row, name in (("read-zstd", "zstd"), ("read-sharded", "sharded zstd")):
         if row in rows:
             mbps_line(f"full read {name}, shared memory", row, "zarrgate-shared", anchors)
+            mbps_line(f"full read {name}, shared memory, ReadInto a slice", row, "zarrgate-shared-slice", anchors)
             mbps_line(f"full read {name}, socket", row, "zarrgate-socket", anchors)
             mbps_line(f"full read {name}, shared memory, cgocodecs", row, "zarrgate-cgocodecs-shared", anchors)
             mbps_line(f"full read {name}, socket, cgocodecs", row, "zarrgate-cgocodecs-socket", anchors)
     if "read-uncompressed" in rows:
         mbps_line("uncompressed, shared memory", "read-uncompressed", "zarrgate-shared", ["raw-2-thread"])
+        mbps_line("uncompressed, shared memory, ReadInto a slice", "read-uncompressed", "zarrgate-shared-slice", ["raw-2-thread"])
         mbps_line("uncompressed, shared memory (vs libraries)", "read-uncompressed", "zarrgate-shared", anchors)
     if "random" in rows:
         lat_line("random 64×64 read p50", "random", "zarrgate", anchors, "p50_us")

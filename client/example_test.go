@@ -97,6 +97,31 @@ func ExampleArray_Blocks() {
 	// Output: [4 4] int32 64 bytes
 }
 
+func ExampleReadShared() {
+	ctx := context.Background()
+	c, _ := client.Dial(ctx, addr) // loopback: shared memory
+	defer c.Close()
+	a, err := c.CreateArray(ctx, "grid", client.ArraySpec{Shape: []int64{3, 4}, DataType: "float64", ChunkShape: []int64{2, 2}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	client.Write(ctx, a, nil, []float64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})
+	// Memory the gateway on this host writes the slab into itself, saving
+	// the copies through its segment; reused for read after read.
+	buf, err := client.NewSharedBuffer(3 * 4 * 8)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer buf.Close() // the values read are invalid after
+	v, err := client.ReadShared[float64](ctx, a, client.MustParseSelection("1:3,1:4"), buf)
+	if err != nil {
+		log.Fatal(err)
+	}
+	inPlace, _ := buf.InPlace()
+	fmt.Println(v, inPlace)
+	// Output: [5 6 7 9 10 11] true
+}
+
 func ExampleClient_Store() {
 	ctx := context.Background()
 	c, _ := client.Dial(ctx, addr)

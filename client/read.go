@@ -46,6 +46,13 @@ type SlabHeader struct {
 	Shape       []int64
 	DataType    string
 	ElementSize int
+
+	// inPlace: the gateway writes the slab into the read's destination
+	// (a SharedBuffer), and placed is how many elements it says it wrote;
+	// otherwise refused says why (empty if no destination was named).
+	inPlace bool
+	placed  int64
+	refused string
 }
 
 // Blocks streams the slab sel (nil: all) of the array block by block, for
@@ -75,13 +82,15 @@ type slabMsg interface {
 }
 
 func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeader, iter.Seq2[Block, error], error) {
-	return a.blocksVia(ctx, a.c.arrays, sel, mode)
+	return a.blocksVia(ctx, a.c.arrays, sel, mode, nil)
 }
 
 // blocksVia is blocks through the ArrayService client arrays (one of the
-// client's connections); shared-memory reads always take the first.
-func (a *Array) blocksVia(ctx context.Context, arrays gatewayv1.ArrayServiceClient, sel Selection, mode int) (*SlabHeader, iter.Seq2[Block, error], error) {
-	shared := mode != recvReuse && a.c.shared.Load() && product(sel.Shape(a.Shape)) >= sharedMinElements
+// client's connections); shared-memory reads always take the first. With
+// dest (mode recvPieces), the gateway is asked to write the slab into it:
+// if it accepts (hdr.inPlace), no blocks are yielded.
+func (a *Array) blocksVia(ctx context.Context, arrays gatewayv1.ArrayServiceClient, sel Selection, mode int, dest *shm.Dest) (*SlabHeader, iter.Seq2[Block, error], error) {
+	shared := mode != recvReuse && a.c.shared.Load() && (dest != nil || product(sel.Shape(a.Shape)) >= sharedMinElements)
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	var stream grpc.ClientStream
@@ -90,7 +99,11 @@ func (a *Array) blocksVia(ctx context.Context, arrays gatewayv1.ArrayServiceClie
 	if shared {
 		var s grpc.BidiStreamingClient[gatewayv1.ReadSlabSharedRequest, gatewayv1.ReadSlabSharedResponse]
 		if s, err = a.c.arrays.ReadSlabShared(ctx); err == nil {
-			err = s.Send(&gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Read{Read: &gatewayv1.ReadSlabRequest{Path: a.Path, Selection: sel.proto()}}})
+			req := &gatewayv1.ReadSlabSharedRequest{Message: &gatewayv1.ReadSlabSharedRequest_Read{Read: &gatewayv1.ReadSlabRequest{Path: a.Path, Selection: sel.proto()}}}
+			if dest != nil {
+				req.Destination = &gatewayv1.SharedDestination{Pid: uint32(dest.Pid), Fd: uint32(dest.Fd), Size: uint64(len(dest.Data())), Token: dest.Token}
+			}
+			err = s.Send(req)
 			if err == io.EOF {
 				// The server ended the stream already (a gateway without
 				// ReadSlabShared answers at once): its status comes with
@@ -114,7 +127,7 @@ func (a *Array) blocksVia(ctx context.Context, arrays gatewayv1.ArrayServiceClie
 			// A gateway from before ReadSlabShared ("unknown method"), or
 			// one that does not implement it.
 			a.c.shared.Store(false)
-			return a.blocksVia(parent, arrays, sel, mode)
+			return a.blocksVia(parent, arrays, sel, mode, dest)
 		}
 		if err == io.EOF {
 			err = errs.New(errs.DataLoss, "read %q: stream ended before the header", a.Path)
@@ -127,6 +140,19 @@ func (a *Array) blocksVia(ctx context.Context, arrays gatewayv1.ArrayServiceClie
 		return nil, nil, errs.New(errs.DataLoss, "read %q: first message is not a header", a.Path)
 	}
 	hdr := &SlabHeader{Shape: i64s(h.GetShape()), DataType: h.GetDataType(), ElementSize: int(h.GetElementSize())}
+	if dest != nil {
+		switch ans := h.GetDestination(); {
+		case !shared:
+			hdr.refused = "shared memory is off for this client (WithSharedMemory)"
+		case ans == nil:
+			hdr.refused = "the gateway does not write into client memory"
+		case !ans.GetAccepted():
+			hdr.refused = ans.GetReason()
+		default:
+			hdr.inPlace = true
+			return hdr, a.inPlace(stream, cancel, hdr), nil
+		}
+	}
 	var sh *sharedIn
 	if seg := h.GetSharedSegment(); shared && seg != nil {
 		// nil if not on the gateway's host, or not its user: blocks come inline
@@ -235,6 +261,34 @@ func (a *Array) blocksVia(ctx context.Context, arrays gatewayv1.ArrayServiceClie
 		}
 	}
 	return hdr, seq, nil
+}
+
+// inPlace is the rest of a read whose slab the gateway writes into the
+// client's destination: no blocks, only the end, with the count of
+// elements written (hdr.placed), or the call's error.
+func (a *Array) inPlace(stream grpc.ClientStream, cancel context.CancelFunc, hdr *SlabHeader) iter.Seq2[Block, error] {
+	return func(yield func(Block, error) bool) {
+		defer cancel()
+		for {
+			msg := new(gatewayv1.ReadSlabSharedResponse)
+			err := stream.RecvMsg(msg)
+			switch {
+			case err == io.EOF && hdr.placed == 0 && product(hdr.Shape) > 0:
+				err = errs.New(errs.DataLoss, "read %q: the stream ended before the gateway said the slab was written", a.Path)
+			case err == io.EOF:
+				return
+			case err != nil:
+				err = grpcerr.FromStatus(err)
+			case msg.GetEnd() == nil:
+				err = errs.New(errs.DataLoss, "read %q: a message other than the end after the gateway took the destination", a.Path)
+			default:
+				hdr.placed = int64(msg.GetEnd().GetDestinationElements())
+				continue
+			}
+			yield(Block{}, err)
+			return
+		}
+	}
 }
 
 // checkBlock checks that a block lies inside the slab and, for fixed-size

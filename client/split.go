@@ -121,7 +121,7 @@ func readSplit(ctx context.Context, a *Array, sel Selection, cuts []int64, alloc
 				}
 				es := int64(h.ElementSize)
 				return out[r0*row*es : r1*row*es], nil
-			})
+			}, nil)
 			return err
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/shm"
 )
 
 // Element is a Go type that holds one element of a fixed-size Zarr data
@@ -103,12 +104,14 @@ func readDense(ctx context.Context, a *Array, sel Selection, alloc func(*SlabHea
 	if cuts := a.splitCuts(sel); cuts != nil {
 		return readSplit(ctx, a, sel, cuts, alloc)
 	}
-	return readDenseVia(ctx, a, a.c.arrays, sel, alloc)
+	return readDenseVia(ctx, a, a.c.arrays, sel, alloc, nil)
 }
 
-// readDenseVia is readDense through one ArrayService client.
-func readDenseVia(ctx context.Context, a *Array, arrays gatewayv1.ArrayServiceClient, sel Selection, alloc func(*SlabHeader) ([]byte, error)) (*SlabHeader, []byte, error) {
-	hdr, blocks, err := a.blocksVia(ctx, arrays, sel, recvPieces)
+// readDenseVia is readDense through one ArrayService client; with dest,
+// alloc must return dest's data (its first bytes), which the gateway may
+// write the slab into itself.
+func readDenseVia(ctx context.Context, a *Array, arrays gatewayv1.ArrayServiceClient, sel Selection, alloc func(*SlabHeader) ([]byte, error), dest *shm.Dest) (*SlabHeader, []byte, error) {
+	hdr, blocks, err := a.blocksVia(ctx, arrays, sel, recvPieces, dest)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -161,6 +164,9 @@ func readDenseVia(ctx context.Context, a *Array, arrays gatewayv1.ArrayServiceCl
 	}
 	if failed != nil {
 		return nil, nil, failed
+	}
+	if hdr.inPlace {
+		got.Store(hdr.placed)
 	}
 	if n := product(hdr.Shape); got.Load() != n {
 		return nil, nil, errs.New(errs.DataLoss, "read %q: the server sent %d of %d elements", a.Path, got.Load(), n)

@@ -101,3 +101,89 @@ func TestSharedMemoryReads(t *testing.T) {
 		<-s.done
 	}
 }
+
+// TestReadSharedAcrossProcesses: a real `zarrgate serve`, another
+// process, writes slabs into the test's SharedBuffer itself (its own
+// memory file, opened through /proc), the same values as over the socket,
+// and keeps the mapping for the next read; with --shared-memory=false it
+// refuses, and the slab is copied in.
+func TestReadSharedAcrossProcesses(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("no /proc here")
+	}
+	ctx := context.Background()
+	root := t.TempDir()
+	const n = 1000 // edge chunks of 1000 % 256 = 232
+	want := make([]int32, n*n)
+	for i := range want {
+		want[i] = int32(i)
+	}
+	buf, err := client.NewSharedBuffer(n * n * 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Close()
+	// dests counts the mappings of destinations in a process.
+	dests := func(pid int) int {
+		maps, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "maps"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(string(maps), "memfd:zarrgate-dest")
+	}
+	for _, on := range []bool{true, false} {
+		args := []string{"--root", root}
+		if !on {
+			args = append(args, "--shared-memory=false")
+		}
+		s := startServer(t, args...)
+		c, err := client.Dial(ctx, s.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := c.OpenArray(ctx, "a")
+		if err != nil {
+			if a, err = c.CreateArray(ctx, "a", client.ArraySpec{Shape: []int64{n, n}, DataType: "int32", ChunkShape: []int64{256, 256},
+				Codecs: `[{"name":"bytes","configuration":{"endian":"little"}}]`}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := client.Write(ctx, a, nil, want); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, sel := range []client.Selection{nil, client.MustParseSelection("3:999,256:1000"), client.MustParseSelection("1:1000:3,5:1000")} {
+			clear(buf.Bytes())
+			got, err := client.ReadShared[int32](ctx, a, sel, buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok, why := buf.InPlace(); ok != on {
+				t.Fatalf("shared memory %v, selection %v: in place %v (%s)", on, sel, ok, why)
+			}
+			var exp []int32
+			sh := sel.Shape([]int64{n, n})
+			for i := range sh[0] {
+				for j := range sh[1] {
+					r, c := i, j
+					if sel != nil {
+						r, c = sel[0].Start+i*max(sel[0].Step, 1), sel[1].Start+j*max(sel[1].Step, 1)
+					}
+					exp = append(exp, want[r*n+c])
+				}
+			}
+			if !slices.Equal(got, exp) {
+				t.Fatalf("shared memory %v, selection %v: differs", on, sel)
+			}
+		}
+		k := 0
+		if on {
+			k = 1 // the mapping kept for the next read
+		}
+		if got := dests(s.cmd.Process.Pid); got != k {
+			t.Fatalf("shared memory %v: the gateway maps %d destinations, want %d", on, got, k)
+		}
+		c.Close()
+		s.cmd.Process.Kill()
+		<-s.done
+	}
+}

@@ -61,8 +61,8 @@ type Config struct {
 	// the partial chunks it cannot hold in memory. Default os.TempDir().
 	SpillDir string
 	// SharedMemory lets ReadSlabShared pass block data to clients on this
-	// host (same user) through shared-memory segments. Off, blocks travel
-	// inline.
+	// host (same user) through shared-memory segments, or write it into
+	// memory of the client's (destinations). Off, blocks travel inline.
 	SharedMemory bool
 	// SharedMemoryBytes is the size of one segment. Default 32 MiB.
 	SharedMemoryBytes int64
@@ -135,7 +135,8 @@ type Gateway struct {
 	cache  *metaCache    // nodes and shard indexes
 	shared chan struct{} // a slot per segment in use
 	idleMu sync.Mutex
-	idle   []idleSegment // segments kept for later calls, the latest last
+	idle   []idleSegment  // segments kept for later calls, the latest last
+	dests  *shm.DestCache // mappings of clients' destinations, for their next reads
 	stats  Stats
 	sched  *scheduler // processor shares between calls (fair.go)
 	// inProcess says the codec engine decodes and encodes in this
@@ -163,6 +164,7 @@ func New(store storesvc.Store, codecs Codecs, cfg Config) *Gateway {
 		cfg:    cfg,
 		cache:  newMetaCache(cfg.MetadataTTL, cacheMaxEntries, cacheMaxBytes),
 		shared: make(chan struct{}, cfg.MaxSharedReads),
+		dests:  &shm.DestCache{MaxIdle: maxIdleDests, IdleFor: destIdleFor},
 		sched:  newScheduler(cfg.Parallelism),
 		// An engine that says nothing is taken to run here.
 		inProcess: !isRemote(codecs),

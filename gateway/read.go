@@ -195,7 +195,8 @@ func (g *Gateway) ReadSlab(ctx context.Context, path string, sel []zarr.Range, s
 // ctx is the read's.
 type BlockSink interface {
 	// Place passes b on through push, or pieces of it, put in place
-	// (Placed set); b's buffer is then the sink's to free.
+	// (Placed set), or keeps it (a Destination, which has written it
+	// where it goes); b's buffer is then the sink's to free.
 	Place(ctx context.Context, b Block, push func(Block) error) error
 	// Alloc returns n bytes of the destination for a whole chunk stored
 	// raw (its stored bytes are its elements) to be read into, and tag,
@@ -436,11 +437,19 @@ func (g *Gateway) readBatch(ctx context.Context, l *layout, mem *readMem, batch 
 // readChunks.
 func (g *Gateway) readDirect(ctx context.Context, l *layout, batch []readTask, sink BlockSink, out func(Block) error) ([]readTask, error) {
 	n := l.unitElems() * int64(l.elem)
+	rs, _ := sink.(RowSink)
 	var rest []readTask
 	for i, t := range batch {
 		if !wholeUnit(l, t.dims) {
 			rest = append(rest, t)
 			continue
+		}
+		if rs != nil {
+			if ok, err := g.readRows(ctx, l, t, rs); err != nil {
+				return nil, err
+			} else if ok {
+				continue
+			}
 		}
 		buf, tag, err := sink.Alloc(ctx, n)
 		if err != nil {
@@ -467,6 +476,71 @@ func (g *Gateway) readDirect(ctx context.Context, l *layout, batch []readTask, s
 		}
 	}
 	return rest, nil
+}
+
+// readRows reads the whole raw chunk of t straight into the places of its
+// rows in a RowSink (the fill value where the chunk is missing); false if
+// the sink takes no rows.
+func (g *Gateway) readRows(ctx context.Context, l *layout, t readTask, rs RowSink) (bool, error) {
+	origin, shape := make([]int64, len(t.dims)), make([]int64, len(t.dims))
+	for d, dp := range t.dims {
+		origin[d], shape[d] = dp.OutStart, dp.Count
+	}
+	list := rowLists.Get().(*[][]byte)
+	defer func() {
+		clear(*list) // no references into the sink's memory kept
+		rowLists.Put(list)
+	}()
+	vecs, done, err := rs.Rows(origin, shape, (*list)[:0])
+	if err != nil || len(vecs) == 0 {
+		return false, err
+	}
+	*list = vecs
+	key := l.key(t.coords)
+	_, err = retry(ctx, g.cfg.StoreRetries, func() (struct{}, error) { return struct{}{}, g.readWholeVec(ctx, key, vecs) })
+	switch {
+	case errors.Is(err, storesvc.ErrNotFound):
+		for _, v := range vecs {
+			l.fill.fillBuf(v)
+		}
+	case err != nil:
+		return false, fmt.Errorf("chunk %q: %w", key, err)
+	}
+	done()
+	return true, nil
+}
+
+// readWholeVec reads the value at key into vecs, in order, which it must
+// fill exactly: with one system call per 1024 of them where the store can
+// (storesvc.VecReader), otherwise one read each.
+func (g *Gateway) readWholeVec(ctx context.Context, key string, vecs [][]byte) (err error) {
+	ctx, span := startSpan(ctx, "gateway.fetch", 1)
+	defer func() { endSpan(span, err) }()
+	obj, err := g.store.Get(ctx, key, storesvc.ByteRange{})
+	if err != nil {
+		return err
+	}
+	defer obj.Close()
+	var n int64
+	for _, v := range vecs {
+		n += int64(len(v))
+	}
+	if obj.Length != n {
+		return errs.New(errs.DataLoss, "bytes codec: chunk has %d bytes, want %d", obj.Length, n)
+	}
+	if vr, ok := obj.ReadCloser.(storesvc.VecReader); ok {
+		err = vr.ReadFullVec(vecs)
+	} else {
+		for _, v := range vecs {
+			if _, err = io.ReadFull(obj, v); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return errs.Wrap(errs.DataLoss, err, "read %d bytes", n)
+	}
+	return nil
 }
 
 // readWhole reads the value at key into buf, which it must fill exactly.

@@ -67,6 +67,15 @@ type Object struct {
 	Offset, Length int64
 }
 
+// VecReader is implemented by the ReadCloser of an Object that can read
+// its bytes into several buffers at once (the file store: one preadv per
+// up to 1024 buffers): ReadFullVec fills bufs in order with the object's
+// next bytes, as io.ReadFull would each, and fails, with
+// io.ErrUnexpectedEOF, if the object ends first.
+type VecReader interface {
+	ReadFullVec(bufs [][]byte) error
+}
+
 // Condition makes Set and Erase conditional. The check and the write are one
 // atomic step, also between processes sharing a backend. The zero value
 // writes unconditionally.

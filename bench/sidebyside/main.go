@@ -2,7 +2,7 @@
 // 20 (bench/side_by_side.py, scripts/bench-side-by-side.sh): each run is one
 // measurement in a process of its own, printed as one JSON object.
 //
-//	sidebyside read   -addr A -path P [-shared=false] [-reads 2]
+//	sidebyside read   -addr A -path P [-shared=false] [-buffer=false] [-reads 2]
 //	sidebyside random -addr A -path P [-n 1000]
 //	sidebyside write  -addr A -path P -codecs JSON [-shard 4096] [-values F]
 //	sidebyside raw    -dir D [-threads 2] [-reads 2]
@@ -10,7 +10,9 @@
 //
 // read: the zarrgate client's full read of the array into one slice (one
 // untimed warm-up, then -reads timed; the best), through shared memory (the
-// default on loopback) or the socket. random: -n reads of a 64×64 window at
+// default on loopback: into a client.SharedBuffer the gateway writes
+// itself, or with -buffer=false into a slice, copied out of the gateway's
+// segment) or the socket. random: -n reads of a 64×64 window at
 // random places (the same seed each run), p50 and p99. write: CreateArray at
 // P, then one timed Write of the whole benchmark array (the raw float32 of
 // -values, or benchValue computed as in e2e/slab_bench_test.go). raw: the
@@ -58,6 +60,7 @@ func main() {
 	addr := fs.String("addr", "", "the gateway's address")
 	path := fs.String("path", "", "the array")
 	shared := fs.Bool("shared", true, "block data through shared memory (else the socket)")
+	buffer := fs.Bool("buffer", true, "with -shared: read into a client.SharedBuffer the gateway writes itself (else ReadInto a slice)")
 	reads := fs.Int("reads", 2, "timed reads after one warm-up")
 	n := fs.Int("n", 1000, "random reads")
 	codecs := fs.String("codecs", "", "the codecs of the array to write (JSON)")
@@ -72,15 +75,34 @@ func main() {
 	case "read":
 		a := open(ctx, *addr, *path, *shared)
 		got := make([]float32, rows*cols)
-		check(client.ReadInto(ctx, a, nil, got))
+		read := func() { check(client.ReadInto(ctx, a, nil, got)) }
+		res := map[string]any{}
+		if *shared && *buffer {
+			// Into a SharedBuffer, which the gateway writes itself.
+			buf, err := client.NewSharedBuffer(rows * cols * 4)
+			check(err)
+			defer buf.Close()
+			read = func() {
+				got, err = client.ReadShared[float32](ctx, a, nil, buf)
+				check(err)
+			}
+			read()
+			ok, why := buf.InPlace()
+			res["in_place"] = ok
+			if !ok {
+				res["refused"] = why
+			}
+		} else {
+			read()
+		}
 		best, cpu := math.Inf(1), math.Inf(1)
 		for range *reads {
 			t0, c0 := time.Now(), cpuTime()
-			check(client.ReadInto(ctx, a, nil, got))
+			read()
 			best, cpu = min(best, time.Since(t0).Seconds()), min(cpu, cpuTime()-c0)
 		}
-		emit(map[string]any{"mb_per_s": round1(float64(len(got)*4) / best / 1e6), "cpu_ms": round1(cpu * 1e3),
-			"crc32": crc32.ChecksumIEEE(bytesOf(got))})
+		res["mb_per_s"], res["cpu_ms"], res["crc32"] = round1(float64(len(got)*4)/best/1e6), round1(cpu*1e3), crc32.ChecksumIEEE(bytesOf(got))
+		emit(res)
 	case "random":
 		a := open(ctx, *addr, *path, *shared)
 		buf := make([]float32, 64*64)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"time"
 
 	"google.golang.org/grpc"
@@ -39,6 +40,7 @@ func (s *Server) ReadSlabShared(stream grpc.BidiStreamingServer[gatewayv1.ReadSl
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
 	var elem int
+	var slabElems int64
 	sink := &sharedSink{} // its segment set once the client has attached it
 	reusable := false
 	defer func() {
@@ -49,9 +51,32 @@ func (s *Server) ReadSlabShared(stream grpc.BidiStreamingServer[gatewayv1.ReadSl
 	send := func(b gateway.Block) error {
 		return stream.Send(&gatewayv1.ReadSlabSharedResponse{Message: &gatewayv1.ReadSlabSharedResponse_Block{Block: placedProto(b)}})
 	}
+	defer func() {
+		if sink.dest != nil {
+			sink.dest.Close()
+		}
+	}()
 	err = s.g.ReadSlabTo(ctx, req.GetPath(), sel, func(info gateway.SlabInfo) error {
 		elem = info.DataType.Size
+		slabElems = 1
+		for _, n := range info.Shape {
+			slabElems *= n
+		}
 		h := slabHeader(info)
+		if dst := first.GetDestination(); dst != nil {
+			// The client's memory, checked (its own sealed memory file,
+			// holding its token) before a byte is written; refused, the
+			// read goes on as without it, saying why.
+			size := int64(min(dst.GetSize(), uint64(math.MaxInt64)))
+			d, err := s.g.OpenDestination(info, int(dst.GetPid()), int(dst.GetFd()), size, dst.GetToken())
+			if err != nil {
+				h.Destination = &gatewayv1.SharedDestinationAnswer{Reason: err.Error()}
+			} else {
+				h.Destination = &gatewayv1.SharedDestinationAnswer{Accepted: true}
+				sink.dest = d
+				return stream.Send(&gatewayv1.ReadSlabSharedResponse{Message: &gatewayv1.ReadSlabSharedResponse_Header{Header: h}})
+			}
+		}
 		seg := s.g.SharedSegment()
 		if seg != nil {
 			h.SharedSegment = &gatewayv1.SharedSegment{Path: seg.Path(), Size: uint64(seg.Size()), Token: seg.Token()}
@@ -78,6 +103,10 @@ func (s *Server) ReadSlabShared(stream grpc.BidiStreamingServer[gatewayv1.ReadSl
 		go receive(seg, stream, cancel)
 		return nil
 	}, sink, func(b gateway.Block) error {
+		if sink.dest != nil { // written in place: nothing to send
+			b.Free()
+			return nil
+		}
 		if sink.o == nil {
 			return sendInline(b, elem, func(pb *gatewayv1.Block, done func()) error {
 				return wire.Send(stream, &gatewayv1.ReadSlabSharedResponse{Message: &gatewayv1.ReadSlabSharedResponse_Block{Block: pb}}, done)
@@ -85,6 +114,13 @@ func (s *Server) ReadSlabShared(stream grpc.BidiStreamingServer[gatewayv1.ReadSl
 		}
 		return sink.o.InOrder(b, send)
 	})
+	if d := sink.dest; err == nil && d != nil {
+		if d.Written() != slabElems {
+			err = errs.New(errs.Internal, "read_slab_shared %q: %d of the slab's %d elements were written to the destination", req.GetPath(), d.Written(), slabElems)
+		} else {
+			err = stream.Send(&gatewayv1.ReadSlabSharedResponse{Message: &gatewayv1.ReadSlabSharedResponse_End{End: &gatewayv1.SlabEnd{DestinationElements: uint64(slabElems)}}})
+		}
+	}
 	if out := sink.o; err == nil && out != nil && out.Pending() > 0 {
 		err = errs.New(errs.Internal, "read_slab_shared %q: %d placed blocks were never sent", req.GetPath(), out.Pending())
 	}
@@ -140,18 +176,31 @@ func receive(o *gateway.SharedSegment, stream grpc.BidiStreamingServer[gatewayv1
 	}
 }
 
-// sharedSink is ReadSlabShared's gateway.BlockSink: the segment once the
-// client has attached it (o set), a pass-through before or without.
+// sharedSink is ReadSlabShared's gateway.BlockSink: the client's
+// destination once accepted (dest set), or the segment once the client
+// has attached it (o set), a pass-through before or without.
 type sharedSink struct {
+	dest *gateway.Destination
 	o    *gateway.SharedSegment
 	elem int
 }
 
 func (s *sharedSink) Place(ctx context.Context, b gateway.Block, push func(gateway.Block) error) error {
+	if s.dest != nil {
+		return s.dest.Place(ctx, b, push)
+	}
 	if s.o == nil || b.Placed { // inline, or read in place
 		return push(b)
 	}
 	return s.o.Place(ctx, b, s.elem, push)
+}
+
+// Rows implements gateway.RowSink: the destination's, if there is one.
+func (s *sharedSink) Rows(origin, shape []int64, vecs [][]byte) ([][]byte, func(), error) {
+	if s.dest == nil {
+		return nil, nil, nil
+	}
+	return s.dest.Rows(origin, shape, vecs)
 }
 
 func (s *sharedSink) Alloc(ctx context.Context, n int64) ([]byte, func(*gateway.Block), error) {

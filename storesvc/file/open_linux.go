@@ -2,10 +2,13 @@ package file
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -71,4 +74,76 @@ func (s *Store) closeBeneath() {
 	if s.beneath.dir != nil {
 		s.beneath.dir.Close()
 	}
+}
+
+// maxIovecs is how many buffers one preadv takes (IOV_MAX).
+const maxIovecs = 1024
+
+// iovecs are preadv's buffer lists, reused: a chunk read into its rows
+// has one per row.
+var iovecs = sync.Pool{New: func() any { return new([maxIovecs]unix.Iovec) }}
+
+// readVecAt reads bufs in order from f at off with preadv, 1024 buffers
+// at a time, going on after short reads; it stops at the file's end.
+func readVecAt(f *os.File, bufs [][]byte, off int64) (int64, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	iov := iovecs.Get().(*[maxIovecs]unix.Iovec)
+	defer func() {
+		clear(iov[:]) // no pointers into buffers left in the pool
+		iovecs.Put(iov)
+	}()
+	var n int64
+	for len(bufs) > 0 {
+		k := 0
+		for _, b := range bufs[:min(len(bufs), maxIovecs)] {
+			if len(b) > 0 {
+				iov[k].Base = &b[0]
+				iov[k].SetLen(len(b))
+				k++
+			}
+		}
+		if k == 0 {
+			break
+		}
+		var got uintptr
+		var errno syscall.Errno
+		err := rc.Control(func(fd uintptr) {
+			for {
+				pos := off + n
+				got, _, errno = unix.Syscall6(unix.SYS_PREADV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(k), uintptr(pos), uintptr(uint64(pos)>>32>>32), 0)
+				if errno != unix.EINTR {
+					return
+				}
+			}
+		})
+		if err == nil && errno != 0 {
+			err = errno
+		}
+		if err != nil {
+			return n, err
+		}
+		if got == 0 {
+			return n, io.EOF
+		}
+		n += int64(got)
+		left := int(got)
+		for left > 0 && len(bufs) > 0 {
+			if left < len(bufs[0]) {
+				// A short read: the rest of this buffer next time (the
+				// caller's list is not changed: a copy of the header).
+				rest := append([][]byte{bufs[0][left:]}, bufs[1:]...)
+				bufs, left = rest, 0
+			} else {
+				left -= len(bufs[0])
+				bufs = bufs[1:]
+			}
+		}
+		for len(bufs) > 0 && len(bufs[0]) == 0 {
+			bufs = bufs[1:]
+		}
+	}
+	return n, nil
 }

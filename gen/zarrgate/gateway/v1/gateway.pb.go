@@ -1321,6 +1321,9 @@ type SlabHeader struct {
 	// shared_segment, set only in ReadSlabShared, is the segment block data
 	// will be in if the client attaches it.
 	SharedSegment *SharedSegment `protobuf:"bytes,5,opt,name=shared_segment,json=sharedSegment,proto3" json:"shared_segment,omitempty"`
+	// destination, set only in ReadSlabShared when the read named one,
+	// says whether the gateway writes the slab straight into it.
+	Destination   *SharedDestinationAnswer `protobuf:"bytes,6,opt,name=destination,proto3" json:"destination,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1390,6 +1393,149 @@ func (x *SlabHeader) GetSharedSegment() *SharedSegment {
 	return nil
 }
 
+func (x *SlabHeader) GetDestination() *SharedDestinationAnswer {
+	if x != nil {
+		return x.Destination
+	}
+	return nil
+}
+
+// SharedDestination is memory of a client on the gateway's host that the
+// gateway may write the slab into, in place: a memory file (memfd) of the
+// client, sealed against shrinking (F_SEAL_SHRINK), which the gateway
+// opens as /proc/<pid>/fd/<fd>. Its first 4096 bytes are a header that
+// starts with token; the slab's data, dense, in C order, little-endian,
+// follows at offset 4096.
+type SharedDestination struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// pid of the client process holding the file.
+	Pid uint32 `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
+	// fd is the file's descriptor in that process.
+	Fd uint32 `protobuf:"varint,2,opt,name=fd,proto3" json:"fd,omitempty"`
+	// size of the data area in bytes (after the header): at least the slab's.
+	Size uint64 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	// token: 16 random bytes, the header's first bytes, proof that the file
+	// is the client's (the gateway writes only to memory the client could).
+	Token         []byte `protobuf:"bytes,4,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedDestination) Reset() {
+	*x = SharedDestination{}
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedDestination) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedDestination) ProtoMessage() {}
+
+func (x *SharedDestination) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedDestination.ProtoReflect.Descriptor instead.
+func (*SharedDestination) Descriptor() ([]byte, []int) {
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SharedDestination) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *SharedDestination) GetFd() uint32 {
+	if x != nil {
+		return x.Fd
+	}
+	return 0
+}
+
+func (x *SharedDestination) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *SharedDestination) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+// SharedDestinationAnswer says whether the gateway uses a destination.
+type SharedDestinationAnswer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// accepted: the slab's data is written into the destination; no blocks
+	// follow, only the end (with the count of elements written) or an error
+	// status. Otherwise the read goes on as without a destination.
+	Accepted bool `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	// reason the destination was refused (empty if accepted).
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedDestinationAnswer) Reset() {
+	*x = SharedDestinationAnswer{}
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedDestinationAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedDestinationAnswer) ProtoMessage() {}
+
+func (x *SharedDestinationAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedDestinationAnswer.ProtoReflect.Descriptor instead.
+func (*SharedDestinationAnswer) Descriptor() ([]byte, []int) {
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SharedDestinationAnswer) GetAccepted() bool {
+	if x != nil {
+		return x.Accepted
+	}
+	return false
+}
+
+func (x *SharedDestinationAnswer) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // SharedSegment is shared memory of the gateway (a memory file), which a
 // client of the same user on the same host can open by its path.
 type SharedSegment struct {
@@ -1407,7 +1553,7 @@ type SharedSegment struct {
 
 func (x *SharedSegment) Reset() {
 	*x = SharedSegment{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1419,7 +1565,7 @@ func (x *SharedSegment) String() string {
 func (*SharedSegment) ProtoMessage() {}
 
 func (x *SharedSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1432,7 +1578,7 @@ func (x *SharedSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharedSegment.ProtoReflect.Descriptor instead.
 func (*SharedSegment) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SharedSegment) GetPath() string {
@@ -1469,7 +1615,7 @@ type SharedRange struct {
 
 func (x *SharedRange) Reset() {
 	*x = SharedRange{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1627,7 @@ func (x *SharedRange) String() string {
 func (*SharedRange) ProtoMessage() {}
 
 func (x *SharedRange) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1640,7 @@ func (x *SharedRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharedRange.ProtoReflect.Descriptor instead.
 func (*SharedRange) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SharedRange) GetOffset() uint64 {
@@ -1533,7 +1679,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1691,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1704,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Block) GetOrigin() []uint64 {
@@ -1609,7 +1755,7 @@ type ReadSlabRequest struct {
 
 func (x *ReadSlabRequest) Reset() {
 	*x = ReadSlabRequest{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1621,7 +1767,7 @@ func (x *ReadSlabRequest) String() string {
 func (*ReadSlabRequest) ProtoMessage() {}
 
 func (x *ReadSlabRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1634,7 +1780,7 @@ func (x *ReadSlabRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSlabRequest.ProtoReflect.Descriptor instead.
 func (*ReadSlabRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReadSlabRequest) GetPath() string {
@@ -1663,14 +1809,19 @@ type ReadSlabSharedRequest struct {
 	//	*ReadSlabSharedRequest_Read
 	//	*ReadSlabSharedRequest_Attach
 	//	*ReadSlabSharedRequest_Release
-	Message       isReadSlabSharedRequest_Message `protobuf_oneof:"message"`
+	Message isReadSlabSharedRequest_Message `protobuf_oneof:"message"`
+	// destination, in the first message only (with read), asks the gateway
+	// to write the slab's data straight into the client's memory (fixed-size
+	// data types only). The header answers; if refused, the read goes on as
+	// without one.
+	Destination   *SharedDestination `protobuf:"bytes,4,opt,name=destination,proto3" json:"destination,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReadSlabSharedRequest) Reset() {
 	*x = ReadSlabSharedRequest{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +1833,7 @@ func (x *ReadSlabSharedRequest) String() string {
 func (*ReadSlabSharedRequest) ProtoMessage() {}
 
 func (x *ReadSlabSharedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1695,7 +1846,7 @@ func (x *ReadSlabSharedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSlabSharedRequest.ProtoReflect.Descriptor instead.
 func (*ReadSlabSharedRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReadSlabSharedRequest) GetMessage() isReadSlabSharedRequest_Message {
@@ -1728,6 +1879,13 @@ func (x *ReadSlabSharedRequest) GetRelease() *SharedRelease {
 		if x, ok := x.Message.(*ReadSlabSharedRequest_Release); ok {
 			return x.Release
 		}
+	}
+	return nil
+}
+
+func (x *ReadSlabSharedRequest) GetDestination() *SharedDestination {
+	if x != nil {
+		return x.Destination
 	}
 	return nil
 }
@@ -1769,7 +1927,7 @@ type SharedAttach struct {
 
 func (x *SharedAttach) Reset() {
 	*x = SharedAttach{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +1939,7 @@ func (x *SharedAttach) String() string {
 func (*SharedAttach) ProtoMessage() {}
 
 func (x *SharedAttach) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +1952,7 @@ func (x *SharedAttach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharedAttach.ProtoReflect.Descriptor instead.
 func (*SharedAttach) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SharedAttach) GetAttached() bool {
@@ -1816,7 +1974,7 @@ type SharedRelease struct {
 
 func (x *SharedRelease) Reset() {
 	*x = SharedRelease{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1828,7 +1986,7 @@ func (x *SharedRelease) String() string {
 func (*SharedRelease) ProtoMessage() {}
 
 func (x *SharedRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1841,7 +1999,7 @@ func (x *SharedRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharedRelease.ProtoReflect.Descriptor instead.
 func (*SharedRelease) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SharedRelease) GetBlocks() uint64 {
@@ -1864,7 +2022,7 @@ type ReadSlabSmallRequest struct {
 
 func (x *ReadSlabSmallRequest) Reset() {
 	*x = ReadSlabSmallRequest{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1876,7 +2034,7 @@ func (x *ReadSlabSmallRequest) String() string {
 func (*ReadSlabSmallRequest) ProtoMessage() {}
 
 func (x *ReadSlabSmallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1889,7 +2047,7 @@ func (x *ReadSlabSmallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSlabSmallRequest.ProtoReflect.Descriptor instead.
 func (*ReadSlabSmallRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReadSlabSmallRequest) GetPath() string {
@@ -1919,7 +2077,7 @@ type ReadSlabSmallResponse struct {
 
 func (x *ReadSlabSmallResponse) Reset() {
 	*x = ReadSlabSmallResponse{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1931,7 +2089,7 @@ func (x *ReadSlabSmallResponse) String() string {
 func (*ReadSlabSmallResponse) ProtoMessage() {}
 
 func (x *ReadSlabSmallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1944,7 +2102,7 @@ func (x *ReadSlabSmallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSlabSmallResponse.ProtoReflect.Descriptor instead.
 func (*ReadSlabSmallResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReadSlabSmallResponse) GetHeader() *SlabHeader {
@@ -1977,7 +2135,7 @@ type ReadSlabResponse struct {
 
 func (x *ReadSlabResponse) Reset() {
 	*x = ReadSlabResponse{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1989,7 +2147,7 @@ func (x *ReadSlabResponse) String() string {
 func (*ReadSlabResponse) ProtoMessage() {}
 
 func (x *ReadSlabResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2002,7 +2160,7 @@ func (x *ReadSlabResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSlabResponse.ProtoReflect.Descriptor instead.
 func (*ReadSlabResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReadSlabResponse) GetMessage() isReadSlabResponse_Message {
@@ -2066,7 +2224,7 @@ type ReadSlabSharedResponse struct {
 
 func (x *ReadSlabSharedResponse) Reset() {
 	*x = ReadSlabSharedResponse{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2236,7 @@ func (x *ReadSlabSharedResponse) String() string {
 func (*ReadSlabSharedResponse) ProtoMessage() {}
 
 func (x *ReadSlabSharedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2249,7 @@ func (x *ReadSlabSharedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSlabSharedResponse.ProtoReflect.Descriptor instead.
 func (*ReadSlabSharedResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReadSlabSharedResponse) GetMessage() isReadSlabSharedResponse_Message {
@@ -2158,14 +2316,17 @@ func (*ReadSlabSharedResponse_End) isReadSlabSharedResponse_Message() {}
 
 // SlabEnd marks the end of a ReadSlabShared stream's blocks.
 type SlabEnd struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// destination_elements: when a destination was accepted, the elements
+	// written into it (the slab's all).
+	DestinationElements uint64 `protobuf:"varint,1,opt,name=destination_elements,json=destinationElements,proto3" json:"destination_elements,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *SlabEnd) Reset() {
 	*x = SlabEnd{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2177,7 +2338,7 @@ func (x *SlabEnd) String() string {
 func (*SlabEnd) ProtoMessage() {}
 
 func (x *SlabEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2190,7 +2351,14 @@ func (x *SlabEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlabEnd.ProtoReflect.Descriptor instead.
 func (*SlabEnd) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SlabEnd) GetDestinationElements() uint64 {
+	if x != nil {
+		return x.DestinationElements
+	}
+	return 0
 }
 
 // WriteSlabHeader opens a WriteSlab stream.
@@ -2206,7 +2374,7 @@ type WriteSlabHeader struct {
 
 func (x *WriteSlabHeader) Reset() {
 	*x = WriteSlabHeader{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[31]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2218,7 +2386,7 @@ func (x *WriteSlabHeader) String() string {
 func (*WriteSlabHeader) ProtoMessage() {}
 
 func (x *WriteSlabHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[31]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2231,7 +2399,7 @@ func (x *WriteSlabHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteSlabHeader.ProtoReflect.Descriptor instead.
 func (*WriteSlabHeader) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WriteSlabHeader) GetPath() string {
@@ -2264,7 +2432,7 @@ type WriteSlabRequest struct {
 
 func (x *WriteSlabRequest) Reset() {
 	*x = WriteSlabRequest{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[32]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2276,7 +2444,7 @@ func (x *WriteSlabRequest) String() string {
 func (*WriteSlabRequest) ProtoMessage() {}
 
 func (x *WriteSlabRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[32]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2289,7 +2457,7 @@ func (x *WriteSlabRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteSlabRequest.ProtoReflect.Descriptor instead.
 func (*WriteSlabRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WriteSlabRequest) GetMessage() isWriteSlabRequest_Message {
@@ -2348,7 +2516,7 @@ type WriteSlabResponse struct {
 
 func (x *WriteSlabResponse) Reset() {
 	*x = WriteSlabResponse{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[33]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2360,7 +2528,7 @@ func (x *WriteSlabResponse) String() string {
 func (*WriteSlabResponse) ProtoMessage() {}
 
 func (x *WriteSlabResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[33]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2373,7 +2541,7 @@ func (x *WriteSlabResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteSlabResponse.ProtoReflect.Descriptor instead.
 func (*WriteSlabResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WriteSlabResponse) GetChunksWritten() uint64 {
@@ -2473,7 +2641,7 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x05Slice\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x12\n" +
 	"\x04stop\x18\x02 \x01(\x04R\x04stop\x12\x12\n" +
-	"\x04step\x18\x03 \x01(\x04R\x04step\"\xec\x01\n" +
+	"\x04step\x18\x03 \x01(\x04R\x04step\"\xbc\x02\n" +
 	"\n" +
 	"SlabHeader\x12\x14\n" +
 	"\x05shape\x18\x01 \x03(\x04R\x05shape\x12\x1b\n" +
@@ -2481,7 +2649,16 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"byte_order\x18\x03 \x01(\x0e2\x1e.zarrgate.gateway.v1.ByteOrderR\tbyteOrder\x12!\n" +
 	"\felement_size\x18\x04 \x01(\rR\velementSize\x12I\n" +
-	"\x0eshared_segment\x18\x05 \x01(\v2\".zarrgate.gateway.v1.SharedSegmentR\rsharedSegment\"M\n" +
+	"\x0eshared_segment\x18\x05 \x01(\v2\".zarrgate.gateway.v1.SharedSegmentR\rsharedSegment\x12N\n" +
+	"\vdestination\x18\x06 \x01(\v2,.zarrgate.gateway.v1.SharedDestinationAnswerR\vdestination\"_\n" +
+	"\x11SharedDestination\x12\x10\n" +
+	"\x03pid\x18\x01 \x01(\rR\x03pid\x12\x0e\n" +
+	"\x02fd\x18\x02 \x01(\rR\x02fd\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\fR\x05token\"M\n" +
+	"\x17SharedDestinationAnswer\x12\x1a\n" +
+	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"M\n" +
 	"\rSharedSegment\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x14\n" +
@@ -2497,11 +2674,12 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x06shared\x18\x05 \x01(\v2 .zarrgate.gateway.v1.SharedRangeR\x06shared\"_\n" +
 	"\x0fReadSlabRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x128\n" +
-	"\tselection\x18\x02 \x03(\v2\x1a.zarrgate.gateway.v1.SliceR\tselection\"\xdb\x01\n" +
+	"\tselection\x18\x02 \x03(\v2\x1a.zarrgate.gateway.v1.SliceR\tselection\"\xa5\x02\n" +
 	"\x15ReadSlabSharedRequest\x12:\n" +
 	"\x04read\x18\x01 \x01(\v2$.zarrgate.gateway.v1.ReadSlabRequestH\x00R\x04read\x12;\n" +
 	"\x06attach\x18\x02 \x01(\v2!.zarrgate.gateway.v1.SharedAttachH\x00R\x06attach\x12>\n" +
-	"\arelease\x18\x03 \x01(\v2\".zarrgate.gateway.v1.SharedReleaseH\x00R\areleaseB\t\n" +
+	"\arelease\x18\x03 \x01(\v2\".zarrgate.gateway.v1.SharedReleaseH\x00R\arelease\x12H\n" +
+	"\vdestination\x18\x04 \x01(\v2&.zarrgate.gateway.v1.SharedDestinationR\vdestinationB\t\n" +
 	"\amessage\"*\n" +
 	"\fSharedAttach\x12\x1a\n" +
 	"\battached\x18\x01 \x01(\bR\battached\"'\n" +
@@ -2521,8 +2699,9 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x06header\x18\x01 \x01(\v2\x1f.zarrgate.gateway.v1.SlabHeaderH\x00R\x06header\x122\n" +
 	"\x05block\x18\x02 \x01(\v2\x1a.zarrgate.gateway.v1.BlockH\x00R\x05block\x120\n" +
 	"\x03end\x18\x03 \x01(\v2\x1c.zarrgate.gateway.v1.SlabEndH\x00R\x03endB\t\n" +
-	"\amessage\"\t\n" +
-	"\aSlabEnd\"_\n" +
+	"\amessage\"<\n" +
+	"\aSlabEnd\x121\n" +
+	"\x14destination_elements\x18\x01 \x01(\x04R\x13destinationElements\"_\n" +
 	"\x0fWriteSlabHeader\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x128\n" +
 	"\tselection\x18\x02 \x03(\v2\x1a.zarrgate.gateway.v1.SliceR\tselection\"\x91\x01\n" +
@@ -2572,7 +2751,7 @@ func file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_zarrgate_gateway_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_zarrgate_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_zarrgate_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_zarrgate_gateway_v1_gateway_proto_goTypes = []any{
 	(Format)(0),                      // 0: zarrgate.gateway.v1.Format
 	(NodeKind)(0),                    // 1: zarrgate.gateway.v1.NodeKind
@@ -2596,21 +2775,23 @@ var file_zarrgate_gateway_v1_gateway_proto_goTypes = []any{
 	(*ResizeArrayResponse)(nil),      // 19: zarrgate.gateway.v1.ResizeArrayResponse
 	(*Slice)(nil),                    // 20: zarrgate.gateway.v1.Slice
 	(*SlabHeader)(nil),               // 21: zarrgate.gateway.v1.SlabHeader
-	(*SharedSegment)(nil),            // 22: zarrgate.gateway.v1.SharedSegment
-	(*SharedRange)(nil),              // 23: zarrgate.gateway.v1.SharedRange
-	(*Block)(nil),                    // 24: zarrgate.gateway.v1.Block
-	(*ReadSlabRequest)(nil),          // 25: zarrgate.gateway.v1.ReadSlabRequest
-	(*ReadSlabSharedRequest)(nil),    // 26: zarrgate.gateway.v1.ReadSlabSharedRequest
-	(*SharedAttach)(nil),             // 27: zarrgate.gateway.v1.SharedAttach
-	(*SharedRelease)(nil),            // 28: zarrgate.gateway.v1.SharedRelease
-	(*ReadSlabSmallRequest)(nil),     // 29: zarrgate.gateway.v1.ReadSlabSmallRequest
-	(*ReadSlabSmallResponse)(nil),    // 30: zarrgate.gateway.v1.ReadSlabSmallResponse
-	(*ReadSlabResponse)(nil),         // 31: zarrgate.gateway.v1.ReadSlabResponse
-	(*ReadSlabSharedResponse)(nil),   // 32: zarrgate.gateway.v1.ReadSlabSharedResponse
-	(*SlabEnd)(nil),                  // 33: zarrgate.gateway.v1.SlabEnd
-	(*WriteSlabHeader)(nil),          // 34: zarrgate.gateway.v1.WriteSlabHeader
-	(*WriteSlabRequest)(nil),         // 35: zarrgate.gateway.v1.WriteSlabRequest
-	(*WriteSlabResponse)(nil),        // 36: zarrgate.gateway.v1.WriteSlabResponse
+	(*SharedDestination)(nil),        // 22: zarrgate.gateway.v1.SharedDestination
+	(*SharedDestinationAnswer)(nil),  // 23: zarrgate.gateway.v1.SharedDestinationAnswer
+	(*SharedSegment)(nil),            // 24: zarrgate.gateway.v1.SharedSegment
+	(*SharedRange)(nil),              // 25: zarrgate.gateway.v1.SharedRange
+	(*Block)(nil),                    // 26: zarrgate.gateway.v1.Block
+	(*ReadSlabRequest)(nil),          // 27: zarrgate.gateway.v1.ReadSlabRequest
+	(*ReadSlabSharedRequest)(nil),    // 28: zarrgate.gateway.v1.ReadSlabSharedRequest
+	(*SharedAttach)(nil),             // 29: zarrgate.gateway.v1.SharedAttach
+	(*SharedRelease)(nil),            // 30: zarrgate.gateway.v1.SharedRelease
+	(*ReadSlabSmallRequest)(nil),     // 31: zarrgate.gateway.v1.ReadSlabSmallRequest
+	(*ReadSlabSmallResponse)(nil),    // 32: zarrgate.gateway.v1.ReadSlabSmallResponse
+	(*ReadSlabResponse)(nil),         // 33: zarrgate.gateway.v1.ReadSlabResponse
+	(*ReadSlabSharedResponse)(nil),   // 34: zarrgate.gateway.v1.ReadSlabSharedResponse
+	(*SlabEnd)(nil),                  // 35: zarrgate.gateway.v1.SlabEnd
+	(*WriteSlabHeader)(nil),          // 36: zarrgate.gateway.v1.WriteSlabHeader
+	(*WriteSlabRequest)(nil),         // 37: zarrgate.gateway.v1.WriteSlabRequest
+	(*WriteSlabResponse)(nil),        // 38: zarrgate.gateway.v1.WriteSlabResponse
 }
 var file_zarrgate_gateway_v1_gateway_proto_depIdxs = []int32{
 	1,  // 0: zarrgate.gateway.v1.Node.kind:type_name -> zarrgate.gateway.v1.NodeKind
@@ -2627,50 +2808,52 @@ var file_zarrgate_gateway_v1_gateway_proto_depIdxs = []int32{
 	5,  // 11: zarrgate.gateway.v1.UpdateAttributesResponse.node:type_name -> zarrgate.gateway.v1.Node
 	5,  // 12: zarrgate.gateway.v1.ResizeArrayResponse.node:type_name -> zarrgate.gateway.v1.Node
 	2,  // 13: zarrgate.gateway.v1.SlabHeader.byte_order:type_name -> zarrgate.gateway.v1.ByteOrder
-	22, // 14: zarrgate.gateway.v1.SlabHeader.shared_segment:type_name -> zarrgate.gateway.v1.SharedSegment
-	23, // 15: zarrgate.gateway.v1.Block.shared:type_name -> zarrgate.gateway.v1.SharedRange
-	20, // 16: zarrgate.gateway.v1.ReadSlabRequest.selection:type_name -> zarrgate.gateway.v1.Slice
-	25, // 17: zarrgate.gateway.v1.ReadSlabSharedRequest.read:type_name -> zarrgate.gateway.v1.ReadSlabRequest
-	27, // 18: zarrgate.gateway.v1.ReadSlabSharedRequest.attach:type_name -> zarrgate.gateway.v1.SharedAttach
-	28, // 19: zarrgate.gateway.v1.ReadSlabSharedRequest.release:type_name -> zarrgate.gateway.v1.SharedRelease
-	20, // 20: zarrgate.gateway.v1.ReadSlabSmallRequest.selection:type_name -> zarrgate.gateway.v1.Slice
-	21, // 21: zarrgate.gateway.v1.ReadSlabSmallResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
-	24, // 22: zarrgate.gateway.v1.ReadSlabSmallResponse.blocks:type_name -> zarrgate.gateway.v1.Block
-	21, // 23: zarrgate.gateway.v1.ReadSlabResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
-	24, // 24: zarrgate.gateway.v1.ReadSlabResponse.block:type_name -> zarrgate.gateway.v1.Block
-	21, // 25: zarrgate.gateway.v1.ReadSlabSharedResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
-	24, // 26: zarrgate.gateway.v1.ReadSlabSharedResponse.block:type_name -> zarrgate.gateway.v1.Block
-	33, // 27: zarrgate.gateway.v1.ReadSlabSharedResponse.end:type_name -> zarrgate.gateway.v1.SlabEnd
-	20, // 28: zarrgate.gateway.v1.WriteSlabHeader.selection:type_name -> zarrgate.gateway.v1.Slice
-	34, // 29: zarrgate.gateway.v1.WriteSlabRequest.header:type_name -> zarrgate.gateway.v1.WriteSlabHeader
-	24, // 30: zarrgate.gateway.v1.WriteSlabRequest.block:type_name -> zarrgate.gateway.v1.Block
-	6,  // 31: zarrgate.gateway.v1.ArrayService.GetNode:input_type -> zarrgate.gateway.v1.GetNodeRequest
-	8,  // 32: zarrgate.gateway.v1.ArrayService.ListChildren:input_type -> zarrgate.gateway.v1.ListChildrenRequest
-	10, // 33: zarrgate.gateway.v1.ArrayService.CreateGroup:input_type -> zarrgate.gateway.v1.CreateGroupRequest
-	12, // 34: zarrgate.gateway.v1.ArrayService.CreateArray:input_type -> zarrgate.gateway.v1.CreateArrayRequest
-	14, // 35: zarrgate.gateway.v1.ArrayService.UpdateAttributes:input_type -> zarrgate.gateway.v1.UpdateAttributesRequest
-	16, // 36: zarrgate.gateway.v1.ArrayService.DeleteNode:input_type -> zarrgate.gateway.v1.DeleteNodeRequest
-	18, // 37: zarrgate.gateway.v1.ArrayService.ResizeArray:input_type -> zarrgate.gateway.v1.ResizeArrayRequest
-	25, // 38: zarrgate.gateway.v1.ArrayService.ReadSlab:input_type -> zarrgate.gateway.v1.ReadSlabRequest
-	29, // 39: zarrgate.gateway.v1.ArrayService.ReadSlabSmall:input_type -> zarrgate.gateway.v1.ReadSlabSmallRequest
-	26, // 40: zarrgate.gateway.v1.ArrayService.ReadSlabShared:input_type -> zarrgate.gateway.v1.ReadSlabSharedRequest
-	35, // 41: zarrgate.gateway.v1.ArrayService.WriteSlab:input_type -> zarrgate.gateway.v1.WriteSlabRequest
-	7,  // 42: zarrgate.gateway.v1.ArrayService.GetNode:output_type -> zarrgate.gateway.v1.GetNodeResponse
-	9,  // 43: zarrgate.gateway.v1.ArrayService.ListChildren:output_type -> zarrgate.gateway.v1.ListChildrenResponse
-	11, // 44: zarrgate.gateway.v1.ArrayService.CreateGroup:output_type -> zarrgate.gateway.v1.CreateGroupResponse
-	13, // 45: zarrgate.gateway.v1.ArrayService.CreateArray:output_type -> zarrgate.gateway.v1.CreateArrayResponse
-	15, // 46: zarrgate.gateway.v1.ArrayService.UpdateAttributes:output_type -> zarrgate.gateway.v1.UpdateAttributesResponse
-	17, // 47: zarrgate.gateway.v1.ArrayService.DeleteNode:output_type -> zarrgate.gateway.v1.DeleteNodeResponse
-	19, // 48: zarrgate.gateway.v1.ArrayService.ResizeArray:output_type -> zarrgate.gateway.v1.ResizeArrayResponse
-	31, // 49: zarrgate.gateway.v1.ArrayService.ReadSlab:output_type -> zarrgate.gateway.v1.ReadSlabResponse
-	30, // 50: zarrgate.gateway.v1.ArrayService.ReadSlabSmall:output_type -> zarrgate.gateway.v1.ReadSlabSmallResponse
-	32, // 51: zarrgate.gateway.v1.ArrayService.ReadSlabShared:output_type -> zarrgate.gateway.v1.ReadSlabSharedResponse
-	36, // 52: zarrgate.gateway.v1.ArrayService.WriteSlab:output_type -> zarrgate.gateway.v1.WriteSlabResponse
-	42, // [42:53] is the sub-list for method output_type
-	31, // [31:42] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	24, // 14: zarrgate.gateway.v1.SlabHeader.shared_segment:type_name -> zarrgate.gateway.v1.SharedSegment
+	23, // 15: zarrgate.gateway.v1.SlabHeader.destination:type_name -> zarrgate.gateway.v1.SharedDestinationAnswer
+	25, // 16: zarrgate.gateway.v1.Block.shared:type_name -> zarrgate.gateway.v1.SharedRange
+	20, // 17: zarrgate.gateway.v1.ReadSlabRequest.selection:type_name -> zarrgate.gateway.v1.Slice
+	27, // 18: zarrgate.gateway.v1.ReadSlabSharedRequest.read:type_name -> zarrgate.gateway.v1.ReadSlabRequest
+	29, // 19: zarrgate.gateway.v1.ReadSlabSharedRequest.attach:type_name -> zarrgate.gateway.v1.SharedAttach
+	30, // 20: zarrgate.gateway.v1.ReadSlabSharedRequest.release:type_name -> zarrgate.gateway.v1.SharedRelease
+	22, // 21: zarrgate.gateway.v1.ReadSlabSharedRequest.destination:type_name -> zarrgate.gateway.v1.SharedDestination
+	20, // 22: zarrgate.gateway.v1.ReadSlabSmallRequest.selection:type_name -> zarrgate.gateway.v1.Slice
+	21, // 23: zarrgate.gateway.v1.ReadSlabSmallResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
+	26, // 24: zarrgate.gateway.v1.ReadSlabSmallResponse.blocks:type_name -> zarrgate.gateway.v1.Block
+	21, // 25: zarrgate.gateway.v1.ReadSlabResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
+	26, // 26: zarrgate.gateway.v1.ReadSlabResponse.block:type_name -> zarrgate.gateway.v1.Block
+	21, // 27: zarrgate.gateway.v1.ReadSlabSharedResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
+	26, // 28: zarrgate.gateway.v1.ReadSlabSharedResponse.block:type_name -> zarrgate.gateway.v1.Block
+	35, // 29: zarrgate.gateway.v1.ReadSlabSharedResponse.end:type_name -> zarrgate.gateway.v1.SlabEnd
+	20, // 30: zarrgate.gateway.v1.WriteSlabHeader.selection:type_name -> zarrgate.gateway.v1.Slice
+	36, // 31: zarrgate.gateway.v1.WriteSlabRequest.header:type_name -> zarrgate.gateway.v1.WriteSlabHeader
+	26, // 32: zarrgate.gateway.v1.WriteSlabRequest.block:type_name -> zarrgate.gateway.v1.Block
+	6,  // 33: zarrgate.gateway.v1.ArrayService.GetNode:input_type -> zarrgate.gateway.v1.GetNodeRequest
+	8,  // 34: zarrgate.gateway.v1.ArrayService.ListChildren:input_type -> zarrgate.gateway.v1.ListChildrenRequest
+	10, // 35: zarrgate.gateway.v1.ArrayService.CreateGroup:input_type -> zarrgate.gateway.v1.CreateGroupRequest
+	12, // 36: zarrgate.gateway.v1.ArrayService.CreateArray:input_type -> zarrgate.gateway.v1.CreateArrayRequest
+	14, // 37: zarrgate.gateway.v1.ArrayService.UpdateAttributes:input_type -> zarrgate.gateway.v1.UpdateAttributesRequest
+	16, // 38: zarrgate.gateway.v1.ArrayService.DeleteNode:input_type -> zarrgate.gateway.v1.DeleteNodeRequest
+	18, // 39: zarrgate.gateway.v1.ArrayService.ResizeArray:input_type -> zarrgate.gateway.v1.ResizeArrayRequest
+	27, // 40: zarrgate.gateway.v1.ArrayService.ReadSlab:input_type -> zarrgate.gateway.v1.ReadSlabRequest
+	31, // 41: zarrgate.gateway.v1.ArrayService.ReadSlabSmall:input_type -> zarrgate.gateway.v1.ReadSlabSmallRequest
+	28, // 42: zarrgate.gateway.v1.ArrayService.ReadSlabShared:input_type -> zarrgate.gateway.v1.ReadSlabSharedRequest
+	37, // 43: zarrgate.gateway.v1.ArrayService.WriteSlab:input_type -> zarrgate.gateway.v1.WriteSlabRequest
+	7,  // 44: zarrgate.gateway.v1.ArrayService.GetNode:output_type -> zarrgate.gateway.v1.GetNodeResponse
+	9,  // 45: zarrgate.gateway.v1.ArrayService.ListChildren:output_type -> zarrgate.gateway.v1.ListChildrenResponse
+	11, // 46: zarrgate.gateway.v1.ArrayService.CreateGroup:output_type -> zarrgate.gateway.v1.CreateGroupResponse
+	13, // 47: zarrgate.gateway.v1.ArrayService.CreateArray:output_type -> zarrgate.gateway.v1.CreateArrayResponse
+	15, // 48: zarrgate.gateway.v1.ArrayService.UpdateAttributes:output_type -> zarrgate.gateway.v1.UpdateAttributesResponse
+	17, // 49: zarrgate.gateway.v1.ArrayService.DeleteNode:output_type -> zarrgate.gateway.v1.DeleteNodeResponse
+	19, // 50: zarrgate.gateway.v1.ArrayService.ResizeArray:output_type -> zarrgate.gateway.v1.ResizeArrayResponse
+	33, // 51: zarrgate.gateway.v1.ArrayService.ReadSlab:output_type -> zarrgate.gateway.v1.ReadSlabResponse
+	32, // 52: zarrgate.gateway.v1.ArrayService.ReadSlabSmall:output_type -> zarrgate.gateway.v1.ReadSlabSmallResponse
+	34, // 53: zarrgate.gateway.v1.ArrayService.ReadSlabShared:output_type -> zarrgate.gateway.v1.ReadSlabSharedResponse
+	38, // 54: zarrgate.gateway.v1.ArrayService.WriteSlab:output_type -> zarrgate.gateway.v1.WriteSlabResponse
+	44, // [44:55] is the sub-list for method output_type
+	33, // [33:44] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_zarrgate_gateway_v1_gateway_proto_init() }
@@ -2678,21 +2861,21 @@ func file_zarrgate_gateway_v1_gateway_proto_init() {
 	if File_zarrgate_gateway_v1_gateway_proto != nil {
 		return
 	}
-	file_zarrgate_gateway_v1_gateway_proto_msgTypes[23].OneofWrappers = []any{
+	file_zarrgate_gateway_v1_gateway_proto_msgTypes[25].OneofWrappers = []any{
 		(*ReadSlabSharedRequest_Read)(nil),
 		(*ReadSlabSharedRequest_Attach)(nil),
 		(*ReadSlabSharedRequest_Release)(nil),
 	}
-	file_zarrgate_gateway_v1_gateway_proto_msgTypes[28].OneofWrappers = []any{
+	file_zarrgate_gateway_v1_gateway_proto_msgTypes[30].OneofWrappers = []any{
 		(*ReadSlabResponse_Header)(nil),
 		(*ReadSlabResponse_Block)(nil),
 	}
-	file_zarrgate_gateway_v1_gateway_proto_msgTypes[29].OneofWrappers = []any{
+	file_zarrgate_gateway_v1_gateway_proto_msgTypes[31].OneofWrappers = []any{
 		(*ReadSlabSharedResponse_Header)(nil),
 		(*ReadSlabSharedResponse_Block)(nil),
 		(*ReadSlabSharedResponse_End)(nil),
 	}
-	file_zarrgate_gateway_v1_gateway_proto_msgTypes[32].OneofWrappers = []any{
+	file_zarrgate_gateway_v1_gateway_proto_msgTypes[34].OneofWrappers = []any{
 		(*WriteSlabRequest_Header)(nil),
 		(*WriteSlabRequest_Block)(nil),
 	}
@@ -2702,7 +2885,7 @@ func file_zarrgate_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_zarrgate_gateway_v1_gateway_proto_rawDesc), len(file_zarrgate_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

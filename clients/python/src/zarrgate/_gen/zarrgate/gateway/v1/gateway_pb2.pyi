@@ -207,18 +207,40 @@ class Slice(_message.Message):
     def __init__(self, start: _Optional[int] = ..., stop: _Optional[int] = ..., step: _Optional[int] = ...) -> None: ...
 
 class SlabHeader(_message.Message):
-    __slots__ = ("shape", "data_type", "byte_order", "element_size", "shared_segment")
+    __slots__ = ("shape", "data_type", "byte_order", "element_size", "shared_segment", "destination")
     SHAPE_FIELD_NUMBER: _ClassVar[int]
     DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
     BYTE_ORDER_FIELD_NUMBER: _ClassVar[int]
     ELEMENT_SIZE_FIELD_NUMBER: _ClassVar[int]
     SHARED_SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
     shape: _containers.RepeatedScalarFieldContainer[int]
     data_type: str
     byte_order: ByteOrder
     element_size: int
     shared_segment: SharedSegment
-    def __init__(self, shape: _Optional[_Iterable[int]] = ..., data_type: _Optional[str] = ..., byte_order: _Optional[_Union[ByteOrder, str]] = ..., element_size: _Optional[int] = ..., shared_segment: _Optional[_Union[SharedSegment, _Mapping]] = ...) -> None: ...
+    destination: SharedDestinationAnswer
+    def __init__(self, shape: _Optional[_Iterable[int]] = ..., data_type: _Optional[str] = ..., byte_order: _Optional[_Union[ByteOrder, str]] = ..., element_size: _Optional[int] = ..., shared_segment: _Optional[_Union[SharedSegment, _Mapping]] = ..., destination: _Optional[_Union[SharedDestinationAnswer, _Mapping]] = ...) -> None: ...
+
+class SharedDestination(_message.Message):
+    __slots__ = ("pid", "fd", "size", "token")
+    PID_FIELD_NUMBER: _ClassVar[int]
+    FD_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    pid: int
+    fd: int
+    size: int
+    token: bytes
+    def __init__(self, pid: _Optional[int] = ..., fd: _Optional[int] = ..., size: _Optional[int] = ..., token: _Optional[bytes] = ...) -> None: ...
+
+class SharedDestinationAnswer(_message.Message):
+    __slots__ = ("accepted", "reason")
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    accepted: bool
+    reason: str
+    def __init__(self, accepted: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class SharedSegment(_message.Message):
     __slots__ = ("path", "size", "token")
@@ -261,14 +283,16 @@ class ReadSlabRequest(_message.Message):
     def __init__(self, path: _Optional[str] = ..., selection: _Optional[_Iterable[_Union[Slice, _Mapping]]] = ...) -> None: ...
 
 class ReadSlabSharedRequest(_message.Message):
-    __slots__ = ("read", "attach", "release")
+    __slots__ = ("read", "attach", "release", "destination")
     READ_FIELD_NUMBER: _ClassVar[int]
     ATTACH_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
     read: ReadSlabRequest
     attach: SharedAttach
     release: SharedRelease
-    def __init__(self, read: _Optional[_Union[ReadSlabRequest, _Mapping]] = ..., attach: _Optional[_Union[SharedAttach, _Mapping]] = ..., release: _Optional[_Union[SharedRelease, _Mapping]] = ...) -> None: ...
+    destination: SharedDestination
+    def __init__(self, read: _Optional[_Union[ReadSlabRequest, _Mapping]] = ..., attach: _Optional[_Union[SharedAttach, _Mapping]] = ..., release: _Optional[_Union[SharedRelease, _Mapping]] = ..., destination: _Optional[_Union[SharedDestination, _Mapping]] = ...) -> None: ...
 
 class SharedAttach(_message.Message):
     __slots__ = ("attached",)
@@ -317,8 +341,10 @@ class ReadSlabSharedResponse(_message.Message):
     def __init__(self, header: _Optional[_Union[SlabHeader, _Mapping]] = ..., block: _Optional[_Union[Block, _Mapping]] = ..., end: _Optional[_Union[SlabEnd, _Mapping]] = ...) -> None: ...
 
 class SlabEnd(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("destination_elements",)
+    DESTINATION_ELEMENTS_FIELD_NUMBER: _ClassVar[int]
+    destination_elements: int
+    def __init__(self, destination_elements: _Optional[int] = ...) -> None: ...
 
 class WriteSlabHeader(_message.Message):
     __slots__ = ("path", "selection")

@@ -1,0 +1,127 @@
+// Reads into client memory the gateway writes itself: SharedBuffer and
+// ReadShared.
+
+package client
+
+import (
+	"context"
+	"sync"
+	"unsafe"
+
+	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/shm"
+)
+
+// SharedBuffer is memory for large reads from a gateway on this host that
+// the gateway writes the slab into itself, each chunk straight to its
+// place: one copy of the data instead of two (into a shared segment, then
+// out of it), and none by the client. It is a memory file of this process
+// (memfd, sealed so that it can neither shrink nor grow), handed to the
+// gateway by its descriptor with a random token the gateway must find in
+// it; a gateway elsewhere, of another user, or refusing it for any reason
+// sends the data as usual, and ReadShared copies it in (InPlace says
+// which). Where memory files are not supported (not Linux) it is ordinary
+// memory, always filled by copying.
+//
+// A SharedBuffer holds one read at a time. Its memory is not the garbage
+// collector's: Close unmaps it, and slices returned by Bytes or ReadShared
+// must not be used after (they would fault).
+type SharedBuffer struct {
+	dest *shm.Dest // nil: heap memory
+	data []byte
+
+	mu      sync.Mutex // one read at a time
+	inPlace bool
+	refused string
+}
+
+// NewSharedBuffer makes a buffer of size bytes.
+func NewSharedBuffer(size int64) (*SharedBuffer, error) {
+	if size < 0 || size > shm.MaxDestBytes {
+		return nil, errs.New(errs.InvalidArgument, "shared buffer of %d bytes: out of range", size)
+	}
+	if shm.DestSupported {
+		d, err := shm.NewDest(size)
+		if err != nil {
+			return nil, errs.Wrap(errs.ResourceExhausted, err, "shared buffer of %d bytes", size)
+		}
+		return &SharedBuffer{dest: d, data: d.Data()}, nil
+	}
+	return &SharedBuffer{data: make([]byte, size)}, nil
+}
+
+// Bytes is the buffer's memory, valid until Close.
+func (b *SharedBuffer) Bytes() []byte { return b.data }
+
+// InPlace reports whether the gateway wrote the last read's slab into the
+// buffer itself and, if not, why (empty if the read did not get as far as
+// asking, or was small enough to go another way).
+func (b *SharedBuffer) InPlace() (bool, string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inPlace, b.refused
+}
+
+// Close unmaps the buffer and closes its memory file; a gateway's mapping
+// of it ends with its read.
+func (b *SharedBuffer) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.data = nil
+	if b.dest == nil {
+		return nil
+	}
+	err := b.dest.Close()
+	b.dest = nil
+	return err
+}
+
+// ReadShared reads the slab sel (nil: all) of a into buf, in C order, and
+// returns it as elements: a view of buf's first bytes, valid until buf is
+// closed or read into again. buf must hold at least the slab. Through
+// shared memory (WithSharedMemory, the default on loopback) the gateway
+// writes the slab into buf itself; otherwise, or if it refuses, the data
+// comes as for ReadInto and is copied in. Concurrent reads into one
+// buffer wait for each other.
+func ReadShared[T Element](ctx context.Context, a *Array, sel Selection, buf *SharedBuffer) ([]T, error) {
+	if err := checkType[T](a); err != nil {
+		return nil, err
+	}
+	buf.mu.Lock()
+	defer buf.mu.Unlock()
+	buf.inPlace, buf.refused = false, ""
+	if buf.data == nil {
+		return nil, errs.New(errs.FailedPrecondition, "read %q: the shared buffer is closed", a.Path)
+	}
+	shape := sel.Shape(a.Shape)
+	n := product(shape)
+	var zero T
+	es := int64(unsafe.Sizeof(zero))
+	if n > int64(len(buf.data))/es {
+		return nil, errs.New(errs.InvalidArgument, "read %q: the slab %v of %d-byte elements does not fit the %d-byte shared buffer", a.Path, shape, es, len(buf.data))
+	}
+	out := buf.data[:n*es]
+	alloc := func(hdr *SlabHeader) ([]byte, error) {
+		if int64(hdr.ElementSize) != es || product(hdr.Shape) != n {
+			return nil, errs.New(errs.DataLoss, "read %q: the server sends a slab of shape %v and %d-byte elements, not %v of %T", a.Path, hdr.Shape, hdr.ElementSize, shape, zero)
+		}
+		return out, nil
+	}
+	var v []T
+	if n > 0 {
+		v = unsafe.Slice((*T)(unsafe.Pointer(&out[0])), n)
+	}
+	if buf.dest == nil || !a.c.shared.Load() {
+		buf.refused = "shared memory is off for this client (WithSharedMemory)"
+		if buf.dest == nil {
+			buf.refused = "shared buffers are ordinary memory on this platform"
+		}
+		_, _, err := readDense(ctx, a, sel, alloc)
+		return v, err
+	}
+	hdr, _, err := readDenseVia(ctx, a, a.c.arrays, sel, alloc, buf.dest)
+	if hdr != nil {
+		buf.inPlace, buf.refused = hdr.inPlace, hdr.refused
+	}
+	return v, err
+}
