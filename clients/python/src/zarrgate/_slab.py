@@ -22,13 +22,9 @@ from typing import Any, Iterator
 import grpc
 import numpy as np
 
-from zarrgate import _wire
+from zarrgate import _wire, errors
 from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2 as gpb
-from zarrgate.errors import (
-    ZarrgateBoundsError,
-    ZarrgateError,
-    ZarrgateNegativeStep,
-)
+from zarrgate.errors import ZarrgateError
 
 #: The largest message either side sends or receives (the gateway's too).
 MAX_MESSAGE = 64 << 20
@@ -177,7 +173,7 @@ def plan(key: Any, shape: tuple[int, ...]) -> Plan:
         raise IndexError("an index can only have a single ellipsis ('...')")
     named = sum(1 for k in key if k is not None and k is not Ellipsis)
     if named > nd:
-        raise ZarrgateBoundsError(
+        raise errors.ZarrgateBoundsError(
             f"too many indices for array: array is {nd}-dimensional, but {named} were indexed"
         )
     items: list[Any] = []
@@ -203,7 +199,7 @@ def plan(key: Any, shape: tuple[int, ...]) -> Plan:
             if k.step is not None and _index(k.step, d) == 0:
                 raise ValueError("slice step cannot be zero")
             if k.step is not None and _index(k.step, d) < 0:
-                raise ZarrgateNegativeStep(
+                raise errors.ZarrgateNegativeStep(
                     f"dimension {d}: slice step {k.step} is negative; the gateway reads "
                     f"forward only: select with a positive step and reverse the result "
                     f"(result[::-1])"
@@ -220,7 +216,7 @@ def plan(key: Any, shape: tuple[int, ...]) -> Plan:
         else:
             i = _index(k, d)
             if i < -n or i >= n:
-                raise ZarrgateBoundsError(
+                raise errors.ZarrgateBoundsError(
                     f"index {i} is out of bounds for axis {d} with size {n}"
                 )
             if i < 0:

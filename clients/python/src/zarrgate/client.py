@@ -31,11 +31,11 @@ from typing import Any
 import grpc
 import numpy as np
 
-from zarrgate import _pool, _slab, _wire
+from zarrgate import _pool, _slab, _wire, errors
 from zarrgate._conn import Conn
 from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2 as gpb
 from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2_grpc as gpb_grpc
-from zarrgate.errors import ZarrgateError, ZarrgateNodeTypeError
+from zarrgate.errors import ZarrgateError
 
 __all__ = ["Array", "Client", "Group", "connect"]
 
@@ -170,7 +170,7 @@ class Client(_Base):
         NodeTypeValidationError if a group is there."""
         n = self.get_node(path, "array")
         if n.kind != gpb.NODE_KIND_ARRAY:
-            raise ZarrgateNodeTypeError(f"open {path!r}: a group, not an array",
+            raise errors.ZarrgateNodeTypeError(f"open {path!r}: a group, not an array",
                                         grpc.StatusCode.FAILED_PRECONDITION, "")
         return Array(self, n)
 
@@ -178,7 +178,7 @@ class Client(_Base):
         """The group at path ("" is the root)."""
         n = self.get_node(path, "group")
         if n.kind != gpb.NODE_KIND_GROUP:
-            raise ZarrgateNodeTypeError(f"open {path!r}: an array, not a group",
+            raise errors.ZarrgateNodeTypeError(f"open {path!r}: an array, not a group",
                                         grpc.StatusCode.FAILED_PRECONDITION, "")
         return Group(self, n)
 
