@@ -413,9 +413,10 @@ def test_copier_releases_blocks_in_arrival_order_once_copied(monkeypatch) -> Non
     np.testing.assert_array_equal(out, src)
 
 
-def test_tune_malloc_sets_glibc_thresholds_unless_the_user_did() -> None:
-    """Once per process, and never over MALLOC_MMAP_THRESHOLD_ or
-    MALLOC_TRIM_THRESHOLD_ from the environment."""
+def test_tune_malloc_sets_glibc_malloc_unless_the_user_did() -> None:
+    """Once per process, and never over MALLOC_MMAP_THRESHOLD_,
+    MALLOC_TRIM_THRESHOLD_, MALLOC_ARENA_MAX or a malloc tunable from the
+    environment."""
     import os
     import subprocess
     import sys
@@ -425,7 +426,8 @@ def test_tune_malloc_sets_glibc_thresholds_unless_the_user_did() -> None:
     glibc = (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == [str(glibc), "False"]
-    for var in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
-        out = subprocess.run([sys.executable, "-c", code], env={**env, var: "131072"},
+    for var, value in [("MALLOC_MMAP_THRESHOLD_", "131072"), ("MALLOC_TRIM_THRESHOLD_", "131072"),
+                       ("MALLOC_ARENA_MAX", "4"), ("GLIBC_TUNABLES", "glibc.malloc.arena_max=4")]:
+        out = subprocess.run([sys.executable, "-c", code], env={**env, var: value},
                              capture_output=True, text=True, check=True)
-        assert out.stdout.split() == ["False", "False"]
+        assert out.stdout.split() == ["False", "False"], var

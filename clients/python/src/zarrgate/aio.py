@@ -58,7 +58,7 @@ class Client(_Base):
 
     def _ch(self) -> grpc.aio.Channel:
         if self._channel is None:
-            self._channel = self._conn.aio_channel(_options(self.channel_options))
+            self._channel = self._conn.aio_channel(_options(self.channel_options, self._conn.local))
             self._stub = gpb_grpc.ArrayServiceStub(self._channel)
             self._read_slab = self._channel.unary_stream(
                 _slab.READ_SLAB, request_serializer=gpb.ReadSlabRequest.SerializeToString,
