@@ -7,7 +7,8 @@ system per round, interleaved with the Go client's runs.
 SYSTEM: zarrgate-socket, zarrgate-shared (the slab client, sync, with
 shared memory off / on), zarrgate-aio-socket, zarrgate-aio-shared (the
 asyncio client), zarrgate-socket-fixed-window (the sync client through the
-socket with gRPC's BDP probe off: a receive window that does not grow),
+socket with gRPC's BDP probe off: a receive window that does not grow;
+to a loopback gateway the client's default since its 2 MiB LOCAL_WINDOW),
 zarr-python (zarr.open_array on the directory), zarr-python-store
 (zarr-python over ``zarrgate.ZarrgateStore``: the store service, its chunk
 gets batched, through the server's shared memory on its host),

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -265,6 +268,49 @@ def test_not_found_and_node_type_errors(client) -> None:
         a[...]
 
 
+# In a fresh process: the slab client reads and fails without importing
+# zarr, and what it raised is zarr's exception once the caller has zarr.
+_NO_ZARR_CHILD = r"""
+import pickle, sys
+import zarrgate, zarrgate.aio
+addr = sys.argv[1]
+with zarrgate.connect(addr) as c:
+    a = c.create_array("nz/x", (4,), "int16", (2,))
+    a[...] = [1, 2, 3, 4]
+    assert a[1:3].tolist() == [2, 3]
+    assert "zarr" not in sys.modules, "reading imported zarr"
+    caught = []
+    for f in (lambda: c.open_array("nz/none"), lambda: c.open_group("nz/x"),
+              lambda: a[::-1], lambda: a[9]):
+        try:
+            f()
+        except Exception as e:
+            caught.append(e)
+import zarr.errors
+want = (zarr.errors.ArrayNotFoundError, zarr.errors.NodeTypeValidationError,
+        zarr.errors.NegativeStepError, zarr.errors.BoundsCheckError)
+assert len(caught) == len(want), caught
+for e, cls in zip(caught, want):
+    assert isinstance(e, cls), (type(e).__mro__, cls)
+    assert type(pickle.loads(pickle.dumps(e))) is type(e)
+assert isinstance(caught[0], zarrgate.ZarrgateNotFound) and isinstance(caught[0], FileNotFoundError)
+assert zarrgate.errors.ZarrgateArrayNotFound is type(caught[0])
+assert issubclass(zarrgate.ZarrgateStore, zarr.abc.store.Store)
+print("ok")
+"""
+
+
+def test_slab_client_does_without_zarr_until_an_error_needs_it(zarrgate_server) -> None:
+    """Importing zarrgate and reading through the slab client do not
+    import zarr-python (about 13 MiB of resident memory: the issue's RSS
+    bound counts it); errors raised meanwhile are still zarr's exceptions
+    (zarr is imported to make them), and ZarrgateStore imports it on use."""
+    src = os.path.dirname(os.path.dirname(zarrgate.__file__))  # this checkout's
+    r = subprocess.run([sys.executable, "-c", _NO_ZARR_CHILD, zarrgate_server.addr],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": src})
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
 def test_client_pickles_as_its_settings(zarrgate_server) -> None:
     c = zarrgate.connect(zarrgate_server.addr, timeout=30)
     c.create_array("pk/x", (4,), "int16", (2,))[...] = [1, 2, 3, 4]
@@ -367,9 +413,10 @@ def test_copier_releases_blocks_in_arrival_order_once_copied(monkeypatch) -> Non
     np.testing.assert_array_equal(out, src)
 
 
-def test_tune_malloc_sets_glibc_thresholds_unless_the_user_did() -> None:
-    """Once per process, and never over MALLOC_MMAP_THRESHOLD_ or
-    MALLOC_TRIM_THRESHOLD_ from the environment."""
+def test_tune_malloc_sets_glibc_malloc_unless_the_user_did() -> None:
+    """Once per process, and never over MALLOC_MMAP_THRESHOLD_,
+    MALLOC_TRIM_THRESHOLD_, MALLOC_ARENA_MAX or a malloc tunable from the
+    environment."""
     import os
     import subprocess
     import sys
@@ -379,7 +426,8 @@ def test_tune_malloc_sets_glibc_thresholds_unless_the_user_did() -> None:
     glibc = (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == [str(glibc), "False"]
-    for var in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
-        out = subprocess.run([sys.executable, "-c", code], env={**env, var: "131072"},
+    for var, value in [("MALLOC_MMAP_THRESHOLD_", "131072"), ("MALLOC_TRIM_THRESHOLD_", "131072"),
+                       ("MALLOC_ARENA_MAX", "4"), ("GLIBC_TUNABLES", "glibc.malloc.arena_max=4")]:
+        out = subprocess.run([sys.executable, "-c", code], env={**env, var: value},
                              capture_output=True, text=True, check=True)
-        assert out.stdout.split() == ["False", "False"]
+        assert out.stdout.split() == ["False", "False"], var

@@ -25,7 +25,7 @@ import grpc
 import grpc.aio
 import numpy as np
 
-from zarrgate import _slab, _wire
+from zarrgate import _slab, _wire, errors
 from zarrgate._conn import Conn
 from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2 as gpb
 from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2_grpc as gpb_grpc
@@ -38,7 +38,6 @@ from zarrgate.client import (
     _options,
     create_array_request,
 )
-from zarrgate.errors import ZarrgateNodeTypeError
 
 __all__ = ["Array", "Client", "Group", "connect"]
 
@@ -59,7 +58,7 @@ class Client(_Base):
 
     def _ch(self) -> grpc.aio.Channel:
         if self._channel is None:
-            self._channel = self._conn.aio_channel(_options(self.channel_options))
+            self._channel = self._conn.aio_channel(_options(self.channel_options, self._conn.local))
             self._stub = gpb_grpc.ArrayServiceStub(self._channel)
             self._read_slab = self._channel.unary_stream(
                 _slab.READ_SLAB, request_serializer=gpb.ReadSlabRequest.SerializeToString,
@@ -97,14 +96,14 @@ class Client(_Base):
     async def open_array(self, path: str) -> Array:
         n = await self.get_node(path, "array")
         if n.kind != gpb.NODE_KIND_ARRAY:
-            raise ZarrgateNodeTypeError(f"open {path!r}: a group, not an array",
+            raise errors.ZarrgateNodeTypeError(f"open {path!r}: a group, not an array",
                                         grpc.StatusCode.FAILED_PRECONDITION, "")
         return Array(self, n)
 
     async def open_group(self, path: str = "") -> Group:
         n = await self.get_node(path, "group")
         if n.kind != gpb.NODE_KIND_GROUP:
-            raise ZarrgateNodeTypeError(f"open {path!r}: an array, not a group",
+            raise errors.ZarrgateNodeTypeError(f"open {path!r}: an array, not a group",
                                         grpc.StatusCode.FAILED_PRECONDITION, "")
         return Group(self, n)
 

@@ -28,20 +28,35 @@ A path that holds a group where an array was asked for (or the other way
 round) is :class:`ZarrgateNodeTypeError`, a zarr ``NodeTypeValidationError``.
 Selections numpy would refuse raise :class:`IndexError` subclasses of zarr's
 (``NegativeStepError``, ``BoundsCheckError``) before any call.
+
+The classes that derive from zarr's exceptions (``ZarrgateArrayNotFound``,
+``ZarrgateGroupNotFound``, ``ZarrgateContainsArray``,
+``ZarrgateContainsGroup``, ``ZarrgateNodeTypeError``,
+``ZarrgateNegativeStep``, ``ZarrgateBoundsError``) are made when first
+needed, to raise one or when named (``zarrgate.errors.ZarrgateArrayNotFound``
+imports zarr): importing zarrgate does not import zarr-python, whose import
+costs a process about 13 MiB of resident memory and a third of a second.
+Whatever is raised is still an instance of zarr's exception: zarr is
+imported then, before the exception exists.
 """
 
 from __future__ import annotations
 
+import sys
+from typing import TYPE_CHECKING
+
 import grpc
-from zarr.errors import (
-    ArrayNotFoundError,
-    BoundsCheckError,
-    ContainsArrayError,
-    ContainsGroupError,
-    GroupNotFoundError,
-    NegativeStepError,
-    NodeTypeValidationError,
-)
+
+if TYPE_CHECKING:
+    from zarrgate._zarr_errors import (
+        ZarrgateArrayNotFound,
+        ZarrgateBoundsError,
+        ZarrgateContainsArray,
+        ZarrgateContainsGroup,
+        ZarrgateGroupNotFound,
+        ZarrgateNegativeStep,
+        ZarrgateNodeTypeError,
+    )
 
 __all__ = [
     "ZarrgateArrayNotFound",
@@ -83,29 +98,22 @@ class ZarrgateError(Exception):
         self.code = code
         self.details = details
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Pickled with its code and details (a dask worker's error reaches
+        # the client so), as the class it is.
+        return (type(self), (str(self), self.code, self.details), self.__dict__)
+
 
 class ZarrgateNotFound(ZarrgateError, FileNotFoundError):
     """NOT_FOUND."""
 
 
-class ZarrgateArrayNotFound(ZarrgateNotFound, ArrayNotFoundError):
-    """NOT_FOUND where an array was asked for: zarr's ``ArrayNotFoundError``."""
-
-
-class ZarrgateGroupNotFound(ZarrgateNotFound, GroupNotFoundError):
-    """NOT_FOUND where a group was asked for: zarr's ``GroupNotFoundError``."""
 
 
 class ZarrgateAlreadyExists(ZarrgateError, FileExistsError):
     """ALREADY_EXISTS: a node is where one was to be created."""
 
 
-class ZarrgateContainsArray(ZarrgateAlreadyExists, ContainsArrayError):
-    """ALREADY_EXISTS creating an array: zarr's ``ContainsArrayError``."""
-
-
-class ZarrgateContainsGroup(ZarrgateAlreadyExists, ContainsGroupError):
-    """ALREADY_EXISTS creating a group: zarr's ``ContainsGroupError``."""
 
 
 class ZarrgateInvalidArgument(ZarrgateError, ValueError):
@@ -143,19 +151,7 @@ class ZarrgatePermissionDenied(ZarrgateError, PermissionError):
     call on this key or prefix (the details name the permission and prefix)."""
 
 
-class ZarrgateNodeTypeError(ZarrgateError, NodeTypeValidationError):
-    """A group where an array was asked for, or an array where a group was:
-    zarr's ``NodeTypeValidationError`` (a :class:`ValueError`)."""
 
-
-class ZarrgateNegativeStep(NegativeStepError):
-    """A slice with a negative step: the gateway reads forward only (zarr's
-    ``NegativeStepError``, an :class:`IndexError`)."""
-
-
-class ZarrgateBoundsError(BoundsCheckError):
-    """An integer index outside its dimension, or too many indices (zarr's
-    ``BoundsCheckError``, an :class:`IndexError`)."""
 
 
 _ERRORS: dict[grpc.StatusCode, type[ZarrgateError]] = {
@@ -171,18 +167,41 @@ _ERRORS: dict[grpc.StatusCode, type[ZarrgateError]] = {
     grpc.StatusCode.PERMISSION_DENIED: ZarrgatePermissionDenied,
 }
 
-#: Sharper classes for a status when the caller knows what it was after:
-#: ``{"array": {NOT_FOUND: ZarrgateArrayNotFound, ...}, ...}``.
-_NODE_ERRORS: dict[str, dict[grpc.StatusCode, type[ZarrgateError]]] = {
+#: Sharper classes (their names: they derive from zarr's, made on first
+#: use) for a status when the caller knows what it was after:
+#: ``{"array": {NOT_FOUND: "ZarrgateArrayNotFound", ...}, ...}``.
+_NODE_ERRORS: dict[str, dict[grpc.StatusCode, str]] = {
     "array": {
-        grpc.StatusCode.NOT_FOUND: ZarrgateArrayNotFound,
-        grpc.StatusCode.ALREADY_EXISTS: ZarrgateContainsArray,
+        grpc.StatusCode.NOT_FOUND: "ZarrgateArrayNotFound",
+        grpc.StatusCode.ALREADY_EXISTS: "ZarrgateContainsArray",
     },
     "group": {
-        grpc.StatusCode.NOT_FOUND: ZarrgateGroupNotFound,
-        grpc.StatusCode.ALREADY_EXISTS: ZarrgateContainsGroup,
+        grpc.StatusCode.NOT_FOUND: "ZarrgateGroupNotFound",
+        grpc.StatusCode.ALREADY_EXISTS: "ZarrgateContainsGroup",
     },
 }
+
+#: The classes that derive from zarr's exceptions (zarrgate._zarr_errors).
+_ZARR_DERIVED = frozenset({
+    "ZarrgateArrayNotFound",
+    "ZarrgateBoundsError",
+    "ZarrgateContainsArray",
+    "ZarrgateContainsGroup",
+    "ZarrgateGroupNotFound",
+    "ZarrgateNegativeStep",
+    "ZarrgateNodeTypeError",
+})
+
+
+def __getattr__(name: str) -> type[Exception]:
+    # The classes deriving from zarr's: made (zarr imported) on first use.
+    if name in _ZARR_DERIVED:
+        from zarrgate import _zarr_errors
+
+        cls: type[Exception] = getattr(_zarr_errors, name)
+        globals()[name] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def status_error(
@@ -190,5 +209,6 @@ def status_error(
 ) -> ZarrgateError:
     """The exception for a status; ``node`` ("array", "group") picks zarr's
     sharper class where there is one."""
-    cls = _NODE_ERRORS.get(node, {}).get(code) or _ERRORS.get(code, ZarrgateError)
+    sharper = _NODE_ERRORS.get(node, {}).get(code)
+    cls = getattr(sys.modules[__name__], sharper) if sharper else _ERRORS.get(code, ZarrgateError)
     return cls(f"{what}: {code.name}: {details}{hint}", code, details)
