@@ -141,9 +141,12 @@ func zstdPrefix(b []byte, need, whole int64) (_ []byte, ok bool) {
 		}
 	}
 	// The cut frame: a header with a window descriptor (a window at least
-	// the frame's own, so that every back-reference stays in it) and no
-	// content size or checksum, then the kept blocks, the last marked so.
-	exp := max(bits.Len64(window-1), 10) // window ≤ 1 << exp
+	// the frame's own, so that every back-reference stays in it, but no
+	// larger than the chunk: no reference reaches further back than the
+	// whole content, and a damaged header's window of gigabytes must not
+	// size the decoder's history) and no content size or checksum, then
+	// the kept blocks, the last marked so.
+	exp := max(bits.Len64(min(window, uint64(whole))-1), 10) // min(window, whole) ≤ 1 << exp
 	if exp-10 > 31 {
 		return nil, false
 	}

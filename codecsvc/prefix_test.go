@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -339,4 +340,35 @@ func cpuPerOp(b *testing.B) func() {
 	}
 	c0 := cpu()
 	return func() { b.ReportMetric(float64((cpu()-c0).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op") }
+}
+
+// A frame whose header declares a window of 1 GiB (a damaged or hostile
+// header; the content size is the chunk's) is read in part with a
+// decoder history of the chunk's size, not of the declared window.
+func TestZstdPrefixHugeWindowBounded(t *testing.T) {
+	chunk := smoothChunk(5)
+	// Not single-segment, Window_Descriptor 2^31, 4-byte content size.
+	f := []byte{0x28, 0xb5, 0x2f, 0xfd, 0x80, byte(30-10) << 3}
+	f = binary.LittleEndian.AppendUint32(f, uint32(len(chunk)))
+	for at := 0; at < len(chunk); at += 1000 {
+		n := min(1000, len(chunk)-at)
+		h := uint32(n) << 3
+		if at+n == len(chunk) {
+			h |= 1
+		}
+		f = append(f, byte(h), byte(h>>8), byte(h>>16))
+		f = append(f, chunk[at:at+n]...)
+	}
+	need := selectionEnd(box(2, 3, 0, 64), []int64{256, 256}, 4)
+	zstdPrefix(f, need, int64(len(chunk))) // the decoder's first use
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	data, ok := zstdPrefix(f, need, int64(len(chunk)))
+	runtime.ReadMemStats(&after)
+	if !ok || !bytes.Equal(data, chunk[:len(data)]) {
+		t.Fatalf("zstdPrefix: ok %v (or wrong bytes)", ok)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
+		t.Fatalf("a part read of a 256 KiB chunk allocated %d MiB", alloc>>20)
+	}
 }

@@ -3,8 +3,8 @@
 package shm
 
 import (
-	"bytes"
 	"crypto/rand"
+	"crypto/subtle"
 	"fmt"
 	"os"
 	"strings"
@@ -113,7 +113,7 @@ func (c *DestCache) OpenDest(pid, fd int, size int64, token []byte) (*DestMap, e
 			return nil, refuse("map %s: %v", path, err)
 		}
 	}
-	if !bytes.Equal(mem[:TokenBytes], token) {
+	if subtle.ConstantTimeCompare(mem[:TokenBytes], token) != 1 {
 		unmap(mem)
 		return nil, refuse("%s does not hold the token", path)
 	}
