@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -107,17 +108,60 @@ func (c *DestCache) OpenDest(pid, fd int, size int64, token []byte) (*DestMap, e
 	}
 	id := destID{dev: uint64(st.Dev), ino: st.Ino}
 	mem := c.take(id, total)
-	if mem == nil {
-		mem, err = syscall.Mmap(int(f.Fd()), 0, int(total), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_POPULATE)
+	fresh := mem == nil
+	if fresh {
+		mem, err = syscall.Mmap(int(f.Fd()), 0, int(total), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 		if err != nil {
 			return nil, refuse("map %s: %v", path, err)
 		}
+	}
+	// Every page must be the client's already (NewDest maps them
+	// populated): a page the gateway's write brought into being would be
+	// charged to the gateway's memory (a shared page belongs to the
+	// cgroup that first touches it), so a sparse file would let a client
+	// grow the gateway by the size of its read.
+	if ok, err := resident(mem[:total]); err != nil || !ok {
+		unmap(mem)
+		if err != nil {
+			return nil, refuse("%s: mincore: %v", path, err)
+		}
+		return nil, refuse("%s has pages the client has not allocated (a sparse or swapped-out memory file)", path)
 	}
 	if subtle.ConstantTimeCompare(mem[:TokenBytes], token) != 1 {
 		unmap(mem)
 		return nil, refuse("%s does not hold the token", path)
 	}
+	if fresh {
+		// The page tables at once (as MAP_POPULATE would, but only now
+		// that every page is known to be there); older kernels fault them
+		// in as the slab is written.
+		_ = unix.Madvise(mem, unix.MADV_POPULATE_WRITE)
+	}
 	return &DestMap{Data: mem[DestOffset:total:total], mem: mem, cache: c, id: id}, nil
+}
+
+// residentWindow is how much of a mapping one mincore call checks (its
+// vector: a byte per page, 64 KiB for 256 MiB).
+const residentWindow = 256 << 20
+
+// resident reports whether every page of mem (a page-aligned mapping) is
+// in memory.
+func resident(mem []byte) (bool, error) {
+	page := os.Getpagesize()
+	vec := make([]byte, residentWindow/page)
+	for off := 0; off < len(mem); off += residentWindow {
+		n := min(residentWindow, len(mem)-off)
+		pages := (n + page - 1) / page
+		if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[off])), uintptr(n), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+			return false, errno
+		}
+		for _, v := range vec[:pages] {
+			if v&1 == 0 {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
 }
 
 // OpenDest is OpenDest without a cache.

@@ -176,6 +176,15 @@ func TestDestRefused(t *testing.T) {
 	of.WriteAt(d.Token, 0)
 	unix.FcntlInt(uintptr(ofd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK)
 	given := of.Chown(os.Getuid()+1, -1) == nil
+	// Sealed, holding the token, but sparse: its data pages were never
+	// allocated, and the gateway's writes would allocate them (charged to
+	// the gateway).
+	sfd, _ := unix.MemfdCreate("sparse", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	sf := os.NewFile(uintptr(sfd), "sparse")
+	defer sf.Close()
+	sf.Truncate(DestOffset + 1<<20)
+	sf.WriteAt(d.Token, 0)
+	unix.FcntlInt(uintptr(sfd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW)
 	zeros := make([]byte, TokenBytes)
 	other := bytes.Clone(d.Token)
 	other[TokenBytes-1] ^= 0x80
@@ -201,6 +210,7 @@ func TestDestRefused(t *testing.T) {
 		{"no such process", 1 << 30, 3, 1 << 16, d.Token, "no such file"},
 		{"bad pid", 0, 3, 1 << 16, d.Token, "process 0"},
 		{"another user's file", me, ofd, 1 << 16, d.Token, "belongs to user"},
+		{"sparse", me, sfd, 1 << 20, d.Token, "has pages the client has not allocated"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.name == "another user's file" && !given {
@@ -217,6 +227,10 @@ func TestDestRefused(t *testing.T) {
 			}
 			if !bytes.Equal(before, d.Data()[:64]) {
 				t.Fatal("the destination changed")
+			}
+			var st unix.Stat_t
+			if err := unix.Fstat(sfd, &st); err != nil || st.Blocks*512 > 2*4096 {
+				t.Fatalf("the sparse file has %d bytes allocated after the check (%v): the check allocated its pages", st.Blocks*512, err)
 			}
 		})
 	}
