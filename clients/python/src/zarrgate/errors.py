@@ -108,12 +108,8 @@ class ZarrgateNotFound(ZarrgateError, FileNotFoundError):
     """NOT_FOUND."""
 
 
-
-
 class ZarrgateAlreadyExists(ZarrgateError, FileExistsError):
     """ALREADY_EXISTS: a node is where one was to be created."""
-
-
 
 
 class ZarrgateInvalidArgument(ZarrgateError, ValueError):
@@ -149,9 +145,6 @@ class ZarrgateUnauthenticated(ZarrgateError, PermissionError):
 class ZarrgatePermissionDenied(ZarrgateError, PermissionError):
     """PERMISSION_DENIED: the server's policy does not grant the caller this
     call on this key or prefix (the details name the permission and prefix)."""
-
-
-
 
 
 _ERRORS: dict[grpc.StatusCode, type[ZarrgateError]] = {
