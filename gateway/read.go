@@ -544,21 +544,8 @@ func (g *Gateway) readWholeVec(ctx context.Context, key string, vecs [][]byte) (
 }
 
 // readWhole reads the value at key into buf, which it must fill exactly.
-func (g *Gateway) readWhole(ctx context.Context, key string, buf []byte) (err error) {
-	ctx, span := startSpan(ctx, "gateway.fetch", 1)
-	defer func() { endSpan(span, err) }()
-	obj, err := g.store.Get(ctx, key, storesvc.ByteRange{})
-	if err != nil {
-		return err
-	}
-	defer obj.Close()
-	if obj.Length != int64(len(buf)) {
-		return errs.New(errs.DataLoss, "bytes codec: chunk has %d bytes, want %d", obj.Length, len(buf))
-	}
-	if _, err := io.ReadFull(obj, buf); err != nil {
-		return errs.Wrap(errs.DataLoss, err, "read %d bytes", len(buf))
-	}
-	return nil
+func (g *Gateway) readWhole(ctx context.Context, key string, buf []byte) error {
+	return g.readWholeVec(ctx, key, [][]byte{buf})
 }
 
 // wholeUnit reports whether a projection covers its unit whole, in order.

@@ -189,6 +189,22 @@ def _as_bytes(value: Buffer, method: str) -> bytes:
     return value.to_bytes()
 
 
+#: What _assemble returns for a value whose last part is still to come.
+_MORE = object()
+
+
+def _assemble(pieces: dict[int, list[Any]], part: Any) -> Any:
+    """One part of an inline value: the whole value once its last part is
+    in (the parts before it kept in ``pieces``, by request index), _MORE
+    until then."""
+    if not part.last:
+        pieces.setdefault(part.index, []).append(part.data)
+        return _MORE
+    if part.index in pieces:
+        return b"".join([*pieces.pop(part.index), part.data])
+    return part.data
+
+
 class _SharedCall:
     """A GetPartialValuesShared call, answering one batch at a time, and
     its mapping of the server's segment (None: values come inline)."""
@@ -316,13 +332,10 @@ class _LoopChannel:
                     fut = batch[i][3]
                     if part.missing:
                         value: Any = None
-                    elif not part.last:
-                        pieces.setdefault(i, []).append(part.data)
-                        continue
-                    elif i in pieces:
-                        value = b"".join([*pieces.pop(i), part.data])
                     else:
-                        value = part.data
+                        value = _assemble(pieces, part)
+                        if value is _MORE:
+                            continue
                     if not fut.done():
                         fut.set_result(value)
         except grpc.RpcError as e:
@@ -497,13 +510,10 @@ class _LoopChannel:
                     self.shared_values += 1
                 elif part.missing:
                     value = None
-                elif not part.last:
-                    pieces.setdefault(i, []).append(part.data)
-                    continue
-                elif i in pieces:
-                    value = b"".join([*pieces.pop(i), part.data])
                 else:
-                    value = part.data
+                    value = _assemble(pieces, part)
+                    if value is _MORE:
+                        continue
                 left -= 1
                 if not fut.done():
                     fut.set_result(value)
