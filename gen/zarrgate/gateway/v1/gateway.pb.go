@@ -1323,7 +1323,12 @@ type SlabHeader struct {
 	SharedSegment *SharedSegment `protobuf:"bytes,5,opt,name=shared_segment,json=sharedSegment,proto3" json:"shared_segment,omitempty"`
 	// destination, set only in ReadSlabShared when the read named one,
 	// says whether the gateway writes the slab straight into it.
-	Destination   *SharedDestinationAnswer `protobuf:"bytes,6,opt,name=destination,proto3" json:"destination,omitempty"`
+	Destination *SharedDestinationAnswer `protobuf:"bytes,6,opt,name=destination,proto3" json:"destination,omitempty"`
+	// bulk, set only when the request asked for it and the gateway has a
+	// bulk listener, offers the blocks over a bulk connection: the stream
+	// then carries no blocks, and ends (OK or an error status) once every
+	// block has been written to the bulk connection.
+	Bulk          *BulkOffer `protobuf:"bytes,7,opt,name=bulk,proto3" json:"bulk,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1400,6 +1405,85 @@ func (x *SlabHeader) GetDestination() *SharedDestinationAnswer {
 	return nil
 }
 
+func (x *SlabHeader) GetBulk() *BulkOffer {
+	if x != nil {
+		return x.Bulk
+	}
+	return nil
+}
+
+// BulkOffer is a ticket for one read's blocks over a bulk connection: a
+// plain TCP connection (TLS with the gRPC listener's configuration when
+// that uses TLS) to the gateway's bulk listener, cheaper per byte than
+// the gRPC stream. The client connects to host:port, sends the 8 bytes
+// "ZGBULK1\n" and the ticket, then reads frames: an 8-byte little-endian
+// length, then that many bytes of a ReadSlabResponse holding one block,
+// exactly as the stream would have sent it; a length of 0 ends the
+// blocks. The ticket is good for one connection, for a few seconds.
+type BulkOffer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// host to connect to; empty: the host the client reached the gRPC
+	// listener by.
+	Host string `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	// port of the bulk listener.
+	Port uint32 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	// ticket: 16 random bytes naming this read.
+	Ticket        []byte `protobuf:"bytes,3,opt,name=ticket,proto3" json:"ticket,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkOffer) Reset() {
+	*x = BulkOffer{}
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkOffer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkOffer) ProtoMessage() {}
+
+func (x *BulkOffer) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkOffer.ProtoReflect.Descriptor instead.
+func (*BulkOffer) Descriptor() ([]byte, []int) {
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *BulkOffer) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *BulkOffer) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *BulkOffer) GetTicket() []byte {
+	if x != nil {
+		return x.Ticket
+	}
+	return nil
+}
+
 // SharedDestination is memory of a client on the gateway's host that the
 // gateway may write the slab into, in place: a memory file (memfd) of the
 // client, sealed against shrinking (F_SEAL_SHRINK), which the gateway
@@ -1423,7 +1507,7 @@ type SharedDestination struct {
 
 func (x *SharedDestination) Reset() {
 	*x = SharedDestination{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1519,7 @@ func (x *SharedDestination) String() string {
 func (*SharedDestination) ProtoMessage() {}
 
 func (x *SharedDestination) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1532,7 @@ func (x *SharedDestination) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharedDestination.ProtoReflect.Descriptor instead.
 func (*SharedDestination) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SharedDestination) GetPid() uint32 {
@@ -1494,7 +1578,7 @@ type SharedDestinationAnswer struct {
 
 func (x *SharedDestinationAnswer) Reset() {
 	*x = SharedDestinationAnswer{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1590,7 @@ func (x *SharedDestinationAnswer) String() string {
 func (*SharedDestinationAnswer) ProtoMessage() {}
 
 func (x *SharedDestinationAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1603,7 @@ func (x *SharedDestinationAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharedDestinationAnswer.ProtoReflect.Descriptor instead.
 func (*SharedDestinationAnswer) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SharedDestinationAnswer) GetAccepted() bool {
@@ -1553,7 +1637,7 @@ type SharedSegment struct {
 
 func (x *SharedSegment) Reset() {
 	*x = SharedSegment{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1649,7 @@ func (x *SharedSegment) String() string {
 func (*SharedSegment) ProtoMessage() {}
 
 func (x *SharedSegment) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1662,7 @@ func (x *SharedSegment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharedSegment.ProtoReflect.Descriptor instead.
 func (*SharedSegment) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SharedSegment) GetPath() string {
@@ -1615,7 +1699,7 @@ type SharedRange struct {
 
 func (x *SharedRange) Reset() {
 	*x = SharedRange{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1627,7 +1711,7 @@ func (x *SharedRange) String() string {
 func (*SharedRange) ProtoMessage() {}
 
 func (x *SharedRange) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1640,7 +1724,7 @@ func (x *SharedRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharedRange.ProtoReflect.Descriptor instead.
 func (*SharedRange) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SharedRange) GetOffset() uint64 {
@@ -1679,7 +1763,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1691,7 +1775,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +1788,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Block) GetOrigin() []uint64 {
@@ -1748,14 +1832,18 @@ type ReadSlabRequest struct {
 	// path of the array.
 	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	// selection, one slice per dimension; empty selects the whole array.
-	Selection     []*Slice `protobuf:"bytes,2,rep,name=selection,proto3" json:"selection,omitempty"`
+	Selection []*Slice `protobuf:"bytes,2,rep,name=selection,proto3" json:"selection,omitempty"`
+	// bulk: the client can take the blocks over a bulk connection. A
+	// gateway with a bulk listener then answers with an offer in the header
+	// (SlabHeader.bulk); without one, the blocks come through the stream.
+	Bulk          bool `protobuf:"varint,3,opt,name=bulk,proto3" json:"bulk,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReadSlabRequest) Reset() {
 	*x = ReadSlabRequest{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +1855,7 @@ func (x *ReadSlabRequest) String() string {
 func (*ReadSlabRequest) ProtoMessage() {}
 
 func (x *ReadSlabRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +1868,7 @@ func (x *ReadSlabRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSlabRequest.ProtoReflect.Descriptor instead.
 func (*ReadSlabRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReadSlabRequest) GetPath() string {
@@ -1795,6 +1883,13 @@ func (x *ReadSlabRequest) GetSelection() []*Slice {
 		return x.Selection
 	}
 	return nil
+}
+
+func (x *ReadSlabRequest) GetBulk() bool {
+	if x != nil {
+		return x.Bulk
+	}
+	return false
 }
 
 // ReadSlabSharedRequest is a message of a ReadSlabShared call: first the
@@ -1821,7 +1916,7 @@ type ReadSlabSharedRequest struct {
 
 func (x *ReadSlabSharedRequest) Reset() {
 	*x = ReadSlabSharedRequest{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1833,7 +1928,7 @@ func (x *ReadSlabSharedRequest) String() string {
 func (*ReadSlabSharedRequest) ProtoMessage() {}
 
 func (x *ReadSlabSharedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1846,7 +1941,7 @@ func (x *ReadSlabSharedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSlabSharedRequest.ProtoReflect.Descriptor instead.
 func (*ReadSlabSharedRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReadSlabSharedRequest) GetMessage() isReadSlabSharedRequest_Message {
@@ -1927,7 +2022,7 @@ type SharedAttach struct {
 
 func (x *SharedAttach) Reset() {
 	*x = SharedAttach{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1939,7 +2034,7 @@ func (x *SharedAttach) String() string {
 func (*SharedAttach) ProtoMessage() {}
 
 func (x *SharedAttach) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1952,7 +2047,7 @@ func (x *SharedAttach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharedAttach.ProtoReflect.Descriptor instead.
 func (*SharedAttach) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SharedAttach) GetAttached() bool {
@@ -1974,7 +2069,7 @@ type SharedRelease struct {
 
 func (x *SharedRelease) Reset() {
 	*x = SharedRelease{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1986,7 +2081,7 @@ func (x *SharedRelease) String() string {
 func (*SharedRelease) ProtoMessage() {}
 
 func (x *SharedRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1999,7 +2094,7 @@ func (x *SharedRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SharedRelease.ProtoReflect.Descriptor instead.
 func (*SharedRelease) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SharedRelease) GetBlocks() uint64 {
@@ -2022,7 +2117,7 @@ type ReadSlabSmallRequest struct {
 
 func (x *ReadSlabSmallRequest) Reset() {
 	*x = ReadSlabSmallRequest{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2034,7 +2129,7 @@ func (x *ReadSlabSmallRequest) String() string {
 func (*ReadSlabSmallRequest) ProtoMessage() {}
 
 func (x *ReadSlabSmallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2047,7 +2142,7 @@ func (x *ReadSlabSmallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSlabSmallRequest.ProtoReflect.Descriptor instead.
 func (*ReadSlabSmallRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReadSlabSmallRequest) GetPath() string {
@@ -2077,7 +2172,7 @@ type ReadSlabSmallResponse struct {
 
 func (x *ReadSlabSmallResponse) Reset() {
 	*x = ReadSlabSmallResponse{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2184,7 @@ func (x *ReadSlabSmallResponse) String() string {
 func (*ReadSlabSmallResponse) ProtoMessage() {}
 
 func (x *ReadSlabSmallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2197,7 @@ func (x *ReadSlabSmallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSlabSmallResponse.ProtoReflect.Descriptor instead.
 func (*ReadSlabSmallResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReadSlabSmallResponse) GetHeader() *SlabHeader {
@@ -2135,7 +2230,7 @@ type ReadSlabResponse struct {
 
 func (x *ReadSlabResponse) Reset() {
 	*x = ReadSlabResponse{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2147,7 +2242,7 @@ func (x *ReadSlabResponse) String() string {
 func (*ReadSlabResponse) ProtoMessage() {}
 
 func (x *ReadSlabResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2160,7 +2255,7 @@ func (x *ReadSlabResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSlabResponse.ProtoReflect.Descriptor instead.
 func (*ReadSlabResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReadSlabResponse) GetMessage() isReadSlabResponse_Message {
@@ -2224,7 +2319,7 @@ type ReadSlabSharedResponse struct {
 
 func (x *ReadSlabSharedResponse) Reset() {
 	*x = ReadSlabSharedResponse{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[31]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2331,7 @@ func (x *ReadSlabSharedResponse) String() string {
 func (*ReadSlabSharedResponse) ProtoMessage() {}
 
 func (x *ReadSlabSharedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[31]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2344,7 @@ func (x *ReadSlabSharedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSlabSharedResponse.ProtoReflect.Descriptor instead.
 func (*ReadSlabSharedResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReadSlabSharedResponse) GetMessage() isReadSlabSharedResponse_Message {
@@ -2326,7 +2421,7 @@ type SlabEnd struct {
 
 func (x *SlabEnd) Reset() {
 	*x = SlabEnd{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[32]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2338,7 +2433,7 @@ func (x *SlabEnd) String() string {
 func (*SlabEnd) ProtoMessage() {}
 
 func (x *SlabEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[32]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2351,7 +2446,7 @@ func (x *SlabEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlabEnd.ProtoReflect.Descriptor instead.
 func (*SlabEnd) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SlabEnd) GetDestinationElements() uint64 {
@@ -2374,7 +2469,7 @@ type WriteSlabHeader struct {
 
 func (x *WriteSlabHeader) Reset() {
 	*x = WriteSlabHeader{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[33]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2386,7 +2481,7 @@ func (x *WriteSlabHeader) String() string {
 func (*WriteSlabHeader) ProtoMessage() {}
 
 func (x *WriteSlabHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[33]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2399,7 +2494,7 @@ func (x *WriteSlabHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteSlabHeader.ProtoReflect.Descriptor instead.
 func (*WriteSlabHeader) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WriteSlabHeader) GetPath() string {
@@ -2432,7 +2527,7 @@ type WriteSlabRequest struct {
 
 func (x *WriteSlabRequest) Reset() {
 	*x = WriteSlabRequest{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[34]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2444,7 +2539,7 @@ func (x *WriteSlabRequest) String() string {
 func (*WriteSlabRequest) ProtoMessage() {}
 
 func (x *WriteSlabRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[34]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2457,7 +2552,7 @@ func (x *WriteSlabRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteSlabRequest.ProtoReflect.Descriptor instead.
 func (*WriteSlabRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{34}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WriteSlabRequest) GetMessage() isWriteSlabRequest_Message {
@@ -2516,7 +2611,7 @@ type WriteSlabResponse struct {
 
 func (x *WriteSlabResponse) Reset() {
 	*x = WriteSlabResponse{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[35]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2528,7 +2623,7 @@ func (x *WriteSlabResponse) String() string {
 func (*WriteSlabResponse) ProtoMessage() {}
 
 func (x *WriteSlabResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[35]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2541,7 +2636,7 @@ func (x *WriteSlabResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteSlabResponse.ProtoReflect.Descriptor instead.
 func (*WriteSlabResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{35}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WriteSlabResponse) GetChunksWritten() uint64 {
@@ -2641,7 +2736,7 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x05Slice\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x04R\x05start\x12\x12\n" +
 	"\x04stop\x18\x02 \x01(\x04R\x04stop\x12\x12\n" +
-	"\x04step\x18\x03 \x01(\x04R\x04step\"\xbc\x02\n" +
+	"\x04step\x18\x03 \x01(\x04R\x04step\"\xf0\x02\n" +
 	"\n" +
 	"SlabHeader\x12\x14\n" +
 	"\x05shape\x18\x01 \x03(\x04R\x05shape\x12\x1b\n" +
@@ -2650,7 +2745,12 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"byte_order\x18\x03 \x01(\x0e2\x1e.zarrgate.gateway.v1.ByteOrderR\tbyteOrder\x12!\n" +
 	"\felement_size\x18\x04 \x01(\rR\velementSize\x12I\n" +
 	"\x0eshared_segment\x18\x05 \x01(\v2\".zarrgate.gateway.v1.SharedSegmentR\rsharedSegment\x12N\n" +
-	"\vdestination\x18\x06 \x01(\v2,.zarrgate.gateway.v1.SharedDestinationAnswerR\vdestination\"_\n" +
+	"\vdestination\x18\x06 \x01(\v2,.zarrgate.gateway.v1.SharedDestinationAnswerR\vdestination\x122\n" +
+	"\x04bulk\x18\a \x01(\v2\x1e.zarrgate.gateway.v1.BulkOfferR\x04bulk\"K\n" +
+	"\tBulkOffer\x12\x12\n" +
+	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\rR\x04port\x12\x16\n" +
+	"\x06ticket\x18\x03 \x01(\fR\x06ticket\"_\n" +
 	"\x11SharedDestination\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\rR\x03pid\x12\x0e\n" +
 	"\x02fd\x18\x02 \x01(\rR\x02fd\x12\x12\n" +
@@ -2671,10 +2771,11 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x05shape\x18\x02 \x03(\x04R\x05shape\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x18\n" +
 	"\aoffsets\x18\x04 \x03(\x04R\aoffsets\x128\n" +
-	"\x06shared\x18\x05 \x01(\v2 .zarrgate.gateway.v1.SharedRangeR\x06shared\"_\n" +
+	"\x06shared\x18\x05 \x01(\v2 .zarrgate.gateway.v1.SharedRangeR\x06shared\"s\n" +
 	"\x0fReadSlabRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x128\n" +
-	"\tselection\x18\x02 \x03(\v2\x1a.zarrgate.gateway.v1.SliceR\tselection\"\xa5\x02\n" +
+	"\tselection\x18\x02 \x03(\v2\x1a.zarrgate.gateway.v1.SliceR\tselection\x12\x12\n" +
+	"\x04bulk\x18\x03 \x01(\bR\x04bulk\"\xa5\x02\n" +
 	"\x15ReadSlabSharedRequest\x12:\n" +
 	"\x04read\x18\x01 \x01(\v2$.zarrgate.gateway.v1.ReadSlabRequestH\x00R\x04read\x12;\n" +
 	"\x06attach\x18\x02 \x01(\v2!.zarrgate.gateway.v1.SharedAttachH\x00R\x06attach\x12>\n" +
@@ -2751,7 +2852,7 @@ func file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_zarrgate_gateway_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_zarrgate_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_zarrgate_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_zarrgate_gateway_v1_gateway_proto_goTypes = []any{
 	(Format)(0),                      // 0: zarrgate.gateway.v1.Format
 	(NodeKind)(0),                    // 1: zarrgate.gateway.v1.NodeKind
@@ -2775,23 +2876,24 @@ var file_zarrgate_gateway_v1_gateway_proto_goTypes = []any{
 	(*ResizeArrayResponse)(nil),      // 19: zarrgate.gateway.v1.ResizeArrayResponse
 	(*Slice)(nil),                    // 20: zarrgate.gateway.v1.Slice
 	(*SlabHeader)(nil),               // 21: zarrgate.gateway.v1.SlabHeader
-	(*SharedDestination)(nil),        // 22: zarrgate.gateway.v1.SharedDestination
-	(*SharedDestinationAnswer)(nil),  // 23: zarrgate.gateway.v1.SharedDestinationAnswer
-	(*SharedSegment)(nil),            // 24: zarrgate.gateway.v1.SharedSegment
-	(*SharedRange)(nil),              // 25: zarrgate.gateway.v1.SharedRange
-	(*Block)(nil),                    // 26: zarrgate.gateway.v1.Block
-	(*ReadSlabRequest)(nil),          // 27: zarrgate.gateway.v1.ReadSlabRequest
-	(*ReadSlabSharedRequest)(nil),    // 28: zarrgate.gateway.v1.ReadSlabSharedRequest
-	(*SharedAttach)(nil),             // 29: zarrgate.gateway.v1.SharedAttach
-	(*SharedRelease)(nil),            // 30: zarrgate.gateway.v1.SharedRelease
-	(*ReadSlabSmallRequest)(nil),     // 31: zarrgate.gateway.v1.ReadSlabSmallRequest
-	(*ReadSlabSmallResponse)(nil),    // 32: zarrgate.gateway.v1.ReadSlabSmallResponse
-	(*ReadSlabResponse)(nil),         // 33: zarrgate.gateway.v1.ReadSlabResponse
-	(*ReadSlabSharedResponse)(nil),   // 34: zarrgate.gateway.v1.ReadSlabSharedResponse
-	(*SlabEnd)(nil),                  // 35: zarrgate.gateway.v1.SlabEnd
-	(*WriteSlabHeader)(nil),          // 36: zarrgate.gateway.v1.WriteSlabHeader
-	(*WriteSlabRequest)(nil),         // 37: zarrgate.gateway.v1.WriteSlabRequest
-	(*WriteSlabResponse)(nil),        // 38: zarrgate.gateway.v1.WriteSlabResponse
+	(*BulkOffer)(nil),                // 22: zarrgate.gateway.v1.BulkOffer
+	(*SharedDestination)(nil),        // 23: zarrgate.gateway.v1.SharedDestination
+	(*SharedDestinationAnswer)(nil),  // 24: zarrgate.gateway.v1.SharedDestinationAnswer
+	(*SharedSegment)(nil),            // 25: zarrgate.gateway.v1.SharedSegment
+	(*SharedRange)(nil),              // 26: zarrgate.gateway.v1.SharedRange
+	(*Block)(nil),                    // 27: zarrgate.gateway.v1.Block
+	(*ReadSlabRequest)(nil),          // 28: zarrgate.gateway.v1.ReadSlabRequest
+	(*ReadSlabSharedRequest)(nil),    // 29: zarrgate.gateway.v1.ReadSlabSharedRequest
+	(*SharedAttach)(nil),             // 30: zarrgate.gateway.v1.SharedAttach
+	(*SharedRelease)(nil),            // 31: zarrgate.gateway.v1.SharedRelease
+	(*ReadSlabSmallRequest)(nil),     // 32: zarrgate.gateway.v1.ReadSlabSmallRequest
+	(*ReadSlabSmallResponse)(nil),    // 33: zarrgate.gateway.v1.ReadSlabSmallResponse
+	(*ReadSlabResponse)(nil),         // 34: zarrgate.gateway.v1.ReadSlabResponse
+	(*ReadSlabSharedResponse)(nil),   // 35: zarrgate.gateway.v1.ReadSlabSharedResponse
+	(*SlabEnd)(nil),                  // 36: zarrgate.gateway.v1.SlabEnd
+	(*WriteSlabHeader)(nil),          // 37: zarrgate.gateway.v1.WriteSlabHeader
+	(*WriteSlabRequest)(nil),         // 38: zarrgate.gateway.v1.WriteSlabRequest
+	(*WriteSlabResponse)(nil),        // 39: zarrgate.gateway.v1.WriteSlabResponse
 }
 var file_zarrgate_gateway_v1_gateway_proto_depIdxs = []int32{
 	1,  // 0: zarrgate.gateway.v1.Node.kind:type_name -> zarrgate.gateway.v1.NodeKind
@@ -2808,52 +2910,53 @@ var file_zarrgate_gateway_v1_gateway_proto_depIdxs = []int32{
 	5,  // 11: zarrgate.gateway.v1.UpdateAttributesResponse.node:type_name -> zarrgate.gateway.v1.Node
 	5,  // 12: zarrgate.gateway.v1.ResizeArrayResponse.node:type_name -> zarrgate.gateway.v1.Node
 	2,  // 13: zarrgate.gateway.v1.SlabHeader.byte_order:type_name -> zarrgate.gateway.v1.ByteOrder
-	24, // 14: zarrgate.gateway.v1.SlabHeader.shared_segment:type_name -> zarrgate.gateway.v1.SharedSegment
-	23, // 15: zarrgate.gateway.v1.SlabHeader.destination:type_name -> zarrgate.gateway.v1.SharedDestinationAnswer
-	25, // 16: zarrgate.gateway.v1.Block.shared:type_name -> zarrgate.gateway.v1.SharedRange
-	20, // 17: zarrgate.gateway.v1.ReadSlabRequest.selection:type_name -> zarrgate.gateway.v1.Slice
-	27, // 18: zarrgate.gateway.v1.ReadSlabSharedRequest.read:type_name -> zarrgate.gateway.v1.ReadSlabRequest
-	29, // 19: zarrgate.gateway.v1.ReadSlabSharedRequest.attach:type_name -> zarrgate.gateway.v1.SharedAttach
-	30, // 20: zarrgate.gateway.v1.ReadSlabSharedRequest.release:type_name -> zarrgate.gateway.v1.SharedRelease
-	22, // 21: zarrgate.gateway.v1.ReadSlabSharedRequest.destination:type_name -> zarrgate.gateway.v1.SharedDestination
-	20, // 22: zarrgate.gateway.v1.ReadSlabSmallRequest.selection:type_name -> zarrgate.gateway.v1.Slice
-	21, // 23: zarrgate.gateway.v1.ReadSlabSmallResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
-	26, // 24: zarrgate.gateway.v1.ReadSlabSmallResponse.blocks:type_name -> zarrgate.gateway.v1.Block
-	21, // 25: zarrgate.gateway.v1.ReadSlabResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
-	26, // 26: zarrgate.gateway.v1.ReadSlabResponse.block:type_name -> zarrgate.gateway.v1.Block
-	21, // 27: zarrgate.gateway.v1.ReadSlabSharedResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
-	26, // 28: zarrgate.gateway.v1.ReadSlabSharedResponse.block:type_name -> zarrgate.gateway.v1.Block
-	35, // 29: zarrgate.gateway.v1.ReadSlabSharedResponse.end:type_name -> zarrgate.gateway.v1.SlabEnd
-	20, // 30: zarrgate.gateway.v1.WriteSlabHeader.selection:type_name -> zarrgate.gateway.v1.Slice
-	36, // 31: zarrgate.gateway.v1.WriteSlabRequest.header:type_name -> zarrgate.gateway.v1.WriteSlabHeader
-	26, // 32: zarrgate.gateway.v1.WriteSlabRequest.block:type_name -> zarrgate.gateway.v1.Block
-	6,  // 33: zarrgate.gateway.v1.ArrayService.GetNode:input_type -> zarrgate.gateway.v1.GetNodeRequest
-	8,  // 34: zarrgate.gateway.v1.ArrayService.ListChildren:input_type -> zarrgate.gateway.v1.ListChildrenRequest
-	10, // 35: zarrgate.gateway.v1.ArrayService.CreateGroup:input_type -> zarrgate.gateway.v1.CreateGroupRequest
-	12, // 36: zarrgate.gateway.v1.ArrayService.CreateArray:input_type -> zarrgate.gateway.v1.CreateArrayRequest
-	14, // 37: zarrgate.gateway.v1.ArrayService.UpdateAttributes:input_type -> zarrgate.gateway.v1.UpdateAttributesRequest
-	16, // 38: zarrgate.gateway.v1.ArrayService.DeleteNode:input_type -> zarrgate.gateway.v1.DeleteNodeRequest
-	18, // 39: zarrgate.gateway.v1.ArrayService.ResizeArray:input_type -> zarrgate.gateway.v1.ResizeArrayRequest
-	27, // 40: zarrgate.gateway.v1.ArrayService.ReadSlab:input_type -> zarrgate.gateway.v1.ReadSlabRequest
-	31, // 41: zarrgate.gateway.v1.ArrayService.ReadSlabSmall:input_type -> zarrgate.gateway.v1.ReadSlabSmallRequest
-	28, // 42: zarrgate.gateway.v1.ArrayService.ReadSlabShared:input_type -> zarrgate.gateway.v1.ReadSlabSharedRequest
-	37, // 43: zarrgate.gateway.v1.ArrayService.WriteSlab:input_type -> zarrgate.gateway.v1.WriteSlabRequest
-	7,  // 44: zarrgate.gateway.v1.ArrayService.GetNode:output_type -> zarrgate.gateway.v1.GetNodeResponse
-	9,  // 45: zarrgate.gateway.v1.ArrayService.ListChildren:output_type -> zarrgate.gateway.v1.ListChildrenResponse
-	11, // 46: zarrgate.gateway.v1.ArrayService.CreateGroup:output_type -> zarrgate.gateway.v1.CreateGroupResponse
-	13, // 47: zarrgate.gateway.v1.ArrayService.CreateArray:output_type -> zarrgate.gateway.v1.CreateArrayResponse
-	15, // 48: zarrgate.gateway.v1.ArrayService.UpdateAttributes:output_type -> zarrgate.gateway.v1.UpdateAttributesResponse
-	17, // 49: zarrgate.gateway.v1.ArrayService.DeleteNode:output_type -> zarrgate.gateway.v1.DeleteNodeResponse
-	19, // 50: zarrgate.gateway.v1.ArrayService.ResizeArray:output_type -> zarrgate.gateway.v1.ResizeArrayResponse
-	33, // 51: zarrgate.gateway.v1.ArrayService.ReadSlab:output_type -> zarrgate.gateway.v1.ReadSlabResponse
-	32, // 52: zarrgate.gateway.v1.ArrayService.ReadSlabSmall:output_type -> zarrgate.gateway.v1.ReadSlabSmallResponse
-	34, // 53: zarrgate.gateway.v1.ArrayService.ReadSlabShared:output_type -> zarrgate.gateway.v1.ReadSlabSharedResponse
-	38, // 54: zarrgate.gateway.v1.ArrayService.WriteSlab:output_type -> zarrgate.gateway.v1.WriteSlabResponse
-	44, // [44:55] is the sub-list for method output_type
-	33, // [33:44] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	25, // 14: zarrgate.gateway.v1.SlabHeader.shared_segment:type_name -> zarrgate.gateway.v1.SharedSegment
+	24, // 15: zarrgate.gateway.v1.SlabHeader.destination:type_name -> zarrgate.gateway.v1.SharedDestinationAnswer
+	22, // 16: zarrgate.gateway.v1.SlabHeader.bulk:type_name -> zarrgate.gateway.v1.BulkOffer
+	26, // 17: zarrgate.gateway.v1.Block.shared:type_name -> zarrgate.gateway.v1.SharedRange
+	20, // 18: zarrgate.gateway.v1.ReadSlabRequest.selection:type_name -> zarrgate.gateway.v1.Slice
+	28, // 19: zarrgate.gateway.v1.ReadSlabSharedRequest.read:type_name -> zarrgate.gateway.v1.ReadSlabRequest
+	30, // 20: zarrgate.gateway.v1.ReadSlabSharedRequest.attach:type_name -> zarrgate.gateway.v1.SharedAttach
+	31, // 21: zarrgate.gateway.v1.ReadSlabSharedRequest.release:type_name -> zarrgate.gateway.v1.SharedRelease
+	23, // 22: zarrgate.gateway.v1.ReadSlabSharedRequest.destination:type_name -> zarrgate.gateway.v1.SharedDestination
+	20, // 23: zarrgate.gateway.v1.ReadSlabSmallRequest.selection:type_name -> zarrgate.gateway.v1.Slice
+	21, // 24: zarrgate.gateway.v1.ReadSlabSmallResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
+	27, // 25: zarrgate.gateway.v1.ReadSlabSmallResponse.blocks:type_name -> zarrgate.gateway.v1.Block
+	21, // 26: zarrgate.gateway.v1.ReadSlabResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
+	27, // 27: zarrgate.gateway.v1.ReadSlabResponse.block:type_name -> zarrgate.gateway.v1.Block
+	21, // 28: zarrgate.gateway.v1.ReadSlabSharedResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
+	27, // 29: zarrgate.gateway.v1.ReadSlabSharedResponse.block:type_name -> zarrgate.gateway.v1.Block
+	36, // 30: zarrgate.gateway.v1.ReadSlabSharedResponse.end:type_name -> zarrgate.gateway.v1.SlabEnd
+	20, // 31: zarrgate.gateway.v1.WriteSlabHeader.selection:type_name -> zarrgate.gateway.v1.Slice
+	37, // 32: zarrgate.gateway.v1.WriteSlabRequest.header:type_name -> zarrgate.gateway.v1.WriteSlabHeader
+	27, // 33: zarrgate.gateway.v1.WriteSlabRequest.block:type_name -> zarrgate.gateway.v1.Block
+	6,  // 34: zarrgate.gateway.v1.ArrayService.GetNode:input_type -> zarrgate.gateway.v1.GetNodeRequest
+	8,  // 35: zarrgate.gateway.v1.ArrayService.ListChildren:input_type -> zarrgate.gateway.v1.ListChildrenRequest
+	10, // 36: zarrgate.gateway.v1.ArrayService.CreateGroup:input_type -> zarrgate.gateway.v1.CreateGroupRequest
+	12, // 37: zarrgate.gateway.v1.ArrayService.CreateArray:input_type -> zarrgate.gateway.v1.CreateArrayRequest
+	14, // 38: zarrgate.gateway.v1.ArrayService.UpdateAttributes:input_type -> zarrgate.gateway.v1.UpdateAttributesRequest
+	16, // 39: zarrgate.gateway.v1.ArrayService.DeleteNode:input_type -> zarrgate.gateway.v1.DeleteNodeRequest
+	18, // 40: zarrgate.gateway.v1.ArrayService.ResizeArray:input_type -> zarrgate.gateway.v1.ResizeArrayRequest
+	28, // 41: zarrgate.gateway.v1.ArrayService.ReadSlab:input_type -> zarrgate.gateway.v1.ReadSlabRequest
+	32, // 42: zarrgate.gateway.v1.ArrayService.ReadSlabSmall:input_type -> zarrgate.gateway.v1.ReadSlabSmallRequest
+	29, // 43: zarrgate.gateway.v1.ArrayService.ReadSlabShared:input_type -> zarrgate.gateway.v1.ReadSlabSharedRequest
+	38, // 44: zarrgate.gateway.v1.ArrayService.WriteSlab:input_type -> zarrgate.gateway.v1.WriteSlabRequest
+	7,  // 45: zarrgate.gateway.v1.ArrayService.GetNode:output_type -> zarrgate.gateway.v1.GetNodeResponse
+	9,  // 46: zarrgate.gateway.v1.ArrayService.ListChildren:output_type -> zarrgate.gateway.v1.ListChildrenResponse
+	11, // 47: zarrgate.gateway.v1.ArrayService.CreateGroup:output_type -> zarrgate.gateway.v1.CreateGroupResponse
+	13, // 48: zarrgate.gateway.v1.ArrayService.CreateArray:output_type -> zarrgate.gateway.v1.CreateArrayResponse
+	15, // 49: zarrgate.gateway.v1.ArrayService.UpdateAttributes:output_type -> zarrgate.gateway.v1.UpdateAttributesResponse
+	17, // 50: zarrgate.gateway.v1.ArrayService.DeleteNode:output_type -> zarrgate.gateway.v1.DeleteNodeResponse
+	19, // 51: zarrgate.gateway.v1.ArrayService.ResizeArray:output_type -> zarrgate.gateway.v1.ResizeArrayResponse
+	34, // 52: zarrgate.gateway.v1.ArrayService.ReadSlab:output_type -> zarrgate.gateway.v1.ReadSlabResponse
+	33, // 53: zarrgate.gateway.v1.ArrayService.ReadSlabSmall:output_type -> zarrgate.gateway.v1.ReadSlabSmallResponse
+	35, // 54: zarrgate.gateway.v1.ArrayService.ReadSlabShared:output_type -> zarrgate.gateway.v1.ReadSlabSharedResponse
+	39, // 55: zarrgate.gateway.v1.ArrayService.WriteSlab:output_type -> zarrgate.gateway.v1.WriteSlabResponse
+	45, // [45:56] is the sub-list for method output_type
+	34, // [34:45] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_zarrgate_gateway_v1_gateway_proto_init() }
@@ -2861,21 +2964,21 @@ func file_zarrgate_gateway_v1_gateway_proto_init() {
 	if File_zarrgate_gateway_v1_gateway_proto != nil {
 		return
 	}
-	file_zarrgate_gateway_v1_gateway_proto_msgTypes[25].OneofWrappers = []any{
+	file_zarrgate_gateway_v1_gateway_proto_msgTypes[26].OneofWrappers = []any{
 		(*ReadSlabSharedRequest_Read)(nil),
 		(*ReadSlabSharedRequest_Attach)(nil),
 		(*ReadSlabSharedRequest_Release)(nil),
 	}
-	file_zarrgate_gateway_v1_gateway_proto_msgTypes[30].OneofWrappers = []any{
+	file_zarrgate_gateway_v1_gateway_proto_msgTypes[31].OneofWrappers = []any{
 		(*ReadSlabResponse_Header)(nil),
 		(*ReadSlabResponse_Block)(nil),
 	}
-	file_zarrgate_gateway_v1_gateway_proto_msgTypes[31].OneofWrappers = []any{
+	file_zarrgate_gateway_v1_gateway_proto_msgTypes[32].OneofWrappers = []any{
 		(*ReadSlabSharedResponse_Header)(nil),
 		(*ReadSlabSharedResponse_Block)(nil),
 		(*ReadSlabSharedResponse_End)(nil),
 	}
-	file_zarrgate_gateway_v1_gateway_proto_msgTypes[34].OneofWrappers = []any{
+	file_zarrgate_gateway_v1_gateway_proto_msgTypes[35].OneofWrappers = []any{
 		(*WriteSlabRequest_Header)(nil),
 		(*WriteSlabRequest_Block)(nil),
 	}
@@ -2885,7 +2988,7 @@ func file_zarrgate_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_zarrgate_gateway_v1_gateway_proto_rawDesc), len(file_zarrgate_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   36,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

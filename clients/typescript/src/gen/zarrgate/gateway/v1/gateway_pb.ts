@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file zarrgate/gateway/v1/gateway.proto.
  */
 export const file_zarrgate_gateway_v1_gateway: GenFile = /*@__PURE__*/
-  fileDesc("CiF6YXJyZ2F0ZS9nYXRld2F5L3YxL2dhdGV3YXkucHJvdG8SE3phcnJnYXRlLmdhdGV3YXkudjEiOgoJRGltZW5zaW9uEgwKBG5hbWUYASABKAkSDAoEc2l6ZRgCIAEoBBIRCgl1bmxpbWl0ZWQYAyABKAgitAEKCUFycmF5SW5mbxINCgVzaGFwZRgBIAMoBBIRCglkYXRhX3R5cGUYAiABKAkSEwoLY2h1bmtfc2hhcGUYAyADKAQSEwoLc2hhcmRfc2hhcGUYBCADKAQSEwoLY29kZWNzX2pzb24YBSABKAkSFwoPZGltZW5zaW9uX25hbWVzGAYgAygJEhcKD2ZpbGxfdmFsdWVfanNvbhgHIAEoCRIUCgxzdG9yZWRfYnl0ZXMYCCABKAQi6gEKBE5vZGUSDAoEcGF0aBgBIAEoCRIrCgRraW5kGAIgASgOMh0uemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlS2luZBIrCgZmb3JtYXQYAyABKA4yGy56YXJyZ2F0ZS5nYXRld2F5LnYxLkZvcm1hdBIXCg9hdHRyaWJ1dGVzX2pzb24YBCABKAkSLQoFYXJyYXkYBSABKAsyHi56YXJyZ2F0ZS5nYXRld2F5LnYxLkFycmF5SW5mbxIyCgpkaW1lbnNpb25zGAYgAygLMh4uemFycmdhdGUuZ2F0ZXdheS52MS5EaW1lbnNpb24iHgoOR2V0Tm9kZVJlcXVlc3QSDAoEcGF0aBgBIAEoCSI6Cg9HZXROb2RlUmVzcG9uc2USJwoEbm9kZRgBIAEoCzIZLnphcnJnYXRlLmdhdGV3YXkudjEuTm9kZSI2ChNMaXN0Q2hpbGRyZW5SZXF1ZXN0EgwKBHBhdGgYASABKAkSEQoJcmVjdXJzaXZlGAIgASgIIkAKFExpc3RDaGlsZHJlblJlc3BvbnNlEigKBW5vZGVzGAEgAygLMhkuemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlIrMBChJDcmVhdGVHcm91cFJlcXVlc3QSDAoEcGF0aBgBIAEoCRIrCgZmb3JtYXQYAiABKA4yGy56YXJyZ2F0ZS5nYXRld2F5LnYxLkZvcm1hdBIXCg9hdHRyaWJ1dGVzX2pzb24YAyABKAkSMgoKZGltZW5zaW9ucxgEIAMoCzIeLnphcnJnYXRlLmdhdGV3YXkudjEuRGltZW5zaW9uEhUKDW5jemFycl9sZWdhY3kYBSABKAgiPgoTQ3JlYXRlR3JvdXBSZXNwb25zZRInCgRub2RlGAEgASgLMhkuemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlIvsBChJDcmVhdGVBcnJheVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIrCgZmb3JtYXQYAiABKA4yGy56YXJyZ2F0ZS5nYXRld2F5LnYxLkZvcm1hdBINCgVzaGFwZRgDIAMoBBIRCglkYXRhX3R5cGUYBCABKAkSEwoLY2h1bmtfc2hhcGUYBSADKAQSEwoLc2hhcmRfc2hhcGUYBiADKAQSEwoLY29kZWNzX2pzb24YByABKAkSFwoPZmlsbF92YWx1ZV9qc29uGAggASgJEhcKD2RpbWVuc2lvbl9uYW1lcxgJIAMoCRIXCg9hdHRyaWJ1dGVzX2pzb24YCiABKAkiPgoTQ3JlYXRlQXJyYXlSZXNwb25zZRInCgRub2RlGAEgASgLMhkuemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlIk8KF1VwZGF0ZUF0dHJpYnV0ZXNSZXF1ZXN0EgwKBHBhdGgYASABKAkSFwoPYXR0cmlidXRlc19qc29uGAIgASgJEg0KBW1lcmdlGAMgASgIIkMKGFVwZGF0ZUF0dHJpYnV0ZXNSZXNwb25zZRInCgRub2RlGAEgASgLMhkuemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlIiEKEURlbGV0ZU5vZGVSZXF1ZXN0EgwKBHBhdGgYASABKAkiFAoSRGVsZXRlTm9kZVJlc3BvbnNlIjEKElJlc2l6ZUFycmF5UmVxdWVzdBIMCgRwYXRoGAEgASgJEg0KBXNoYXBlGAIgAygEIj4KE1Jlc2l6ZUFycmF5UmVzcG9uc2USJwoEbm9kZRgBIAEoCzIZLnphcnJnYXRlLmdhdGV3YXkudjEuTm9kZSIyCgVTbGljZRINCgVzdGFydBgBIAEoBBIMCgRzdG9wGAIgASgEEgwKBHN0ZXAYAyABKAQi9wEKClNsYWJIZWFkZXISDQoFc2hhcGUYASADKAQSEQoJZGF0YV90eXBlGAIgASgJEjIKCmJ5dGVfb3JkZXIYAyABKA4yHi56YXJyZ2F0ZS5nYXRld2F5LnYxLkJ5dGVPcmRlchIUCgxlbGVtZW50X3NpemUYBCABKA0SOgoOc2hhcmVkX3NlZ21lbnQYBSABKAsyIi56YXJyZ2F0ZS5nYXRld2F5LnYxLlNoYXJlZFNlZ21lbnQSQQoLZGVzdGluYXRpb24YBiABKAsyLC56YXJyZ2F0ZS5nYXRld2F5LnYxLlNoYXJlZERlc3RpbmF0aW9uQW5zd2VyIkkKEVNoYXJlZERlc3RpbmF0aW9uEgsKA3BpZBgBIAEoDRIKCgJmZBgCIAEoDRIMCgRzaXplGAMgASgEEg0KBXRva2VuGAQgASgMIjsKF1NoYXJlZERlc3RpbmF0aW9uQW5zd2VyEhAKCGFjY2VwdGVkGAEgASgIEg4KBnJlYXNvbhgCIAEoCSI6Cg1TaGFyZWRTZWdtZW50EgwKBHBhdGgYASABKAkSDAoEc2l6ZRgCIAEoBBINCgV0b2tlbhgDIAEoDCItCgtTaGFyZWRSYW5nZRIOCgZvZmZzZXQYASABKAQSDgoGbGVuZ3RoGAIgASgEIncKBUJsb2NrEg4KBm9yaWdpbhgBIAMoBBINCgVzaGFwZRgCIAMoBBIMCgRkYXRhGAMgASgMEg8KB29mZnNldHMYBCADKAQSMAoGc2hhcmVkGAUgASgLMiAuemFycmdhdGUuZ2F0ZXdheS52MS5TaGFyZWRSYW5nZSJOCg9SZWFkU2xhYlJlcXVlc3QSDAoEcGF0aBgBIAEoCRItCglzZWxlY3Rpb24YAiADKAsyGi56YXJyZ2F0ZS5nYXRld2F5LnYxLlNsaWNlIoECChVSZWFkU2xhYlNoYXJlZFJlcXVlc3QSNAoEcmVhZBgBIAEoCzIkLnphcnJnYXRlLmdhdGV3YXkudjEuUmVhZFNsYWJSZXF1ZXN0SAASMwoGYXR0YWNoGAIgASgLMiEuemFycmdhdGUuZ2F0ZXdheS52MS5TaGFyZWRBdHRhY2hIABI1CgdyZWxlYXNlGAMgASgLMiIuemFycmdhdGUuZ2F0ZXdheS52MS5TaGFyZWRSZWxlYXNlSAASOwoLZGVzdGluYXRpb24YBCABKAsyJi56YXJyZ2F0ZS5nYXRld2F5LnYxLlNoYXJlZERlc3RpbmF0aW9uQgkKB21lc3NhZ2UiIAoMU2hhcmVkQXR0YWNoEhAKCGF0dGFjaGVkGAEgASgIIh8KDVNoYXJlZFJlbGVhc2USDgoGYmxvY2tzGAEgASgEIlMKFFJlYWRTbGFiU21hbGxSZXF1ZXN0EgwKBHBhdGgYASABKAkSLQoJc2VsZWN0aW9uGAIgAygLMhouemFycmdhdGUuZ2F0ZXdheS52MS5TbGljZSJ0ChVSZWFkU2xhYlNtYWxsUmVzcG9uc2USLwoGaGVhZGVyGAEgASgLMh8uemFycmdhdGUuZ2F0ZXdheS52MS5TbGFiSGVhZGVyEioKBmJsb2NrcxgCIAMoCzIaLnphcnJnYXRlLmdhdGV3YXkudjEuQmxvY2sifQoQUmVhZFNsYWJSZXNwb25zZRIxCgZoZWFkZXIYASABKAsyHy56YXJyZ2F0ZS5nYXRld2F5LnYxLlNsYWJIZWFkZXJIABIrCgVibG9jaxgCIAEoCzIaLnphcnJnYXRlLmdhdGV3YXkudjEuQmxvY2tIAEIJCgdtZXNzYWdlIrABChZSZWFkU2xhYlNoYXJlZFJlc3BvbnNlEjEKBmhlYWRlchgBIAEoCzIfLnphcnJnYXRlLmdhdGV3YXkudjEuU2xhYkhlYWRlckgAEisKBWJsb2NrGAIgASgLMhouemFycmdhdGUuZ2F0ZXdheS52MS5CbG9ja0gAEisKA2VuZBgDIAEoCzIcLnphcnJnYXRlLmdhdGV3YXkudjEuU2xhYkVuZEgAQgkKB21lc3NhZ2UiJwoHU2xhYkVuZBIcChRkZXN0aW5hdGlvbl9lbGVtZW50cxgBIAEoBCJOCg9Xcml0ZVNsYWJIZWFkZXISDAoEcGF0aBgBIAEoCRItCglzZWxlY3Rpb24YAiADKAsyGi56YXJyZ2F0ZS5nYXRld2F5LnYxLlNsaWNlIoIBChBXcml0ZVNsYWJSZXF1ZXN0EjYKBmhlYWRlchgBIAEoCzIkLnphcnJnYXRlLmdhdGV3YXkudjEuV3JpdGVTbGFiSGVhZGVySAASKwoFYmxvY2sYAiABKAsyGi56YXJyZ2F0ZS5nYXRld2F5LnYxLkJsb2NrSABCCQoHbWVzc2FnZSJCChFXcml0ZVNsYWJSZXNwb25zZRIWCg5jaHVua3Nfd3JpdHRlbhgBIAEoBBIVCg1ieXRlc193cml0dGVuGAIgASgEKlsKBkZvcm1hdBIWChJGT1JNQVRfVU5TUEVDSUZJRUQQABISCg5GT1JNQVRfWkFSUl9WMxABEhIKDkZPUk1BVF9aQVJSX1YyEAISEQoNRk9STUFUX05DWkFSUhADKk8KCE5vZGVLaW5kEhkKFU5PREVfS0lORF9VTlNQRUNJRklFRBAAEhMKD05PREVfS0lORF9HUk9VUBABEhMKD05PREVfS0lORF9BUlJBWRACKkUKCUJ5dGVPcmRlchIaChZCWVRFX09SREVSX1VOU1BFQ0lGSUVEEAASHAoYQllURV9PUkRFUl9MSVRUTEVfRU5ESUFOEAEy0QgKDEFycmF5U2VydmljZRJUCgdHZXROb2RlEiMuemFycmdhdGUuZ2F0ZXdheS52MS5HZXROb2RlUmVxdWVzdBokLnphcnJnYXRlLmdhdGV3YXkudjEuR2V0Tm9kZVJlc3BvbnNlEmUKDExpc3RDaGlsZHJlbhIoLnphcnJnYXRlLmdhdGV3YXkudjEuTGlzdENoaWxkcmVuUmVxdWVzdBopLnphcnJnYXRlLmdhdGV3YXkudjEuTGlzdENoaWxkcmVuUmVzcG9uc2UwARJgCgtDcmVhdGVHcm91cBInLnphcnJnYXRlLmdhdGV3YXkudjEuQ3JlYXRlR3JvdXBSZXF1ZXN0GiguemFycmdhdGUuZ2F0ZXdheS52MS5DcmVhdGVHcm91cFJlc3BvbnNlEmAKC0NyZWF0ZUFycmF5EicuemFycmdhdGUuZ2F0ZXdheS52MS5DcmVhdGVBcnJheVJlcXVlc3QaKC56YXJyZ2F0ZS5nYXRld2F5LnYxLkNyZWF0ZUFycmF5UmVzcG9uc2USbwoQVXBkYXRlQXR0cmlidXRlcxIsLnphcnJnYXRlLmdhdGV3YXkudjEuVXBkYXRlQXR0cmlidXRlc1JlcXVlc3QaLS56YXJyZ2F0ZS5nYXRld2F5LnYxLlVwZGF0ZUF0dHJpYnV0ZXNSZXNwb25zZRJdCgpEZWxldGVOb2RlEiYuemFycmdhdGUuZ2F0ZXdheS52MS5EZWxldGVOb2RlUmVxdWVzdBonLnphcnJnYXRlLmdhdGV3YXkudjEuRGVsZXRlTm9kZVJlc3BvbnNlEmAKC1Jlc2l6ZUFycmF5EicuemFycmdhdGUuZ2F0ZXdheS52MS5SZXNpemVBcnJheVJlcXVlc3QaKC56YXJyZ2F0ZS5nYXRld2F5LnYxLlJlc2l6ZUFycmF5UmVzcG9uc2USWQoIUmVhZFNsYWISJC56YXJyZ2F0ZS5nYXRld2F5LnYxLlJlYWRTbGFiUmVxdWVzdBolLnphcnJnYXRlLmdhdGV3YXkudjEuUmVhZFNsYWJSZXNwb25zZTABEmYKDVJlYWRTbGFiU21hbGwSKS56YXJyZ2F0ZS5nYXRld2F5LnYxLlJlYWRTbGFiU21hbGxSZXF1ZXN0GiouemFycmdhdGUuZ2F0ZXdheS52MS5SZWFkU2xhYlNtYWxsUmVzcG9uc2USbQoOUmVhZFNsYWJTaGFyZWQSKi56YXJyZ2F0ZS5nYXRld2F5LnYxLlJlYWRTbGFiU2hhcmVkUmVxdWVzdBorLnphcnJnYXRlLmdhdGV3YXkudjEuUmVhZFNsYWJTaGFyZWRSZXNwb25zZSgBMAESXAoJV3JpdGVTbGFiEiUuemFycmdhdGUuZ2F0ZXdheS52MS5Xcml0ZVNsYWJSZXF1ZXN0GiYuemFycmdhdGUuZ2F0ZXdheS52MS5Xcml0ZVNsYWJSZXNwb25zZSgBQkBaPmdpdGh1Yi5jb20vemFycmdhdGUvemFycmdhdGUvZ2VuL3phcnJnYXRlL2dhdGV3YXkvdjE7Z2F0ZXdheXYxYgZwcm90bzM");
+  fileDesc("CiF6YXJyZ2F0ZS9nYXRld2F5L3YxL2dhdGV3YXkucHJvdG8SE3phcnJnYXRlLmdhdGV3YXkudjEiOgoJRGltZW5zaW9uEgwKBG5hbWUYASABKAkSDAoEc2l6ZRgCIAEoBBIRCgl1bmxpbWl0ZWQYAyABKAgitAEKCUFycmF5SW5mbxINCgVzaGFwZRgBIAMoBBIRCglkYXRhX3R5cGUYAiABKAkSEwoLY2h1bmtfc2hhcGUYAyADKAQSEwoLc2hhcmRfc2hhcGUYBCADKAQSEwoLY29kZWNzX2pzb24YBSABKAkSFwoPZGltZW5zaW9uX25hbWVzGAYgAygJEhcKD2ZpbGxfdmFsdWVfanNvbhgHIAEoCRIUCgxzdG9yZWRfYnl0ZXMYCCABKAQi6gEKBE5vZGUSDAoEcGF0aBgBIAEoCRIrCgRraW5kGAIgASgOMh0uemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlS2luZBIrCgZmb3JtYXQYAyABKA4yGy56YXJyZ2F0ZS5nYXRld2F5LnYxLkZvcm1hdBIXCg9hdHRyaWJ1dGVzX2pzb24YBCABKAkSLQoFYXJyYXkYBSABKAsyHi56YXJyZ2F0ZS5nYXRld2F5LnYxLkFycmF5SW5mbxIyCgpkaW1lbnNpb25zGAYgAygLMh4uemFycmdhdGUuZ2F0ZXdheS52MS5EaW1lbnNpb24iHgoOR2V0Tm9kZVJlcXVlc3QSDAoEcGF0aBgBIAEoCSI6Cg9HZXROb2RlUmVzcG9uc2USJwoEbm9kZRgBIAEoCzIZLnphcnJnYXRlLmdhdGV3YXkudjEuTm9kZSI2ChNMaXN0Q2hpbGRyZW5SZXF1ZXN0EgwKBHBhdGgYASABKAkSEQoJcmVjdXJzaXZlGAIgASgIIkAKFExpc3RDaGlsZHJlblJlc3BvbnNlEigKBW5vZGVzGAEgAygLMhkuemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlIrMBChJDcmVhdGVHcm91cFJlcXVlc3QSDAoEcGF0aBgBIAEoCRIrCgZmb3JtYXQYAiABKA4yGy56YXJyZ2F0ZS5nYXRld2F5LnYxLkZvcm1hdBIXCg9hdHRyaWJ1dGVzX2pzb24YAyABKAkSMgoKZGltZW5zaW9ucxgEIAMoCzIeLnphcnJnYXRlLmdhdGV3YXkudjEuRGltZW5zaW9uEhUKDW5jemFycl9sZWdhY3kYBSABKAgiPgoTQ3JlYXRlR3JvdXBSZXNwb25zZRInCgRub2RlGAEgASgLMhkuemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlIvsBChJDcmVhdGVBcnJheVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIrCgZmb3JtYXQYAiABKA4yGy56YXJyZ2F0ZS5nYXRld2F5LnYxLkZvcm1hdBINCgVzaGFwZRgDIAMoBBIRCglkYXRhX3R5cGUYBCABKAkSEwoLY2h1bmtfc2hhcGUYBSADKAQSEwoLc2hhcmRfc2hhcGUYBiADKAQSEwoLY29kZWNzX2pzb24YByABKAkSFwoPZmlsbF92YWx1ZV9qc29uGAggASgJEhcKD2RpbWVuc2lvbl9uYW1lcxgJIAMoCRIXCg9hdHRyaWJ1dGVzX2pzb24YCiABKAkiPgoTQ3JlYXRlQXJyYXlSZXNwb25zZRInCgRub2RlGAEgASgLMhkuemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlIk8KF1VwZGF0ZUF0dHJpYnV0ZXNSZXF1ZXN0EgwKBHBhdGgYASABKAkSFwoPYXR0cmlidXRlc19qc29uGAIgASgJEg0KBW1lcmdlGAMgASgIIkMKGFVwZGF0ZUF0dHJpYnV0ZXNSZXNwb25zZRInCgRub2RlGAEgASgLMhkuemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlIiEKEURlbGV0ZU5vZGVSZXF1ZXN0EgwKBHBhdGgYASABKAkiFAoSRGVsZXRlTm9kZVJlc3BvbnNlIjEKElJlc2l6ZUFycmF5UmVxdWVzdBIMCgRwYXRoGAEgASgJEg0KBXNoYXBlGAIgAygEIj4KE1Jlc2l6ZUFycmF5UmVzcG9uc2USJwoEbm9kZRgBIAEoCzIZLnphcnJnYXRlLmdhdGV3YXkudjEuTm9kZSIyCgVTbGljZRINCgVzdGFydBgBIAEoBBIMCgRzdG9wGAIgASgEEgwKBHN0ZXAYAyABKAQipQIKClNsYWJIZWFkZXISDQoFc2hhcGUYASADKAQSEQoJZGF0YV90eXBlGAIgASgJEjIKCmJ5dGVfb3JkZXIYAyABKA4yHi56YXJyZ2F0ZS5nYXRld2F5LnYxLkJ5dGVPcmRlchIUCgxlbGVtZW50X3NpemUYBCABKA0SOgoOc2hhcmVkX3NlZ21lbnQYBSABKAsyIi56YXJyZ2F0ZS5nYXRld2F5LnYxLlNoYXJlZFNlZ21lbnQSQQoLZGVzdGluYXRpb24YBiABKAsyLC56YXJyZ2F0ZS5nYXRld2F5LnYxLlNoYXJlZERlc3RpbmF0aW9uQW5zd2VyEiwKBGJ1bGsYByABKAsyHi56YXJyZ2F0ZS5nYXRld2F5LnYxLkJ1bGtPZmZlciI3CglCdWxrT2ZmZXISDAoEaG9zdBgBIAEoCRIMCgRwb3J0GAIgASgNEg4KBnRpY2tldBgDIAEoDCJJChFTaGFyZWREZXN0aW5hdGlvbhILCgNwaWQYASABKA0SCgoCZmQYAiABKA0SDAoEc2l6ZRgDIAEoBBINCgV0b2tlbhgEIAEoDCI7ChdTaGFyZWREZXN0aW5hdGlvbkFuc3dlchIQCghhY2NlcHRlZBgBIAEoCBIOCgZyZWFzb24YAiABKAkiOgoNU2hhcmVkU2VnbWVudBIMCgRwYXRoGAEgASgJEgwKBHNpemUYAiABKAQSDQoFdG9rZW4YAyABKAwiLQoLU2hhcmVkUmFuZ2USDgoGb2Zmc2V0GAEgASgEEg4KBmxlbmd0aBgCIAEoBCJ3CgVCbG9jaxIOCgZvcmlnaW4YASADKAQSDQoFc2hhcGUYAiADKAQSDAoEZGF0YRgDIAEoDBIPCgdvZmZzZXRzGAQgAygEEjAKBnNoYXJlZBgFIAEoCzIgLnphcnJnYXRlLmdhdGV3YXkudjEuU2hhcmVkUmFuZ2UiXAoPUmVhZFNsYWJSZXF1ZXN0EgwKBHBhdGgYASABKAkSLQoJc2VsZWN0aW9uGAIgAygLMhouemFycmdhdGUuZ2F0ZXdheS52MS5TbGljZRIMCgRidWxrGAMgASgIIoECChVSZWFkU2xhYlNoYXJlZFJlcXVlc3QSNAoEcmVhZBgBIAEoCzIkLnphcnJnYXRlLmdhdGV3YXkudjEuUmVhZFNsYWJSZXF1ZXN0SAASMwoGYXR0YWNoGAIgASgLMiEuemFycmdhdGUuZ2F0ZXdheS52MS5TaGFyZWRBdHRhY2hIABI1CgdyZWxlYXNlGAMgASgLMiIuemFycmdhdGUuZ2F0ZXdheS52MS5TaGFyZWRSZWxlYXNlSAASOwoLZGVzdGluYXRpb24YBCABKAsyJi56YXJyZ2F0ZS5nYXRld2F5LnYxLlNoYXJlZERlc3RpbmF0aW9uQgkKB21lc3NhZ2UiIAoMU2hhcmVkQXR0YWNoEhAKCGF0dGFjaGVkGAEgASgIIh8KDVNoYXJlZFJlbGVhc2USDgoGYmxvY2tzGAEgASgEIlMKFFJlYWRTbGFiU21hbGxSZXF1ZXN0EgwKBHBhdGgYASABKAkSLQoJc2VsZWN0aW9uGAIgAygLMhouemFycmdhdGUuZ2F0ZXdheS52MS5TbGljZSJ0ChVSZWFkU2xhYlNtYWxsUmVzcG9uc2USLwoGaGVhZGVyGAEgASgLMh8uemFycmdhdGUuZ2F0ZXdheS52MS5TbGFiSGVhZGVyEioKBmJsb2NrcxgCIAMoCzIaLnphcnJnYXRlLmdhdGV3YXkudjEuQmxvY2sifQoQUmVhZFNsYWJSZXNwb25zZRIxCgZoZWFkZXIYASABKAsyHy56YXJyZ2F0ZS5nYXRld2F5LnYxLlNsYWJIZWFkZXJIABIrCgVibG9jaxgCIAEoCzIaLnphcnJnYXRlLmdhdGV3YXkudjEuQmxvY2tIAEIJCgdtZXNzYWdlIrABChZSZWFkU2xhYlNoYXJlZFJlc3BvbnNlEjEKBmhlYWRlchgBIAEoCzIfLnphcnJnYXRlLmdhdGV3YXkudjEuU2xhYkhlYWRlckgAEisKBWJsb2NrGAIgASgLMhouemFycmdhdGUuZ2F0ZXdheS52MS5CbG9ja0gAEisKA2VuZBgDIAEoCzIcLnphcnJnYXRlLmdhdGV3YXkudjEuU2xhYkVuZEgAQgkKB21lc3NhZ2UiJwoHU2xhYkVuZBIcChRkZXN0aW5hdGlvbl9lbGVtZW50cxgBIAEoBCJOCg9Xcml0ZVNsYWJIZWFkZXISDAoEcGF0aBgBIAEoCRItCglzZWxlY3Rpb24YAiADKAsyGi56YXJyZ2F0ZS5nYXRld2F5LnYxLlNsaWNlIoIBChBXcml0ZVNsYWJSZXF1ZXN0EjYKBmhlYWRlchgBIAEoCzIkLnphcnJnYXRlLmdhdGV3YXkudjEuV3JpdGVTbGFiSGVhZGVySAASKwoFYmxvY2sYAiABKAsyGi56YXJyZ2F0ZS5nYXRld2F5LnYxLkJsb2NrSABCCQoHbWVzc2FnZSJCChFXcml0ZVNsYWJSZXNwb25zZRIWCg5jaHVua3Nfd3JpdHRlbhgBIAEoBBIVCg1ieXRlc193cml0dGVuGAIgASgEKlsKBkZvcm1hdBIWChJGT1JNQVRfVU5TUEVDSUZJRUQQABISCg5GT1JNQVRfWkFSUl9WMxABEhIKDkZPUk1BVF9aQVJSX1YyEAISEQoNRk9STUFUX05DWkFSUhADKk8KCE5vZGVLaW5kEhkKFU5PREVfS0lORF9VTlNQRUNJRklFRBAAEhMKD05PREVfS0lORF9HUk9VUBABEhMKD05PREVfS0lORF9BUlJBWRACKkUKCUJ5dGVPcmRlchIaChZCWVRFX09SREVSX1VOU1BFQ0lGSUVEEAASHAoYQllURV9PUkRFUl9MSVRUTEVfRU5ESUFOEAEy0QgKDEFycmF5U2VydmljZRJUCgdHZXROb2RlEiMuemFycmdhdGUuZ2F0ZXdheS52MS5HZXROb2RlUmVxdWVzdBokLnphcnJnYXRlLmdhdGV3YXkudjEuR2V0Tm9kZVJlc3BvbnNlEmUKDExpc3RDaGlsZHJlbhIoLnphcnJnYXRlLmdhdGV3YXkudjEuTGlzdENoaWxkcmVuUmVxdWVzdBopLnphcnJnYXRlLmdhdGV3YXkudjEuTGlzdENoaWxkcmVuUmVzcG9uc2UwARJgCgtDcmVhdGVHcm91cBInLnphcnJnYXRlLmdhdGV3YXkudjEuQ3JlYXRlR3JvdXBSZXF1ZXN0GiguemFycmdhdGUuZ2F0ZXdheS52MS5DcmVhdGVHcm91cFJlc3BvbnNlEmAKC0NyZWF0ZUFycmF5EicuemFycmdhdGUuZ2F0ZXdheS52MS5DcmVhdGVBcnJheVJlcXVlc3QaKC56YXJyZ2F0ZS5nYXRld2F5LnYxLkNyZWF0ZUFycmF5UmVzcG9uc2USbwoQVXBkYXRlQXR0cmlidXRlcxIsLnphcnJnYXRlLmdhdGV3YXkudjEuVXBkYXRlQXR0cmlidXRlc1JlcXVlc3QaLS56YXJyZ2F0ZS5nYXRld2F5LnYxLlVwZGF0ZUF0dHJpYnV0ZXNSZXNwb25zZRJdCgpEZWxldGVOb2RlEiYuemFycmdhdGUuZ2F0ZXdheS52MS5EZWxldGVOb2RlUmVxdWVzdBonLnphcnJnYXRlLmdhdGV3YXkudjEuRGVsZXRlTm9kZVJlc3BvbnNlEmAKC1Jlc2l6ZUFycmF5EicuemFycmdhdGUuZ2F0ZXdheS52MS5SZXNpemVBcnJheVJlcXVlc3QaKC56YXJyZ2F0ZS5nYXRld2F5LnYxLlJlc2l6ZUFycmF5UmVzcG9uc2USWQoIUmVhZFNsYWISJC56YXJyZ2F0ZS5nYXRld2F5LnYxLlJlYWRTbGFiUmVxdWVzdBolLnphcnJnYXRlLmdhdGV3YXkudjEuUmVhZFNsYWJSZXNwb25zZTABEmYKDVJlYWRTbGFiU21hbGwSKS56YXJyZ2F0ZS5nYXRld2F5LnYxLlJlYWRTbGFiU21hbGxSZXF1ZXN0GiouemFycmdhdGUuZ2F0ZXdheS52MS5SZWFkU2xhYlNtYWxsUmVzcG9uc2USbQoOUmVhZFNsYWJTaGFyZWQSKi56YXJyZ2F0ZS5nYXRld2F5LnYxLlJlYWRTbGFiU2hhcmVkUmVxdWVzdBorLnphcnJnYXRlLmdhdGV3YXkudjEuUmVhZFNsYWJTaGFyZWRSZXNwb25zZSgBMAESXAoJV3JpdGVTbGFiEiUuemFycmdhdGUuZ2F0ZXdheS52MS5Xcml0ZVNsYWJSZXF1ZXN0GiYuemFycmdhdGUuZ2F0ZXdheS52MS5Xcml0ZVNsYWJSZXNwb25zZSgBQkBaPmdpdGh1Yi5jb20vemFycmdhdGUvemFycmdhdGUvZ2VuL3phcnJnYXRlL2dhdGV3YXkvdjE7Z2F0ZXdheXYxYgZwcm90bzM");
 
 /**
  * Dimension is a named (shared) dimension, as NCZarr declares them.
@@ -675,6 +675,16 @@ export type SlabHeader = Message<"zarrgate.gateway.v1.SlabHeader"> & {
    * @generated from field: zarrgate.gateway.v1.SharedDestinationAnswer destination = 6;
    */
   destination?: SharedDestinationAnswer | undefined;
+
+  /**
+   * bulk, set only when the request asked for it and the gateway has a
+   * bulk listener, offers the blocks over a bulk connection: the stream
+   * then carries no blocks, and ends (OK or an error status) once every
+   * block has been written to the bulk connection.
+   *
+   * @generated from field: zarrgate.gateway.v1.BulkOffer bulk = 7;
+   */
+  bulk?: BulkOffer | undefined;
 };
 
 /**
@@ -683,6 +693,49 @@ export type SlabHeader = Message<"zarrgate.gateway.v1.SlabHeader"> & {
  */
 export const SlabHeaderSchema: GenMessage<SlabHeader> = /*@__PURE__*/
   messageDesc(file_zarrgate_gateway_v1_gateway, 18);
+
+/**
+ * BulkOffer is a ticket for one read's blocks over a bulk connection: a
+ * plain TCP connection (TLS with the gRPC listener's configuration when
+ * that uses TLS) to the gateway's bulk listener, cheaper per byte than
+ * the gRPC stream. The client connects to host:port, sends the 8 bytes
+ * "ZGBULK1\n" and the ticket, then reads frames: an 8-byte little-endian
+ * length, then that many bytes of a ReadSlabResponse holding one block,
+ * exactly as the stream would have sent it; a length of 0 ends the
+ * blocks. The ticket is good for one connection, for a few seconds.
+ *
+ * @generated from message zarrgate.gateway.v1.BulkOffer
+ */
+export type BulkOffer = Message<"zarrgate.gateway.v1.BulkOffer"> & {
+  /**
+   * host to connect to; empty: the host the client reached the gRPC
+   * listener by.
+   *
+   * @generated from field: string host = 1;
+   */
+  host: string;
+
+  /**
+   * port of the bulk listener.
+   *
+   * @generated from field: uint32 port = 2;
+   */
+  port: number;
+
+  /**
+   * ticket: 16 random bytes naming this read.
+   *
+   * @generated from field: bytes ticket = 3;
+   */
+  ticket: Uint8Array;
+};
+
+/**
+ * Describes the message zarrgate.gateway.v1.BulkOffer.
+ * Use `create(BulkOfferSchema)` to create a new message.
+ */
+export const BulkOfferSchema: GenMessage<BulkOffer> = /*@__PURE__*/
+  messageDesc(file_zarrgate_gateway_v1_gateway, 19);
 
 /**
  * SharedDestination is memory of a client on the gateway's host that the
@@ -730,7 +783,7 @@ export type SharedDestination = Message<"zarrgate.gateway.v1.SharedDestination">
  * Use `create(SharedDestinationSchema)` to create a new message.
  */
 export const SharedDestinationSchema: GenMessage<SharedDestination> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 19);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 20);
 
 /**
  * SharedDestinationAnswer says whether the gateway uses a destination.
@@ -760,7 +813,7 @@ export type SharedDestinationAnswer = Message<"zarrgate.gateway.v1.SharedDestina
  * Use `create(SharedDestinationAnswerSchema)` to create a new message.
  */
 export const SharedDestinationAnswerSchema: GenMessage<SharedDestinationAnswer> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 20);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 21);
 
 /**
  * SharedSegment is shared memory of the gateway (a memory file), which a
@@ -797,7 +850,7 @@ export type SharedSegment = Message<"zarrgate.gateway.v1.SharedSegment"> & {
  * Use `create(SharedSegmentSchema)` to create a new message.
  */
 export const SharedSegmentSchema: GenMessage<SharedSegment> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 21);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 22);
 
 /**
  * SharedRange is where a block's data is in the shared segment.
@@ -825,7 +878,7 @@ export type SharedRange = Message<"zarrgate.gateway.v1.SharedRange"> & {
  * Use `create(SharedRangeSchema)` to create a new message.
  */
 export const SharedRangeSchema: GenMessage<SharedRange> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 22);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 23);
 
 /**
  * Block is a box of a slab.
@@ -877,7 +930,7 @@ export type Block = Message<"zarrgate.gateway.v1.Block"> & {
  * Use `create(BlockSchema)` to create a new message.
  */
 export const BlockSchema: GenMessage<Block> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 23);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 24);
 
 /**
  * ReadSlabRequest selects a hyperslab.
@@ -898,6 +951,15 @@ export type ReadSlabRequest = Message<"zarrgate.gateway.v1.ReadSlabRequest"> & {
    * @generated from field: repeated zarrgate.gateway.v1.Slice selection = 2;
    */
   selection: Slice[];
+
+  /**
+   * bulk: the client can take the blocks over a bulk connection. A
+   * gateway with a bulk listener then answers with an offer in the header
+   * (SlabHeader.bulk); without one, the blocks come through the stream.
+   *
+   * @generated from field: bool bulk = 3;
+   */
+  bulk: boolean;
 };
 
 /**
@@ -905,7 +967,7 @@ export type ReadSlabRequest = Message<"zarrgate.gateway.v1.ReadSlabRequest"> & {
  * Use `create(ReadSlabRequestSchema)` to create a new message.
  */
 export const ReadSlabRequestSchema: GenMessage<ReadSlabRequest> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 24);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 25);
 
 /**
  * ReadSlabSharedRequest is a message of a ReadSlabShared call: first the
@@ -962,7 +1024,7 @@ export type ReadSlabSharedRequest = Message<"zarrgate.gateway.v1.ReadSlabSharedR
  * Use `create(ReadSlabSharedRequestSchema)` to create a new message.
  */
 export const ReadSlabSharedRequestSchema: GenMessage<ReadSlabSharedRequest> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 25);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 26);
 
 /**
  * SharedAttach answers the header's segment offer.
@@ -984,7 +1046,7 @@ export type SharedAttach = Message<"zarrgate.gateway.v1.SharedAttach"> & {
  * Use `create(SharedAttachSchema)` to create a new message.
  */
 export const SharedAttachSchema: GenMessage<SharedAttach> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 26);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 27);
 
 /**
  * SharedRelease says the client is done with the shared data of the next
@@ -1006,7 +1068,7 @@ export type SharedRelease = Message<"zarrgate.gateway.v1.SharedRelease"> & {
  * Use `create(SharedReleaseSchema)` to create a new message.
  */
 export const SharedReleaseSchema: GenMessage<SharedRelease> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 27);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 28);
 
 /**
  * ReadSlabSmallRequest selects a small hyperslab, as ReadSlabRequest.
@@ -1034,7 +1096,7 @@ export type ReadSlabSmallRequest = Message<"zarrgate.gateway.v1.ReadSlabSmallReq
  * Use `create(ReadSlabSmallRequestSchema)` to create a new message.
  */
 export const ReadSlabSmallRequestSchema: GenMessage<ReadSlabSmallRequest> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 28);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 29);
 
 /**
  * ReadSlabSmallResponse is a whole small slab.
@@ -1062,7 +1124,7 @@ export type ReadSlabSmallResponse = Message<"zarrgate.gateway.v1.ReadSlabSmallRe
  * Use `create(ReadSlabSmallResponseSchema)` to create a new message.
  */
 export const ReadSlabSmallResponseSchema: GenMessage<ReadSlabSmallResponse> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 29);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 30);
 
 /**
  * ReadSlabResponse is the header (first message) or a block.
@@ -1099,7 +1161,7 @@ export type ReadSlabResponse = Message<"zarrgate.gateway.v1.ReadSlabResponse"> &
  * Use `create(ReadSlabResponseSchema)` to create a new message.
  */
 export const ReadSlabResponseSchema: GenMessage<ReadSlabResponse> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 30);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 31);
 
 /**
  * ReadSlabSharedResponse is the header (first message) or a block, as in
@@ -1148,7 +1210,7 @@ export type ReadSlabSharedResponse = Message<"zarrgate.gateway.v1.ReadSlabShared
  * Use `create(ReadSlabSharedResponseSchema)` to create a new message.
  */
 export const ReadSlabSharedResponseSchema: GenMessage<ReadSlabSharedResponse> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 31);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 32);
 
 /**
  * SlabEnd marks the end of a ReadSlabShared stream's blocks.
@@ -1170,7 +1232,7 @@ export type SlabEnd = Message<"zarrgate.gateway.v1.SlabEnd"> & {
  * Use `create(SlabEndSchema)` to create a new message.
  */
 export const SlabEndSchema: GenMessage<SlabEnd> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 32);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 33);
 
 /**
  * WriteSlabHeader opens a WriteSlab stream.
@@ -1198,7 +1260,7 @@ export type WriteSlabHeader = Message<"zarrgate.gateway.v1.WriteSlabHeader"> & {
  * Use `create(WriteSlabHeaderSchema)` to create a new message.
  */
 export const WriteSlabHeaderSchema: GenMessage<WriteSlabHeader> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 33);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 34);
 
 /**
  * WriteSlabRequest is the header (first message) or a block.
@@ -1235,7 +1297,7 @@ export type WriteSlabRequest = Message<"zarrgate.gateway.v1.WriteSlabRequest"> &
  * Use `create(WriteSlabRequestSchema)` to create a new message.
  */
 export const WriteSlabRequestSchema: GenMessage<WriteSlabRequest> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 34);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 35);
 
 /**
  * WriteSlabResponse reports what was written.
@@ -1263,7 +1325,7 @@ export type WriteSlabResponse = Message<"zarrgate.gateway.v1.WriteSlabResponse">
  * Use `create(WriteSlabResponseSchema)` to create a new message.
  */
 export const WriteSlabResponseSchema: GenMessage<WriteSlabResponse> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 35);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 36);
 
 /**
  * Format is how a node is stored.

@@ -207,20 +207,32 @@ class Slice(_message.Message):
     def __init__(self, start: _Optional[int] = ..., stop: _Optional[int] = ..., step: _Optional[int] = ...) -> None: ...
 
 class SlabHeader(_message.Message):
-    __slots__ = ("shape", "data_type", "byte_order", "element_size", "shared_segment", "destination")
+    __slots__ = ("shape", "data_type", "byte_order", "element_size", "shared_segment", "destination", "bulk")
     SHAPE_FIELD_NUMBER: _ClassVar[int]
     DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
     BYTE_ORDER_FIELD_NUMBER: _ClassVar[int]
     ELEMENT_SIZE_FIELD_NUMBER: _ClassVar[int]
     SHARED_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    BULK_FIELD_NUMBER: _ClassVar[int]
     shape: _containers.RepeatedScalarFieldContainer[int]
     data_type: str
     byte_order: ByteOrder
     element_size: int
     shared_segment: SharedSegment
     destination: SharedDestinationAnswer
-    def __init__(self, shape: _Optional[_Iterable[int]] = ..., data_type: _Optional[str] = ..., byte_order: _Optional[_Union[ByteOrder, str]] = ..., element_size: _Optional[int] = ..., shared_segment: _Optional[_Union[SharedSegment, _Mapping]] = ..., destination: _Optional[_Union[SharedDestinationAnswer, _Mapping]] = ...) -> None: ...
+    bulk: BulkOffer
+    def __init__(self, shape: _Optional[_Iterable[int]] = ..., data_type: _Optional[str] = ..., byte_order: _Optional[_Union[ByteOrder, str]] = ..., element_size: _Optional[int] = ..., shared_segment: _Optional[_Union[SharedSegment, _Mapping]] = ..., destination: _Optional[_Union[SharedDestinationAnswer, _Mapping]] = ..., bulk: _Optional[_Union[BulkOffer, _Mapping]] = ...) -> None: ...
+
+class BulkOffer(_message.Message):
+    __slots__ = ("host", "port", "ticket")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    TICKET_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    port: int
+    ticket: bytes
+    def __init__(self, host: _Optional[str] = ..., port: _Optional[int] = ..., ticket: _Optional[bytes] = ...) -> None: ...
 
 class SharedDestination(_message.Message):
     __slots__ = ("pid", "fd", "size", "token")
@@ -275,12 +287,14 @@ class Block(_message.Message):
     def __init__(self, origin: _Optional[_Iterable[int]] = ..., shape: _Optional[_Iterable[int]] = ..., data: _Optional[bytes] = ..., offsets: _Optional[_Iterable[int]] = ..., shared: _Optional[_Union[SharedRange, _Mapping]] = ...) -> None: ...
 
 class ReadSlabRequest(_message.Message):
-    __slots__ = ("path", "selection")
+    __slots__ = ("path", "selection", "bulk")
     PATH_FIELD_NUMBER: _ClassVar[int]
     SELECTION_FIELD_NUMBER: _ClassVar[int]
+    BULK_FIELD_NUMBER: _ClassVar[int]
     path: str
     selection: _containers.RepeatedCompositeFieldContainer[Slice]
-    def __init__(self, path: _Optional[str] = ..., selection: _Optional[_Iterable[_Union[Slice, _Mapping]]] = ...) -> None: ...
+    bulk: bool
+    def __init__(self, path: _Optional[str] = ..., selection: _Optional[_Iterable[_Union[Slice, _Mapping]]] = ..., bulk: _Optional[bool] = ...) -> None: ...
 
 class ReadSlabSharedRequest(_message.Message):
     __slots__ = ("read", "attach", "release", "destination")
