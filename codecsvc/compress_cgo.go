@@ -25,15 +25,18 @@ import "C"
 
 import (
 	"runtime"
+	"slices"
 	"unsafe"
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
+	"github.com/zarrgate/zarrgate/internal/complevel"
 )
 
 func init() {
 	cInflate = libdeflateInflate
 	cZstdEncode = libzstdEncode
+	complevel.CAppendZstd = libzstdAppend
 }
 
 // cPool keeps a few C contexts (pointers) for reuse; contexts beyond
@@ -118,6 +121,27 @@ func libdeflateInflate(container string, b []byte, capacity int) (out []byte, fi
 
 // libzstdEncode compresses b at a libzstd level, into one frame with
 // its content size and, if asked, a checksum.
+// libzstdAppend appends one libzstd frame of src to dst (for Blosc's
+// zstd blocks, through complevel.EncodeZstd), growing dst if its spare
+// capacity is short of libzstd's bound.
+func libzstdAppend(dst, src []byte, level int, checksum bool) ([]byte, error) {
+	c := zstdCCtxs.get(func() *C.ZSTD_CCtx { return C.ZSTD_createCCtx() })
+	defer zstdCCtxs.put(c)
+	if c == nil {
+		return nil, errs.New(errs.ResourceExhausted, "zstd: no memory for an encoder")
+	}
+	C.ZSTD_CCtx_reset(c, C.ZSTD_reset_session_and_parameters)
+	C.ZSTD_CCtx_setParameter(c, C.ZSTD_c_compressionLevel, C.int(level))
+	C.ZSTD_CCtx_setParameter(c, C.ZSTD_c_checksumFlag, C.int(map[bool]int{true: 1}[checksum]))
+	dst = slices.Grow(dst, int(C.ZSTD_compressBound(C.size_t(len(src)))))
+	free := dst[len(dst):cap(dst)]
+	n := C.ZSTD_compress2(c, ptr(free), C.size_t(len(free)), ptr(src), C.size_t(len(src)))
+	if C.ZSTD_isError(n) != 0 {
+		return nil, errs.New(errs.Internal, "zstd: %s", C.GoString(C.ZSTD_getErrorName(n)))
+	}
+	return dst[:len(dst)+int(n)], nil
+}
+
 func libzstdEncode(b []byte, level int, checksum bool) ([]byte, error) {
 	c := zstdCCtxs.get(func() *C.ZSTD_CCtx { return C.ZSTD_createCCtx() })
 	defer zstdCCtxs.put(c)

@@ -11,3 +11,13 @@ func zstdParity(level int) float64 {
 	}
 	return 0.95
 }
+
+// bloscZstdParity: Blosc's zstd blocks go through libzstd too, as in
+// c-blosc; clevel 9 is zstd's level 22, where zstdParity's gap between
+// libzstd versions applies.
+func bloscZstdParity(level int) float64 {
+	if level == 9 {
+		return zstdParity(22)
+	}
+	return zstdParity(2*level - 1)
+}

@@ -109,12 +109,21 @@ func (p *zstdPool) put(k zstdKey, e *zstd.Encoder) {
 	<-p.slots
 }
 
+// CAppendZstd, set by the cgocodecs build (codecsvc/compress_cgo.go),
+// appends one frame of src encoded by libzstd at a level to dst. When
+// set, EncodeZstd uses it instead of the pool below: Blosc's zstd blocks
+// then compress as c-blosc's do (docs/benchmarks.md, target 6).
+var CAppendZstd func(dst, src []byte, level int, crc bool) ([]byte, error)
+
 // EncodeZstd appends one zstd frame of src at a libzstd level (0:
 // ZstdDefault), with a content checksum if crc, to dst. Encodes run on
 // pooled encoders, at most MaxZstdEncoders at once across the process:
 // one encoder per call would cost its 6–18 MiB of state each time, and
 // one shared encoder would run every encode one after the other.
 func EncodeZstd(dst, src []byte, level int, crc bool) ([]byte, error) {
+	if CAppendZstd != nil {
+		return CAppendZstd(dst, src, level, crc)
+	}
 	p := encoders()
 	k := zstdKey{level, crc}
 	e, err := p.get(k)
