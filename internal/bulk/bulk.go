@@ -144,6 +144,9 @@ func Listen(addr string, cfg Config) (*Listener, error) {
 // Addr is the listener's address.
 func (l *Listener) Addr() net.Addr { return l.lis.Addr() }
 
+// TTL is how long a ticket waits for its connection.
+func (l *Listener) TTL() time.Duration { return l.cfg.TicketTTL }
+
 // TLS reports whether the listener serves TLS.
 func (l *Listener) TLS() bool { return l.cfg.TLS != nil }
 
