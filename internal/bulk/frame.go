@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -89,6 +90,9 @@ func (w *Writer) End() error {
 // client's largest gRPC message.
 const MaxFrame = 64 << 20
 
+// ErrTooLarge is Reader.Next's error for a frame over the reader's max.
+var ErrTooLarge = errors.New("bulk: frame too large")
+
 // Reader reads the frames of a bulk connection.
 type Reader struct {
 	r   *bufio.Reader
@@ -122,7 +126,7 @@ func (r *Reader) Next(own bool) ([]byte, error) {
 		return nil, io.EOF
 	}
 	if n > uint64(r.max) {
-		return nil, fmt.Errorf("bulk: a frame of %d bytes, more than the %d taken", n, r.max)
+		return nil, fmt.Errorf("%w: %d bytes, more than the %d taken", ErrTooLarge, n, r.max)
 	}
 	var b []byte
 	if own {
