@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
@@ -109,11 +111,61 @@ type bulkIn struct {
 	conn net.Conn
 	r    *bulk.Reader
 	stop func() bool // of the AfterFunc closing conn with the read's context
+
+	// The first frame, read by open.
+	first    []byte
+	firstErr error
+	peeked   bool
 }
 
-func newBulkIn(ctx context.Context, conn net.Conn) *bulkIn {
-	return &bulkIn{conn: conn, r: bulk.NewReader(conn, MaxMessageSize),
+// callError is open's error when the call itself failed: its status.
+type callError struct{ err error }
+
+func (e callError) Error() string { return e.err.Error() }
+
+// refusalWait is how long open waits for the call's status when the bulk
+// connection ends before its first frame: the server ends a failed read
+// at once, while a refused hello (a ticket the listener did not take, a
+// listener over its limit, a client certificate refused after a TLS 1.3
+// handshake) leaves the call waiting for a connection that never comes.
+const refusalWait = time.Second
+
+// open connects to the bulk listener of an offer, sends the hello and
+// reads the first frame (own: into a buffer of its own). An error means
+// the bulk connection is not usable, and the read should be made again
+// through the stream; or, as a callError, that the call failed.
+func (s *bulkState) open(ctx context.Context, o *gatewayv1.BulkOffer, stream grpc.ClientStream, cancel context.CancelFunc, own bool) (*bulkIn, error) {
+	conn, err := s.dial(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	b := &bulkIn{conn: conn, r: bulk.NewReader(conn, MaxMessageSize),
 		stop: context.AfterFunc(ctx, func() { conn.Close() })}
+	b.first, b.firstErr = b.r.Next(own)
+	b.peeked = true
+	if b.firstErr == nil || b.firstErr == io.EOF || ctx.Err() != nil || errors.Is(b.firstErr, bulk.ErrTooLarge) {
+		return b, nil // next reports what there is to report
+	}
+	b.close()
+	// Closed before the first frame: a failed read (its status comes at
+	// once), or a refused hello (no status: the server still waits).
+	done := make(chan error, 1)
+	go func() {
+		var m gatewayv1.ReadSlabResponse
+		done <- stream.RecvMsg(&m)
+	}()
+	t := time.NewTimer(refusalWait)
+	defer t.Stop()
+	select {
+	case serr := <-done:
+		if status.Code(serr) != codes.OK {
+			return nil, callError{serr}
+		}
+	case <-t.C:
+		cancel()
+		<-done
+	}
+	return nil, fmt.Errorf("the bulk connection ended before its first frame: %w", b.firstErr)
 }
 
 func (b *bulkIn) close() {
@@ -125,7 +177,13 @@ func (b *bulkIn) close() {
 // io.EOF after the end frame and the call's OK; any other error is the
 // read's, the call's status when it has one.
 func (b *bulkIn) next(ctx context.Context, stream grpc.ClientStream, path string, own bool) ([]byte, error) {
-	f, err := b.r.Next(own)
+	var f []byte
+	var err error
+	if b.peeked {
+		f, err, b.first, b.peeked = b.first, b.firstErr, nil, false
+	} else {
+		f, err = b.r.Next(own)
+	}
 	if err == nil {
 		return f, nil
 	}

@@ -3,12 +3,14 @@ package client_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,12 +21,14 @@ import (
 
 	"github.com/zarrgate/zarrgate/client"
 	"github.com/zarrgate/zarrgate/codecsvc"
+	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/gateway"
 	"github.com/zarrgate/zarrgate/gateway/arrayserver"
 	"github.com/zarrgate/zarrgate/internal/bulk"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/internal/testcerts"
 	"github.com/zarrgate/zarrgate/internal/tlsconf"
+	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
 )
 
@@ -346,5 +350,63 @@ func TestBulkStopEarly(t *testing.T) {
 	s.idle(t)
 	if got := s.bulk.Counts()[bulk.ResultAccepted]; got != 3 || s.asked.Load() != 3 {
 		t.Fatalf("%d bulk connections for 3 reads", got)
+	}
+}
+
+// TestBulkRefusedFallsBack: a bulk listener that closes the client's
+// connection before any frame (over its connection limit here) makes the
+// client read through the stream at once, not wait for the server to
+// give up on the ticket.
+func TestBulkRefusedFallsBack(t *testing.T) {
+	ctx := context.Background()
+	s := newBulkServer(t, nil, bulk.Config{MaxConns: 1, HelloTimeout: time.Hour}, nil)
+	hold, err := net.Dial("tcp", s.bulk.Addr().String()) // the one connection, in its hello
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Close()
+	for s.bulk.Open() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	c := dialT(t, s.addr, client.WithSharedMemory(false))
+	a, err := c.CreateArray(ctx, "r", client.ArraySpec{Shape: []int64{600, 600}, DataType: "float32", ChunkShape: []int64{300, 300}, FillValue: "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		v, _, err := client.Read[float32](ctx, a, nil)
+		if err != nil || len(v) != 600*600 || v[600*600-1] != 3 {
+			t.Fatalf("read: %v", err)
+		}
+	}
+	if got := s.bulk.Counts(); got[bulk.ResultOverLimit] != 1 || s.asked.Load() != 1 {
+		t.Fatalf("%d calls asked for bulk; connections %v", s.asked.Load(), got)
+	}
+}
+
+// TestBulkReadFails: a read that fails on the server after its offer
+// (a corrupt chunk) reports the server's error, and bulk stays on.
+func TestBulkReadFails(t *testing.T) {
+	ctx := context.Background()
+	s := newBulkServer(t, nil, bulk.Config{}, nil)
+	c := dialT(t, s.addr, client.WithSharedMemory(false))
+	a, err := c.CreateArray(ctx, "bad", client.ArraySpec{Shape: []int64{600, 600}, DataType: "float32", ChunkShape: []int64{600, 600}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Store(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Set(ctx, "bad/c/0/0", strings.NewReader("not zstd at all"), storesvc.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, _, err := client.Read[float32](ctx, a, nil); !errors.Is(err, errs.DataLoss) {
+			t.Fatalf("read %d of a corrupt chunk: %v", i, err)
+		}
+	}
+	if n := s.asked.Load(); n != 2 {
+		t.Fatalf("%d of 2 reads asked for bulk", n)
 	}
 }

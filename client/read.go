@@ -6,6 +6,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -160,19 +161,24 @@ func (a *Array) blocksVia2(ctx context.Context, arrays gatewayv1.ArrayServiceCli
 	}
 	var bk *bulkIn
 	if o := h.GetBulk(); o != nil && tryBulk && !shared {
-		conn, err := a.c.bulk.dial(ctx, o)
+		var err error
+		bk, err = a.c.bulk.open(ctx, o, stream, cancel, mode == recvOwned)
 		if err != nil {
 			// Not reachable from here (a firewall, a proxy, a listener
-			// behind NAT without --bulk-advertise): the read again through
-			// the stream, and no bulk for a while.
+			// behind NAT without --bulk-advertise), or the connection
+			// refused before its first frame: the read again through the
+			// stream, and no bulk for a while.
 			cancel()
 			if parent.Err() != nil {
 				return nil, nil, grpcerr.FromStatus(status.FromContextError(parent.Err()).Err())
 			}
+			var st callError
+			if errors.As(err, &st) {
+				return nil, nil, grpcerr.FromStatus(st.err)
+			}
 			a.c.bulk.failed(err)
 			return a.blocksVia2(parent, arrays, sel, mode, dest, false)
 		}
-		bk = newBulkIn(ctx, conn)
 	}
 	var sh *sharedIn
 	if seg := h.GetSharedSegment(); shared && seg != nil {

@@ -107,7 +107,10 @@ func NewReader(r io.Reader, max int) *Reader {
 	if max <= 0 {
 		max = MaxFrame
 	}
-	return &Reader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+	// A small buffer: it saves system calls on small frames, while
+	// frames larger than it are read straight into their own buffer (all
+	// but what the buffer held already), not copied through it.
+	return &Reader{r: bufio.NewReaderSize(r, 8<<10), max: max}
 }
 
 // Next returns the next frame's bytes: in the reader's one buffer, valid
