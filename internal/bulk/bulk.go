@@ -275,19 +275,24 @@ func (l *Listener) handle(c *conn) {
 	}
 	var id [TicketSize]byte
 	copy(id[:], hello[len(Magic):])
+	raw.SetDeadline(time.Time{})
+	// The hand-off happens under the lock that Cancel takes: either the
+	// ticket is still there and its connection is in t.conn before a
+	// Cancel can look (which then closes it), or Cancel removed the
+	// ticket first and the connection is refused here; never a
+	// connection handed to a ticket nobody waits for.
 	l.mu.Lock()
 	t := l.tickets[id]
 	if t != nil {
 		delete(l.tickets, id)
+		t.conn <- nc // buffered: the ticket's one connection
 	}
 	l.mu.Unlock()
 	if t == nil {
 		l.refuse(c, ResultUnknownTicket, "hello", errors.New("no such ticket (never issued, used already or expired)"))
 		return
 	}
-	raw.SetDeadline(time.Time{})
 	l.count(ResultAccepted)
-	t.conn <- nc // buffered: the ticket's one connection
 }
 
 func timeoutOr(err error, result string) string {
@@ -414,6 +419,8 @@ func (t *Ticket) Cancel() {
 		delete(t.l.tickets, t.id)
 	}
 	t.l.mu.Unlock()
+	// Past the lock, no connection can be handed to t any more (handle
+	// hands off under it): one handed before is in t.conn.
 	select {
 	case c := <-t.conn:
 		c.Close()
