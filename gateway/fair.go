@@ -224,6 +224,18 @@ func (c *call) signal() {
 	}
 }
 
+// fetchSlot takes a slot of the share of the call ctx carries for a store
+// read that needs no decoding (a whole raw chunk read straight into the
+// client's memory), when the store's reads run on this process's
+// processors and the call shares the gateway; otherwise none. Alone, or
+// waiting on a store elsewhere, a call's fetches take no slots.
+func (g *Gateway) fetchSlot(ctx context.Context) (func(), error) {
+	if c := callOf(ctx); g.localReads && c.shared() {
+		return c.acquire(ctx)
+	}
+	return func() {}, nil
+}
+
 type callKey struct{}
 
 // withCall returns ctx carrying c, whose slots the chunk work done under

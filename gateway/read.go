@@ -459,7 +459,12 @@ func (g *Gateway) readDirect(ctx context.Context, l *layout, batch []readTask, s
 			return append(rest, batch[i:]...), nil
 		}
 		key := l.key(t.coords)
+		done, err := g.fetchSlot(ctx)
+		if err != nil {
+			return nil, err
+		}
 		_, err = retry(ctx, g.cfg.StoreRetries, func() (struct{}, error) { return struct{}{}, g.readWhole(ctx, key, buf) })
+		done()
 		switch {
 		case errors.Is(err, storesvc.ErrNotFound):
 			l.fill.fillBuf(buf)
@@ -497,7 +502,12 @@ func (g *Gateway) readRows(ctx context.Context, l *layout, t readTask, rs RowSin
 	}
 	*list = vecs
 	key := l.key(t.coords)
+	slotDone, err := g.fetchSlot(ctx)
+	if err != nil {
+		return false, err
+	}
 	_, err = retry(ctx, g.cfg.StoreRetries, func() (struct{}, error) { return struct{}{}, g.readWholeVec(ctx, key, vecs) })
+	slotDone()
 	switch {
 	case errors.Is(err, storesvc.ErrNotFound):
 		for _, v := range vecs {
@@ -570,6 +580,28 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 			return g.readFetched(ctx, l, fd, batch, out)
 		}
 	}
+	// Sharing the gateway, with the store's reads and the codecs both on
+	// this process's processors: a chunk at a time, its fetch, decode and
+	// placement under one slot of the call's share (fair.go), so that the
+	// call's fetches do not keep more of its goroutines busy than its
+	// share either.
+	held := false
+	if g.localReads && l.codec.inProcess() && callOf(ctx).shared() {
+		if len(batch) > 1 {
+			for i := range batch {
+				if err := g.readChunks(ctx, l, batch[i:i+1], out); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		done, err := l.codec.slot(ctx)
+		if err != nil {
+			return err
+		}
+		defer done()
+		held = true
+	}
 	reqs := make([]storesvc.KeyRange, len(batch))
 	for i, t := range batch {
 		reqs[i] = storesvc.KeyRange{Key: l.key(t.coords)}
@@ -606,11 +638,14 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 			var decoded []chunk
 			selected := false
 			if hi > k {
-				done, err := l.codec.slot(ctx)
-				if err != nil {
-					return err
+				if !held {
+					done, err := l.codec.slot(ctx)
+					if err != nil {
+						return err
+					}
+					defer done()
 				}
-				defer done()
+				var err error
 				decoded, selected, err = decodeUnits(ctx, l, encoded[k:hi], dims[k:hi])
 				if err != nil {
 					return g.blameChunk(shiftItem(err, k), reqs, vals)
