@@ -208,6 +208,28 @@ func (c *call) acquire(ctx context.Context) (func(), error) {
 	}
 }
 
+// next is called by a worker that holds one of c's slots between two
+// units of its work (the chunks of a batch, sharing): it keeps the slot,
+// after letting the goroutines waiting for a processor run first
+// (runtime.Gosched), unless calls without workers are in progress or c
+// holds more than its share now, when it gives the slot back and takes
+// one again as acquire does (waiting, for up to fairYield, for the calls
+// without workers to end). It returns the function that gives back the
+// slot held then; on an error, none is held.
+func (c *call) next(ctx context.Context) (func(), error) {
+	s := c.s
+	s.mu.Lock()
+	n, _ := c.limit(time.Now())
+	keep := s.active == s.workers && c.running <= n
+	s.mu.Unlock()
+	if keep {
+		runtime.Gosched()
+		return c.release, nil
+	}
+	c.release()
+	return c.acquire(ctx)
+}
+
 // release gives a slot back.
 func (c *call) release() {
 	c.s.mu.Lock()

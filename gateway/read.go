@@ -582,26 +582,35 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 	}
 	// Sharing the gateway, with the store's reads and the codecs both on
 	// this process's processors: a chunk at a time, its fetch, decode and
-	// placement under one slot of the call's share (fair.go), so that the
-	// call's fetches do not keep more of its goroutines busy than its
-	// share either.
-	held := false
-	if g.localReads && l.codec.inProcess() && callOf(ctx).shared() {
-		if len(batch) > 1 {
-			for i := range batch {
-				if err := g.readChunks(ctx, l, batch[i:i+1], out); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		done, err := l.codec.slot(ctx)
+	// placement all under one slot of the call's share (fair.go), so that
+	// the call's fetches do not keep more of its goroutines busy than its
+	// share either. The worker keeps its slot from chunk to chunk of the
+	// batch unless others need it (call.next).
+	if c := callOf(ctx); g.localReads && l.codec.inProcess() && c.shared() {
+		release, err := c.acquire(ctx)
 		if err != nil {
 			return err
 		}
-		defer done()
-		held = true
+		for i := range batch {
+			if i > 0 {
+				if release, err = c.next(ctx); err != nil {
+					return err
+				}
+			}
+			if err := g.readChunksHeld(ctx, l, batch[i:i+1], out, true); err != nil {
+				release()
+				return err
+			}
+		}
+		release()
+		return nil
 	}
+	return g.readChunksHeld(ctx, l, batch, out, false)
+}
+
+// readChunksHeld is readChunks past the choice of a path; held says the
+// caller holds a slot for the batch's decode.
+func (g *Gateway) readChunksHeld(ctx context.Context, l *layout, batch []readTask, out func(Block) error, held bool) error {
 	reqs := make([]storesvc.KeyRange, len(batch))
 	for i, t := range batch {
 		reqs[i] = storesvc.KeyRange{Key: l.key(t.coords)}
