@@ -34,11 +34,14 @@ var fairYield = 2 * time.Millisecond // a variable for tests
 // all processors but one between them, at least one slot each, so that
 // one processor stays free for the others' requests and small reads
 // (which run in their own goroutine, without slots) and no call is ever
-// starved. Store reads take no slots: waiting on the store uses no
-// processor. Sharing, a call's workers also take a slot per chunk rather
-// than per batch (readChunks), and a batch waits up to fairYield for the
-// calls without workers in progress to end, so that a small read's work
-// runs first instead of beside a big call's.
+// starved. Alone, or from a store elsewhere, store reads take no slots:
+// waiting on the store uses no processor. Sharing, a call's workers also
+// take a slot per chunk rather than per batch (readChunks), its reads from
+// a store read in this process (Gateway.localReads: copying from the page
+// cache) are made under the chunk's slot too, a chunk at a time, and a
+// batch waits up to fairYield for the calls without workers in progress to
+// end, so that a small read's work runs first instead of beside a big
+// call's.
 type scheduler struct {
 	procs, parallelism int
 
