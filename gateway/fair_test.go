@@ -540,19 +540,22 @@ func (countingSink) Alloc(_ context.Context, n int64) ([]byte, func(*Block), err
 // read with 8 workers, from a store read in this process, runs one unit of
 // chunk work at a time on a gateway of two processors (its share: one
 // slot), its store reads as well as its decodes and placements, and reads
-// right; alone, its fetches take no slots (the store's GetPartialValues
-// reads a batch's chunks at once). A store that waits elsewhere
-// (LocalReads false) keeps its fetches out of the slots while sharing.
+// right: zstd chunks, whole raw chunks read straight into the sink's
+// memory, raw chunks read in part. A store that waits elsewhere
+// (LocalReads false) is not counted as the gateway's work; its read is
+// right too.
 func TestSharedFetchesTakeSlots(t *testing.T) {
 	u := &unitCounter{}
 	for _, c := range []struct {
 		name   string
 		local  bool
 		codecs string
+		step   int64 // every step-th row read
 	}{
-		{"local store, zstd", true, zstdBytes},
-		{"local store, raw chunks read straight into place", true, `[{"name":"bytes"}]`},
-		{"store elsewhere, zstd", false, zstdBytes},
+		{"local store, zstd", true, zstdBytes, 1},
+		{"local store, raw chunks read straight into place", true, `[{"name":"bytes"}]`, 1},
+		{"local store, raw chunks read in part", true, `[{"name":"bytes"}]`, 4},
+		{"store elsewhere, zstd", false, zstdBytes, 1},
 	} {
 		t.Log(c.name)
 		local := c.local
@@ -572,9 +575,14 @@ func TestSharedFetchesTakeSlots(t *testing.T) {
 		if _, err := g.WriteSlab(ctx, "a", nil, nextFrom([]Block{{Origin: []int64{0, 0}, Shape: []int64{256, 256}, Data: data}})); err != nil {
 			t.Fatal(err)
 		}
+		var want []byte
+		for r := int64(0); r < 256; r += c.step {
+			want = append(want, data[r*256:(r+1)*256]...)
+		}
 		read := func() []byte {
-			got := make([]byte, len(data))
-			err := g.ReadSlabTo(ctx, "a", nil, func(SlabInfo) error { return nil }, countingSink{u}, func(b Block) error {
+			got := make([]byte, len(want))
+			sel := []zarr.Range{{Start: 0, Stop: 256, Step: c.step}, {Start: 0, Stop: 256, Step: 1}}
+			err := g.ReadSlabTo(ctx, "a", sel, func(SlabInfo) error { return nil }, countingSink{u}, func(b Block) error {
 				for r := range b.Shape[0] {
 					copy(got[(b.Origin[0]+r)*256+b.Origin[1]:], b.Data[r*b.Shape[1]:(r+1)*b.Shape[1]])
 				}
@@ -590,7 +598,7 @@ func TestSharedFetchesTakeSlots(t *testing.T) {
 			// Alone or not, with a store elsewhere the fetches are as
 			// before: the count only shows they ran; the shares of the
 			// decodes are TestReadSharesProcessors's.
-			if string(read()) != string(data) {
+			if string(read()) != string(want) {
 				t.Fatal("the slab read differs from what was written")
 			}
 			continue
@@ -610,8 +618,8 @@ func TestSharedFetchesTakeSlots(t *testing.T) {
 		})
 		<-inEmit
 		u.peak.Store(0)
-		if string(read()) != string(data) {
-			t.Fatal("the slab read beside another call differs from what was written")
+		if string(read()) != string(want) {
+			t.Fatalf("%s: the slab read beside another call differs from what was written", c.name)
 		}
 		if p := u.peak.Load(); p != 1 {
 			t.Errorf("%s: beside a call without workers, %d units of chunk work (store reads, decodes, placements) ran at once on 2 processors, want 1", c.name, p)
