@@ -251,11 +251,12 @@ func (c *call) signal() {
 
 // fetchSlot takes a slot of the share of the call ctx carries for a store
 // read that needs no decoding (a whole raw chunk read straight into the
-// client's memory), when the store's reads run on this process's
-// processors and the call shares the gateway; otherwise none. Alone, or
-// waiting on a store elsewhere, a call's fetches take no slots.
+// client's memory), when the store's reads and the codecs run on this
+// process's processors and the call shares the gateway; otherwise none.
+// Alone, waiting on a store elsewhere, or with the codecs on codec workers
+// (whose calls' work here takes no slots), a call's fetches take none.
 func (g *Gateway) fetchSlot(ctx context.Context) (func(), error) {
-	if c := callOf(ctx); g.localReads && c.shared() {
+	if c := callOf(ctx); g.localReads && g.inProcess && c.shared() {
 		return c.acquire(ctx)
 	}
 	return func() {}, nil
