@@ -541,7 +541,8 @@ func (countingSink) Alloc(_ context.Context, n int64) ([]byte, func(*Block), err
 // chunk work at a time on a gateway of two processors (its share: one
 // slot), its store reads as well as its decodes and placements, and reads
 // right: zstd chunks, whole raw chunks read straight into the sink's
-// memory, raw chunks read in part. A store that waits elsewhere
+// memory, raw chunks read in part, the inner chunks (and indexes) of
+// shards. A store that waits elsewhere
 // (LocalReads false) is not counted as the gateway's work; its read is
 // right too.
 func TestSharedFetchesTakeSlots(t *testing.T) {
@@ -555,6 +556,7 @@ func TestSharedFetchesTakeSlots(t *testing.T) {
 		{"local store, zstd", true, zstdBytes, 1},
 		{"local store, raw chunks read straight into place", true, `[{"name":"bytes"}]`, 1},
 		{"local store, raw chunks read in part", true, `[{"name":"bytes"}]`, 4},
+		{"local store, sharded (4 inner chunks of 4×64 a shard), zstd", true, `[{"name":"sharding_indexed","configuration":{"chunk_shape":[4,64],"codecs":[{"name":"bytes"},{"name":"zstd","configuration":{"level":3}}],"index_codecs":[{"name":"bytes","configuration":{"endian":"little"}}],"index_location":"end"}}]`, 1},
 		{"store elsewhere, zstd", false, zstdBytes, 1},
 	} {
 		t.Log(c.name)

@@ -889,6 +889,17 @@ func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, k
 	if fd != nil {
 		return g.readShardFetched(ctx, l, fd, key, idx, reqs, batch, out)
 	}
+	// Sharing, with the store read in this process, the batch's fetch is
+	// made under its slot too (readChunks).
+	held := false
+	if g.localReads && l.codec.inProcess() && callOf(ctx).shared() {
+		done, err := l.codec.slot(ctx)
+		if err != nil {
+			return err
+		}
+		defer done()
+		held = true
+	}
 	runs, parts := coalesce(reqs)
 	fctx, span := startSpan(ctx, "gateway.fetch", len(reqs))
 	runVals, err := retry(fctx, g.cfg.StoreRetries, func() ([]storesvc.PartialValue, error) { return g.store.GetPartialValues(fctx, runs) })
@@ -913,11 +924,13 @@ func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, k
 	for i, v := range vals {
 		encoded[i], dims[i] = v.Data, batch[i].dims
 	}
-	done, err := l.codec.slot(ctx) // as in readChunks
-	if err != nil {
-		return err
+	if !held {
+		done, err := l.codec.slot(ctx) // as in readChunks
+		if err != nil {
+			return err
+		}
+		defer done()
 	}
-	defer done()
 	decoded, selected, err := decodeUnits(ctx, l, encoded, dims)
 	if err != nil {
 		var ie *codec.ItemError
@@ -1001,6 +1014,15 @@ func (g *Gateway) shardIndex(ctx context.Context, l *layout, key string, refresh
 			return idx, nil
 		}
 		g.stats.IndexMisses.Add(1)
+	}
+	// Sharing, a read from a store read in this process is the call's
+	// work on the processors (fair.go).
+	if g.localReads && l.codec.inProcess() && callOf(ctx).shared() {
+		done, err := l.codec.slot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
 	}
 	ctx, span := startSpan(ctx, "gateway.fetch_index", -1)
 	idx, err := retry(ctx, g.cfg.StoreRetries, func() (*shardIdx, error) { return g.readShardIndex(ctx, l, key) })
