@@ -34,11 +34,14 @@ var fairYield = 2 * time.Millisecond // a variable for tests
 // all processors but one between them, at least one slot each, so that
 // one processor stays free for the others' requests and small reads
 // (which run in their own goroutine, without slots) and no call is ever
-// starved. Store reads take no slots: waiting on the store uses no
-// processor. Sharing, a call's workers also take a slot per chunk rather
-// than per batch (readChunks), and a batch waits up to fairYield for the
-// calls without workers in progress to end, so that a small read's work
-// runs first instead of beside a big call's.
+// starved. Alone, or from a store elsewhere, store reads take no slots:
+// waiting on the store uses no processor. Sharing, a call's workers also
+// take a slot per chunk rather than per batch (readChunks), its reads from
+// a store read in this process (Gateway.localReads: copying from the page
+// cache) are made under the chunk's slot too, a chunk at a time, and a
+// batch waits up to fairYield for the calls without workers in progress to
+// end, so that a small read's work runs first instead of beside a big
+// call's.
 type scheduler struct {
 	procs, parallelism int
 
@@ -208,6 +211,28 @@ func (c *call) acquire(ctx context.Context) (func(), error) {
 	}
 }
 
+// next is called by a worker that holds one of c's slots between two
+// units of its work (the chunks of a batch, sharing): it keeps the slot,
+// after letting the goroutines waiting for a processor run first
+// (runtime.Gosched), unless calls without workers are in progress or c
+// holds more than its share now, when it gives the slot back and takes
+// one again as acquire does (waiting, for up to fairYield, for the calls
+// without workers to end). It returns the function that gives back the
+// slot held then; on an error, none is held.
+func (c *call) next(ctx context.Context) (func(), error) {
+	s := c.s
+	s.mu.Lock()
+	n, _ := c.limit(time.Now())
+	keep := s.active == s.workers && c.running <= n
+	s.mu.Unlock()
+	if keep {
+		runtime.Gosched()
+		return c.release, nil
+	}
+	c.release()
+	return c.acquire(ctx)
+}
+
 // release gives a slot back.
 func (c *call) release() {
 	c.s.mu.Lock()
@@ -222,6 +247,19 @@ func (c *call) signal() {
 	case c.wake <- struct{}{}:
 	default:
 	}
+}
+
+// fetchSlot takes a slot of the share of the call ctx carries for a store
+// read that needs no decoding (a whole raw chunk read straight into the
+// client's memory), when the store's reads and the codecs run on this
+// process's processors and the call shares the gateway; otherwise none.
+// Alone, waiting on a store elsewhere, or with the codecs on codec workers
+// (whose calls' work here takes no slots), a call's fetches take none.
+func (g *Gateway) fetchSlot(ctx context.Context) (func(), error) {
+	if c := callOf(ctx); g.localReads && g.inProcess && c.shared() {
+		return c.acquire(ctx)
+	}
+	return func() {}, nil
 }
 
 type callKey struct{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"runtime"
 	"slices"
 	"strings"
@@ -379,5 +380,253 @@ func TestSharedSelectedReads(t *testing.T) {
 				t.Errorf("on codec workers, beside another call: %d chunks read in part in %d batches, want 64 in 8", p, b)
 			}
 		})
+	}
+}
+
+// TestSchedulerNext: between two chunks a worker keeps its slot while no
+// call without workers is in progress; while one is, it gives the slot
+// back and waits, as acquire does, until that call ends (fairYield is an
+// hour here).
+func TestSchedulerNext(t *testing.T) {
+	defer func(y time.Duration) { fairYield = y }(fairYield)
+	fairYield = time.Hour
+	s := &scheduler{procs: 2, parallelism: 8}
+	big := s.begin(true)
+	defer big.end()
+	other := s.begin(true) // sharing: one slot each
+	defer other.end()
+	if _, err := big.acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	release, err := big.next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	running, waiting := big.running, s.waiting
+	s.mu.Unlock()
+	if running != 1 || waiting != 0 {
+		t.Fatalf("next with no call without workers: %d slots held, %d waiting; want 1 held, none waiting", running, waiting)
+	}
+	small := s.begin(false)
+	got := make(chan error, 1)
+	go func() {
+		r, err := big.next(ctx)
+		if err == nil {
+			release = r
+		}
+		got <- err
+	}()
+	for waiting == 0 {
+		select {
+		case <-got:
+			t.Fatal("next kept its slot while a call without workers was in progress")
+		default:
+		}
+		runtime.Gosched()
+		s.mu.Lock()
+		running, waiting = big.running, s.waiting
+		s.mu.Unlock()
+	}
+	if running != 0 {
+		t.Errorf("waiting in next, the call holds %d slots, want 0", running)
+	}
+	small.end()
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	release()
+	s.mu.Lock()
+	running = big.running
+	s.mu.Unlock()
+	if running != 0 {
+		t.Errorf("after the last release, %d slots held", running)
+	}
+	// A cancelled wait holds nothing.
+	if _, err := big.acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	small = s.begin(false)
+	defer small.end()
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := big.next(cctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("next on a cancelled context: %v", err)
+	}
+	s.mu.Lock()
+	running = big.running
+	s.mu.Unlock()
+	if running != 0 {
+		t.Errorf("after a cancelled next, %d slots held, want 0", running)
+	}
+}
+
+// unitCounter counts the units of chunk work running at once on the
+// gateway's processors: store reads (from Get to the object's Close),
+// decodes and placements, and the most at once.
+type unitCounter struct{ now, peak atomic.Int64 }
+
+func (u *unitCounter) enter() func() {
+	n := u.now.Add(1)
+	for p := u.peak.Load(); n > p && !u.peak.CompareAndSwap(p, n); p = u.peak.Load() {
+	}
+	time.Sleep(200 * time.Microsecond) // long enough for units to overlap where they may
+	return func() { u.now.Add(-1) }
+}
+
+// unitStore is a store read in this process (LocalReads) whose reads
+// count as units.
+type unitStore struct {
+	storesvc.Store
+	u     *unitCounter
+	local bool
+}
+
+func (s *unitStore) LocalReads() bool { return s.local }
+
+func (s *unitStore) Get(ctx context.Context, key string, r storesvc.ByteRange) (*storesvc.Object, error) {
+	exit := s.u.enter()
+	obj, err := s.Store.Get(ctx, key, r)
+	if err != nil {
+		exit()
+		return nil, err
+	}
+	obj.ReadCloser = &unitReader{ReadCloser: obj.ReadCloser, exit: exit}
+	return obj, nil
+}
+
+type unitReader struct {
+	io.ReadCloser
+	exit func()
+	once sync.Once
+}
+
+func (r *unitReader) Close() error {
+	r.once.Do(r.exit)
+	return r.ReadCloser.Close()
+}
+
+// countingEngine is the in-process engine whose decodes count as units.
+type countingEngine struct {
+	codec.Engine
+	u *unitCounter
+}
+
+func (e *countingEngine) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte) ([]codec.Chunk, error) {
+	defer e.u.enter()()
+	return e.Engine.Decode(ctx, spec, encoded)
+}
+
+// countingSink places blocks as they are (in the caller's memory),
+// counting each placement as a unit, and gives whole raw chunks buffers
+// to be read into (direct reads: their store read is their unit).
+type countingSink struct{ u *unitCounter }
+
+func (s countingSink) Place(ctx context.Context, b Block, push func(Block) error) error {
+	if b.Placed { // read straight into its place
+		return push(b)
+	}
+	exit := s.u.enter()
+	err := push(b)
+	exit()
+	return err
+}
+
+func (countingSink) Alloc(_ context.Context, n int64) ([]byte, func(*Block), error) {
+	return make([]byte, n), func(b *Block) { b.Placed = true }, nil
+}
+
+// TestSharedFetchesTakeSlots: beside a call without workers, a 64-chunk
+// read with 8 workers, from a store read in this process, runs one unit of
+// chunk work at a time on a gateway of two processors (its share: one
+// slot), its store reads as well as its decodes and placements, and reads
+// right: zstd chunks, whole raw chunks read straight into the sink's
+// memory, raw chunks read in part, the inner chunks (and indexes) of
+// shards. A store that waits elsewhere
+// (LocalReads false) is not counted as the gateway's work; its read is
+// right too.
+func TestSharedFetchesTakeSlots(t *testing.T) {
+	u := &unitCounter{}
+	for _, c := range []struct {
+		name   string
+		local  bool
+		codecs string
+		step   int64 // every step-th row read
+	}{
+		{"local store, zstd", true, zstdBytes, 1},
+		{"local store, raw chunks read straight into place", true, `[{"name":"bytes"}]`, 1},
+		{"local store, raw chunks read in part", true, `[{"name":"bytes"}]`, 4},
+		{"local store, sharded (4 inner chunks of 4×64 a shard), zstd", true, `[{"name":"sharding_indexed","configuration":{"chunk_shape":[4,64],"codecs":[{"name":"bytes"},{"name":"zstd","configuration":{"level":3}}],"index_codecs":[{"name":"bytes","configuration":{"endian":"little"}}],"index_location":"end"}}]`, 1},
+		{"store elsewhere, zstd", false, zstdBytes, 1},
+	} {
+		t.Log(c.name)
+		local := c.local
+		st := &unitStore{Store: memory.New(), u: u, local: local}
+		g := New(st, &countingEngine{Engine: codecsvc.NewLocal(), u: u}, Config{Parallelism: 8})
+		g.sched.procs = 2
+		if g.localReads != local {
+			t.Fatalf("a store whose LocalReads says %v: the gateway's localReads %v", local, g.localReads)
+		}
+		if _, err := g.CreateArray(ctx, "a", ArraySpec{Shape: []int64{256, 256}, DataType: "uint8", ChunkShape: []int64{4, 256}, Codecs: json.RawMessage(c.codecs)}); err != nil {
+			t.Fatal(err)
+		}
+		data := make([]byte, 256*256)
+		for i := range data {
+			data[i] = byte(i * 7 / 5)
+		}
+		if _, err := g.WriteSlab(ctx, "a", nil, nextFrom([]Block{{Origin: []int64{0, 0}, Shape: []int64{256, 256}, Data: data}})); err != nil {
+			t.Fatal(err)
+		}
+		var want []byte
+		for r := int64(0); r < 256; r += c.step {
+			want = append(want, data[r*256:(r+1)*256]...)
+		}
+		read := func() []byte {
+			got := make([]byte, len(want))
+			sel := []zarr.Range{{Start: 0, Stop: 256, Step: c.step}, {Start: 0, Stop: 256, Step: 1}}
+			err := g.ReadSlabTo(ctx, "a", sel, func(SlabInfo) error { return nil }, countingSink{u}, func(b Block) error {
+				for r := range b.Shape[0] {
+					copy(got[(b.Origin[0]+r)*256+b.Origin[1]:], b.Data[r*b.Shape[1]:(r+1)*b.Shape[1]])
+				}
+				b.free()
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		if !local {
+			// Alone or not, with a store elsewhere the fetches are as
+			// before: the count only shows they ran; the shares of the
+			// decodes are TestReadSharesProcessors's.
+			if string(read()) != string(want) {
+				t.Fatal("the slab read differs from what was written")
+			}
+			continue
+		}
+		// The other call: a one-chunk read held in its emit.
+		inEmit, release := make(chan struct{}), make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			err := g.ReadSlab(ctx, "a", []zarr.Range{{Start: 0, Stop: 1, Step: 1}, {Start: 0, Stop: 1, Step: 1}}, func(SlabInfo) error { return nil }, func(Block) error {
+				close(inEmit)
+				<-release
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+		<-inEmit
+		u.peak.Store(0)
+		if string(read()) != string(want) {
+			t.Fatalf("%s: the slab read beside another call differs from what was written", c.name)
+		}
+		if p := u.peak.Load(); p != 1 {
+			t.Errorf("%s: beside a call without workers, %d units of chunk work (store reads, decodes, placements) ran at once on 2 processors, want 1", c.name, p)
+		}
+		close(release)
+		wg.Wait()
 	}
 }

@@ -142,6 +142,10 @@ type Gateway struct {
 	// inProcess says the codec engine decodes and encodes in this
 	// process, on its processors (which the scheduler shares out).
 	inProcess bool
+	// localReads says the store's reads run on this process's processors
+	// too (storesvc.LocalReads: the file and memory stores), so that,
+	// sharing, a call's fetches take its slots as its decodes do.
+	localReads bool
 }
 
 // idleSegment is a shared-memory segment kept for a later call, with the
@@ -167,7 +171,8 @@ func New(store storesvc.Store, codecs Codecs, cfg Config) *Gateway {
 		dests:  &shm.DestCache{MaxIdle: maxIdleDests, IdleFor: destIdleFor},
 		sched:  newScheduler(cfg.Parallelism),
 		// An engine that says nothing is taken to run here.
-		inProcess: !isRemote(codecs),
+		inProcess:  !isRemote(codecs),
+		localReads: storesvc.LocalReads(store),
 	}
 }
 

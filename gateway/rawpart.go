@@ -119,6 +119,17 @@ func (g *Gateway) readRawParts(ctx context.Context, l *layout, mem *readMem, par
 // elements sv selects in them.
 func (g *Gateway) readRawPart(ctx context.Context, l *layout, t readTask, off, n int64, sv view, b Block, out func(Block) error) error {
 	key := l.key(t.coords)
+	// Sharing, a read from a store read in this process is the call's
+	// work on the processors too: under the slot of the copy (fair.go).
+	held := false
+	if g.localReads && callOf(ctx).shared() {
+		done, err := l.codec.slot(ctx)
+		if err != nil {
+			return err
+		}
+		defer done()
+		held = true
+	}
 	span := bufpool.Get(int(n))
 	defer bufpool.Put(span)
 	_, err := retry(ctx, g.cfg.StoreRetries, func() (struct{}, error) { return struct{}{}, g.readRange(ctx, l, key, off, span) })
@@ -128,11 +139,13 @@ func (g *Gateway) readRawPart(ctx context.Context, l *layout, t readTask, off, n
 	case err != nil:
 		return fmt.Errorf("chunk %q: %w", key, err)
 	}
-	done, err := l.codec.slot(ctx)
-	if err != nil {
-		return err
+	if !held {
+		done, err := l.codec.slot(ctx)
+		if err != nil {
+			return err
+		}
+		defer done()
 	}
-	defer done()
 	// copyBox writes every element of the dense box: the pooled buffer's
 	// old contents never show.
 	data := bufpool.Get(int(product(b.Shape)) * l.elem)

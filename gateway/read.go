@@ -459,7 +459,12 @@ func (g *Gateway) readDirect(ctx context.Context, l *layout, batch []readTask, s
 			return append(rest, batch[i:]...), nil
 		}
 		key := l.key(t.coords)
+		done, err := g.fetchSlot(ctx)
+		if err != nil {
+			return nil, err
+		}
 		_, err = retry(ctx, g.cfg.StoreRetries, func() (struct{}, error) { return struct{}{}, g.readWhole(ctx, key, buf) })
+		done()
 		switch {
 		case errors.Is(err, storesvc.ErrNotFound):
 			l.fill.fillBuf(buf)
@@ -497,7 +502,12 @@ func (g *Gateway) readRows(ctx context.Context, l *layout, t readTask, rs RowSin
 	}
 	*list = vecs
 	key := l.key(t.coords)
+	slotDone, err := g.fetchSlot(ctx)
+	if err != nil {
+		return false, err
+	}
 	_, err = retry(ctx, g.cfg.StoreRetries, func() (struct{}, error) { return struct{}{}, g.readWholeVec(ctx, key, vecs) })
+	slotDone()
 	switch {
 	case errors.Is(err, storesvc.ErrNotFound):
 		for _, v := range vecs {
@@ -570,6 +580,37 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 			return g.readFetched(ctx, l, fd, batch, out)
 		}
 	}
+	// Sharing the gateway, with the store's reads and the codecs both on
+	// this process's processors: a chunk at a time, its fetch, decode and
+	// placement all under one slot of the call's share (fair.go), so that
+	// the call's fetches do not keep more of its goroutines busy than its
+	// share either. The worker keeps its slot from chunk to chunk of the
+	// batch unless others need it (call.next).
+	if c := callOf(ctx); g.localReads && l.codec.inProcess() && c.shared() {
+		release, err := c.acquire(ctx)
+		if err != nil {
+			return err
+		}
+		for i := range batch {
+			if i > 0 {
+				if release, err = c.next(ctx); err != nil {
+					return err
+				}
+			}
+			if err := g.readChunksHeld(ctx, l, batch[i:i+1], out, true); err != nil {
+				release()
+				return err
+			}
+		}
+		release()
+		return nil
+	}
+	return g.readChunksHeld(ctx, l, batch, out, false)
+}
+
+// readChunksHeld is readChunks past the choice of a path; held says the
+// caller holds a slot for the batch's decode.
+func (g *Gateway) readChunksHeld(ctx context.Context, l *layout, batch []readTask, out func(Block) error, held bool) error {
 	reqs := make([]storesvc.KeyRange, len(batch))
 	for i, t := range batch {
 		reqs[i] = storesvc.KeyRange{Key: l.key(t.coords)}
@@ -606,11 +647,14 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 			var decoded []chunk
 			selected := false
 			if hi > k {
-				done, err := l.codec.slot(ctx)
-				if err != nil {
-					return err
+				if !held {
+					done, err := l.codec.slot(ctx)
+					if err != nil {
+						return err
+					}
+					defer done()
 				}
-				defer done()
+				var err error
 				decoded, selected, err = decodeUnits(ctx, l, encoded[k:hi], dims[k:hi])
 				if err != nil {
 					return g.blameChunk(shiftItem(err, k), reqs, vals)
@@ -845,6 +889,17 @@ func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, k
 	if fd != nil {
 		return g.readShardFetched(ctx, l, fd, key, idx, reqs, batch, out)
 	}
+	// Sharing, with the store read in this process, the batch's fetch is
+	// made under its slot too (readChunks).
+	held := false
+	if g.localReads && l.codec.inProcess() && callOf(ctx).shared() {
+		done, err := l.codec.slot(ctx)
+		if err != nil {
+			return err
+		}
+		defer done()
+		held = true
+	}
 	runs, parts := coalesce(reqs)
 	fctx, span := startSpan(ctx, "gateway.fetch", len(reqs))
 	runVals, err := retry(fctx, g.cfg.StoreRetries, func() ([]storesvc.PartialValue, error) { return g.store.GetPartialValues(fctx, runs) })
@@ -869,11 +924,13 @@ func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, k
 	for i, v := range vals {
 		encoded[i], dims[i] = v.Data, batch[i].dims
 	}
-	done, err := l.codec.slot(ctx) // as in readChunks
-	if err != nil {
-		return err
+	if !held {
+		done, err := l.codec.slot(ctx) // as in readChunks
+		if err != nil {
+			return err
+		}
+		defer done()
 	}
-	defer done()
 	decoded, selected, err := decodeUnits(ctx, l, encoded, dims)
 	if err != nil {
 		var ie *codec.ItemError
@@ -957,6 +1014,15 @@ func (g *Gateway) shardIndex(ctx context.Context, l *layout, key string, refresh
 			return idx, nil
 		}
 		g.stats.IndexMisses.Add(1)
+	}
+	// Sharing, a read from a store read in this process is the call's
+	// work on the processors (fair.go).
+	if g.localReads && l.codec.inProcess() && callOf(ctx).shared() {
+		done, err := l.codec.slot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
 	}
 	ctx, span := startSpan(ctx, "gateway.fetch_index", -1)
 	idx, err := retry(ctx, g.cfg.StoreRetries, func() (*shardIdx, error) { return g.readShardIndex(ctx, l, key) })

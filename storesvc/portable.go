@@ -74,6 +74,9 @@ func Wrap(s Store, opts ...Option) *Portable {
 // Unwrap returns the backend behind the portable layer.
 func (p *Portable) Unwrap() Store { return p.s }
 
+// LocalReads is the backend's answer (see the function LocalReads).
+func (p *Portable) LocalReads() bool { return LocalReads(p.s) }
+
 // Capabilities implements Store.
 func (p *Portable) Capabilities() Capabilities { return p.caps }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/zarrgate/zarrgate/storesvc"
+	"github.com/zarrgate/zarrgate/storesvc/file"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
 	"github.com/zarrgate/zarrgate/storesvc/storetest"
 )
@@ -92,4 +93,34 @@ func FuzzValidateKey(f *testing.F) {
 			}
 		}
 	})
+}
+
+// waitingStore is a backend that says nothing about where its reads run.
+type waitingStore struct{ storesvc.Store }
+
+// TestLocalReads: the memory and file stores say their reads run in this
+// process, through any number of portable layers; a store that says
+// nothing (a remote one) is taken to wait elsewhere.
+func TestLocalReads(t *testing.T) {
+	fs, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	for _, c := range []struct {
+		name string
+		s    storesvc.Store
+		want bool
+	}{
+		{"memory", memory.New(), true},
+		{"file", fs, true},
+		{"portable memory", storesvc.Wrap(memory.New()), true},
+		{"read-only portable over portable file", storesvc.Wrap(storesvc.Wrap(fs), storesvc.ReadOnly()), true},
+		{"a store that says nothing", waitingStore{memory.New()}, false},
+		{"portable over one", storesvc.Wrap(waitingStore{memory.New()}), false},
+	} {
+		if got := storesvc.LocalReads(c.s); got != c.want {
+			t.Errorf("%s: LocalReads %v, want %v", c.name, got, c.want)
+		}
+	}
 }

@@ -44,6 +44,26 @@ var (
 	ErrUnsupported = errs.Unimplemented
 )
 
+// LocalReads reports whether reading s runs on this process's processors:
+// copying bytes from memory or from the operating system's page cache (the
+// file, memory and zip stores say so with a LocalReads method), rather
+// than waiting on another process or host (a store worker, S3), which
+// uses none. Portable layers pass the question on; a store that says
+// nothing is taken to wait. The gateway's fair scheduler counts local
+// reads among a call's work on the processors.
+func LocalReads(s Store) bool {
+	for {
+		switch t := s.(type) {
+		case interface{ LocalReads() bool }:
+			return t.LocalReads()
+		case interface{ Unwrap() Store }:
+			s = t.Unwrap()
+		default:
+			return false
+		}
+	}
+}
+
 // Capabilities are the capability groups of the abstract store interface,
 // plus the extensions zarrgate relies on.
 type Capabilities struct {

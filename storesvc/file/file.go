@@ -158,6 +158,10 @@ func New(dir string) (*Store, error) {
 // Dir is the store's root directory.
 func (s *Store) Dir() string { return s.dir }
 
+// LocalReads says reading the store runs on this process's processors:
+// they copy from the page cache, or wait on the disk (storesvc.LocalReads).
+func (s *Store) LocalReads() bool { return true }
+
 // Capabilities implements storesvc.Store: everything.
 func (s *Store) Capabilities() storesvc.Capabilities {
 	return storesvc.Capabilities{Readable: true, Writable: true, Listable: true, PartialWrites: true, ConditionalWrites: true, Erasable: true}

@@ -51,6 +51,10 @@ func New() *Store {
 
 func (s *Store) newGen() string { return s.epoch + strconv.FormatUint(s.next.Add(1), 36) }
 
+// LocalReads says reading the store runs on this process's processors:
+// they copy from this process's memory (storesvc.LocalReads).
+func (s *Store) LocalReads() bool { return true }
+
 // Capabilities implements storesvc.Store: everything.
 func (s *Store) Capabilities() storesvc.Capabilities {
 	return storesvc.Capabilities{Readable: true, Writable: true, Listable: true, PartialWrites: true, ConditionalWrites: true, Erasable: true}

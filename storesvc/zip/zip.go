@@ -182,6 +182,11 @@ func (s *Store) Path() string { return s.path }
 // Dataset is the NCZarr dataset directory ("" in the default layout).
 func (s *Store) Dataset() string { return strings.TrimSuffix(s.root, "/") }
 
+// LocalReads says reading the store runs on this process's processors:
+// they copy from a local file, and inflate deflated members
+// (storesvc.LocalReads).
+func (s *Store) LocalReads() bool { return true }
+
 // Capabilities implements storesvc.Store. Erasing is impossible in an
 // archive; partial writes are the portable layer's conditional
 // read-modify-write (each appends a new member).
