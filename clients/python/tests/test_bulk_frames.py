@@ -125,19 +125,31 @@ def test_a_frame_over_the_cap_is_refused_before_it_is_read() -> None:
     sock.close()
 
 
-@pytest.mark.parametrize("cut", ["before any frame", "inside a frame", "before the end frame"])
+@pytest.mark.parametrize("cut", ["inside a frame", "before the end frame"])
 def test_a_connection_ending_early_is_bulk_ended(cut) -> None:
+    """The stream's status then says why (or the read is DATA_LOSS)."""
     arr = np.arange(64, dtype=np.uint8).reshape(8, 8)
     frames = block_frames(arr, 4)
-    chunks = {"before any frame": [],
-              "inside a frame": [frames[0], frames[1][:20]],
+    chunks = {"inside a frame": [frames[0], frames[1][:20]],
               "before the end frame": frames}[cut]
     r = reader(arr.shape, arr.dtype, "uint8")
     sock = serve(chunks, end=False)
     with pytest.raises(_slab.BulkEnded) as e:
         r.bulk(sock)
-    assert e.value.frames == {"before any frame": 0, "inside a frame": 1,
-                              "before the end frame": 1}[cut]
+    assert e.value.frames == 1
+    sock.close()
+
+
+@pytest.mark.parametrize("cut", [0, 5])
+def test_a_connection_closed_before_its_first_frame_is_made_again(cut) -> None:
+    """Closed by the gateway (its connection limit, a refused ticket, a read
+    that failed before its first block): BulkUnavailable, the read made
+    again through the stream, without switching bulk off."""
+    r = reader((8, 8), np.uint8, "uint8")
+    sock = serve([bytes(cut)], end=False)
+    with pytest.raises(_slab.BulkUnavailable) as e:
+        r.bulk(sock)
+    assert not e.value.switch_off
     sock.close()
 
 

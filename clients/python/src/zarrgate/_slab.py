@@ -497,7 +497,15 @@ def pieces(p: Plan, grid: tuple[int, ...], itemsize: int, limit: int) -> Iterato
 class BulkUnavailable(Exception):
     """The offered bulk connection could not be opened (connect, TLS
     handshake, hello) or failed before its first frame: the read is made
-    again without bulk."""
+    again without bulk; ``switch_off``: and the client reads without bulk
+    for BULK_RETRY_AFTER seconds. A connection the gateway closed before
+    any frame (its limit of connections reached, or the read failed
+    before its first block) does not switch bulk off: the read is made
+    again through the stream, whose status then tells a failure."""
+
+    def __init__(self, why: str, switch_off: bool = True) -> None:
+        super().__init__(why)
+        self.switch_off = switch_off
 
 
 class BulkEnded(Exception):
@@ -522,7 +530,9 @@ def _recv(sock: socket.socket, view: memoryview, n: int, plain: bool, frame: int
                 raise BulkUnavailable(f"bulk connection: {e}") from e
             raise BulkEnded(frame - 1, f"bulk connection: {e}") from e
         if k == 0:
-            raise BulkEnded(max(frame - 1, 0), "bulk connection closed before its end frame")
+            if frame == 0:
+                raise BulkUnavailable("bulk connection closed before its first frame", False)
+            raise BulkEnded(frame - 1, "bulk connection closed before its end frame")
         got += k
 
 

@@ -181,13 +181,14 @@ class Client(_Base):
             if ended is not None:
                 raise _slab.data_loss(f"read {a.path!r}: {ended}, and the call ended OK")
             return r.done()
-        except _slab.BulkUnavailable:
+        except _slab.BulkUnavailable as e:
             call.cancel()
             if sock is not None:
                 sock.close()
                 sock = None
             r.close()
-            self._bulk.failed()
+            if e.switch_off:
+                self._bulk.failed()
             self.stats.bulk_fallbacks += 1
             self.stats.bulk_reads -= 1
             return await self._read_socket(a, p, sink)
