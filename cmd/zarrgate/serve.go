@@ -25,6 +25,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	durability := durabilityFlag(fs)
 	sf := addServerFlags(fs, DefaultListen)
 	sf.http = addHTTPFlags(fs, sf.tls)
+	bulkf := addBulkFlags(fs, sf, "auto")
 	gcfg := gatewayFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -43,6 +44,13 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	defer store.Close()
 	exportStoreRetries(reg, store)
+	bl, err := bulkf.start(logger, reg)
+	if err != nil {
+		return err
+	}
+	if bl != nil {
+		defer bl.Close()
+	}
 	return sf.serveWith(ctx, logger, "zarrgate serving", func(srv *rpc.Server) {
 		cfg, lim := gcfg(logger)
 		var codecs codec.Engine = codecsvc.NewLocalLimits(lim)
@@ -54,7 +62,11 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 			reg.Budget(cfg.Budget)
 			reg.Gateway(g)
 		}
-		arrayserver.NewServer(g).Register(srv)
+		as := arrayserver.NewServer(g)
+		if bl != nil {
+			as.SetBulk(bl)
+		}
+		as.Register(srv)
 		sf.http.store, sf.http.gw = g.RawStore(), g
 	}, "root", *root, "read_only", *readOnly, "durability", *durability)
 }

@@ -181,6 +181,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	refresh := fs.Duration("worker-refresh", rpc.DefaultRefresh, "how often the --store and --codec targets are resolved again (DNS names looked up, file:/// lists read again), so that workers added are used and removed ones left; 0: only when a connection fails")
 	sf := addServerFlags(fs, DefaultListen)
 	sf.http = addHTTPFlags(fs, sf.tls)
+	bulkf := addBulkFlags(fs, sf, "off")
 	gcfg := gatewayFlags(fs)
 	peerTLS := peerTLSFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -269,13 +270,24 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if reg != nil {
 		codecs = reg.Engine(codecs)
 	}
+	bl, err := bulkf.start(logger, reg)
+	if err != nil {
+		return err
+	}
+	if bl != nil {
+		defer bl.Close()
+	}
 	return sf.serveWith(ctx, logger, "zarrgate gateway serving", func(srv *rpc.Server) {
 		g := gateway.New(store, codecs, cfg)
 		if reg != nil {
 			reg.Budget(cfg.Budget)
 			reg.Gateway(g)
 		}
-		arrayserver.NewServer(g).Register(srv)
+		as := arrayserver.NewServer(g)
+		if bl != nil {
+			as.SetBulk(bl)
+		}
+		as.Register(srv)
 		sf.http.store, sf.http.gw = g.RawStore(), g
 	}, "store", *storeTarget, "codec", *codecTarget, "codec_fetch", *codecFetch, "codec_choice", *codecChoice, "tier_wait", *tierWait, "worker_refresh", *refresh, "peer_tls", peer != nil)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/gateway"
+	"github.com/zarrgate/zarrgate/internal/bulk"
 	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/storesvc/storeserver"
 	"github.com/zarrgate/zarrgate/zarr"
@@ -28,7 +29,8 @@ import (
 // gateway).
 type Server struct {
 	gatewayv1.UnimplementedArrayServiceServer
-	g *gateway.Gateway
+	g    *gateway.Gateway
+	bulk *bulk.Listener // ReadSlab's bulk connections (SetBulk); nil: none
 }
 
 // NewServer returns the gRPC server of g.

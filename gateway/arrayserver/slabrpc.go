@@ -46,11 +46,16 @@ func SelectionFromProto(sel []*gatewayv1.Slice) ([]zarr.Range, error) {
 	return out, nil
 }
 
-// ReadSlab implements gatewayv1.ArrayServiceServer.
+// ReadSlab implements gatewayv1.ArrayServiceServer. A request asking for
+// bulk, to a server with a bulk listener, gets an offer in its header and
+// its blocks over the bulk connection (readSlabBulk).
 func (s *Server) ReadSlab(req *gatewayv1.ReadSlabRequest, stream grpc.ServerStreamingServer[gatewayv1.ReadSlabResponse]) error {
 	sel, err := SelectionFromProto(req.GetSelection())
 	if err != nil {
 		return grpcerr.ToStatus(err)
+	}
+	if req.GetBulk() && s.bulk != nil {
+		return s.readSlabBulk(req, sel, stream)
 	}
 	var elem int
 	err = s.g.ReadSlabTo(stream.Context(), req.GetPath(), sel, func(info gateway.SlabInfo) error {

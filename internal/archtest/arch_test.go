@@ -24,12 +24,13 @@ var floors = [][]string{
 	// codec implementations, and the array engine.
 	{"storesvc/file", "storesvc/memory", "storesvc/s3", "storesvc/s3/s3test", "storesvc/zip", "storesvc/storeurl",
 		"codecsvc/blosc", "gateway", "internal/authz"},
-	// 4: the transport: generated stubs, the wire codec, gRPC servers and
+	// 4: the transport: generated stubs, the wire codec (and the bulk
+	// listener, ReadSlab's frames beside gRPC), gRPC servers and
 	// remote clients of each service, and the codec service (codecs and
 	// their server in one package).
 	{"gen/zarrgate/codec/v1", "gen/zarrgate/gateway/v1", "gen/zarrgate/store/v1", "internal/wire", "internal/grpcerr",
 		"internal/rpc", "internal/metrics", "internal/tracing", "storesvc/internal/storeproto", "storesvc/storeserver", "storesvc/remote",
-		"codecsvc", "codecsvc/remote", "gateway/arrayserver", "internal/authz/authzgrpc", "internal/auth/authgrpc", "internal/security", "internal/tlsbatch", "internal/httpapi"},
+		"codecsvc", "codecsvc/remote", "gateway/arrayserver", "internal/authz/authzgrpc", "internal/auth/authgrpc", "internal/security", "internal/tlsbatch", "internal/httpapi", "internal/bulk"},
 	// 5: the Go client of the wire API.
 	// The HTTP handlers over the engine (slab endpoint, browser view) sit
 	// beside it: they parse selections with its grammar.

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/zarrgate/zarrgate/gateway"
+	"github.com/zarrgate/zarrgate/internal/bulk"
 	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/retrybudget"
 )
@@ -166,4 +167,27 @@ func (c fileSyncCollector) Collect(ch chan<- prometheus.Metric) {
 	f, d := c.syncs()
 	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(f), "file")
 	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(d), "dir")
+}
+
+// Bulk exports a bulk listener's connections as
+// zarrgate_bulk_connections_total with the label result (bulk.Results):
+// accepted (handed to its read), bad_hello, unknown_ticket (never issued,
+// used already, or expired), over_limit, timeout, tls_failed.
+func (r *Registry) Bulk(l *bulk.Listener) {
+	desc := prometheus.NewDesc("zarrgate_bulk_connections_total", "connections to the bulk listener (ReadSlab's blocks beside gRPC), by result: accepted, bad_hello, unknown_ticket, over_limit, timeout, tls_failed", []string{"result"}, nil)
+	r.reg.MustRegister(bulkCollector{desc, l})
+}
+
+type bulkCollector struct {
+	desc *prometheus.Desc
+	l    *bulk.Listener
+}
+
+func (c bulkCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c bulkCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := c.l.Counts()
+	for _, r := range bulk.Results {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(counts[r]), r)
+	}
 }

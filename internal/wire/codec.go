@@ -536,3 +536,19 @@ func decodePieces(c *cursor, m protoreflect.Message, large func(protoreflect.Mes
 	}
 	return flush()
 }
+
+// Decode parses b, a message's bytes, into m as the codec receives one:
+// large bytes fields alias b, which must then stay unchanged while m's
+// values are used. For messages that come other ways than gRPC (the frames
+// of a bulk connection, internal/bulk).
+func Decode(b []byte, m protobuf.Message) error {
+	protobuf.Reset(m)
+	return decode(b, m.ProtoReflect(), 0)
+}
+
+// Marshal marshals m as Codec sends wire.ByRef{Msg: m}: its large bytes
+// fields by reference, as pieces of the returned buffers, which the caller
+// frees once written. For messages sent other ways than gRPC.
+func Marshal(m protobuf.Message) (mem.BufferSlice, error) {
+	return Codec.Marshal(ByRef{Msg: m})
+}
