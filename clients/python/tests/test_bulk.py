@@ -40,7 +40,7 @@ def _start(binary: Path, base: Path, *extra: str) -> tuple[object, BulkServer]:
     proc, addr = start_server(binary, base / "root", base / "serve.log",
                               "--bulk-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
                               *extra)
-    m = re.search(rb"admin[^\n]*?addr=(127\.0\.0\.1:\d+)", (base / "serve.log").read_bytes())
+    m = re.search(rb"admin_url=http://(127\.0\.0\.1:\d+)", (base / "serve.log").read_bytes())
     admin = m.group(1).decode() if m else ""
     return proc, BulkServer(addr, base / "root", base / "serve.log", admin)
 
@@ -55,13 +55,13 @@ def server(zarrgate_bin, tmp_path_factory) -> Iterator[BulkServer]:
 
 
 def bulk_connections(s: BulkServer) -> float:
-    """The server's zarrgate_bulk_connections_total (all labels summed)."""
+    """The server's zarrgate_bulk_connections_total{result="accepted"}."""
     assert s.admin, f"no admin address in the log:\n{s.log.read_text()}"
     text = urllib.request.urlopen(f"http://{s.admin}/metrics", timeout=10).read().decode()
     vals = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-            if line.startswith("zarrgate_bulk_connections_total")]
-    assert vals, "no zarrgate_bulk_connections_total in /metrics"
-    return sum(vals)
+            if line.startswith('zarrgate_bulk_connections_total{result="accepted"}')]
+    assert len(vals) == 1, "no zarrgate_bulk_connections_total in /metrics"
+    return vals[0]
 
 
 CASES = [
@@ -167,14 +167,10 @@ def test_a_bulk_connection_that_cannot_be_opened_falls_back(server, monkeypatch)
 
 
 def test_a_server_advertising_an_unreachable_bulk_address(zarrgate_bin, tmp_path) -> None:
-    """--bulk-advertise naming a port nobody listens on: every read still
-    succeeds, through the stream."""
-    import socket
-
-    closed = socket.create_server(("127.0.0.1", 0))
-    port = closed.getsockname()[1]
-    closed.close()
-    proc, s = _start(zarrgate_bin, tmp_path, "--bulk-advertise", f"127.0.0.1:{port}")
+    """--bulk-advertise naming a host where nothing listens (127.0.0.2: the
+    listener is on 127.0.0.1): the read still succeeds, through the
+    stream."""
+    proc, s = _start(zarrgate_bin, tmp_path, "--bulk-advertise", "127.0.0.2")
     try:
         data = np.arange(300 * 1000, dtype=np.int32).reshape(300, 1000)
         with zarrgate.connect(s.addr, shared_memory=False) as c:
@@ -184,6 +180,53 @@ def test_a_server_advertising_an_unreachable_bulk_address(zarrgate_bin, tmp_path
             assert c.stats.bulk_fallbacks == 1 and c.stats.bulk_reads == 0
     finally:
         stop_server(proc)
+
+
+def bulk_refusals(s: BulkServer, result: str) -> float:
+    text = urllib.request.urlopen(f"http://{s.admin}/metrics", timeout=10).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(f'zarrgate_bulk_connections_total{{result="{result}"}}'))
+
+
+@pytest.mark.parametrize("mode", ["sync", "aio"])
+async def test_a_bulk_connection_the_gateway_closes_before_any_frame(server, monkeypatch, mode) -> None:
+    """A ticket the gateway does not know (here: changed on its way) is
+    refused, the connection closed before any frame: the read is made
+    again through the stream at once (not after the gateway's ticket
+    timeout), and the next read asks for bulk again."""
+    real = _slab.bulk_connect
+
+    def wrong_ticket(host, port, ticket, *args):
+        return real(host, port, bytes(b ^ 0xFF for b in ticket), *args)
+
+    data = np.random.default_rng(12).random((512, 512))
+    with zarrgate.connect(server.addr) as w:
+        w.create_array(f"tk/{mode}", data.shape, "float64", (128, 128))[...] = data
+    before = bulk_refusals(server, "unknown_ticket")
+    monkeypatch.setattr(_slab, "bulk_connect", wrong_ticket)
+    if mode == "sync":
+        c = zarrgate.connect(server.addr, shared_memory=False)
+        a = c.open_array(f"tk/{mode}")
+        read = lambda: a[...]  # noqa: E731
+    else:
+        c = zarrgate.aio.connect(server.addr, shared_memory=False)
+        a = await c.open_array(f"tk/{mode}")
+        read = a.read
+    try:
+        got = read() if mode == "sync" else await read()
+        np.testing.assert_array_equal(got, data)
+        assert c.stats.bulk_fallbacks == 1 and c.stats.bulk_reads == 0
+        assert c.stats.socket_bytes == data.nbytes
+        assert bulk_refusals(server, "unknown_ticket") == before + 1
+        monkeypatch.undo()
+        got = read() if mode == "sync" else await read()
+        np.testing.assert_array_equal(got, data)
+        assert c.stats.bulk_reads == 1 and c.stats.bulk_bytes == data.nbytes
+    finally:
+        if mode == "sync":
+            c.close()
+        else:
+            await c.close()
 
 
 def _corrupt(root: Path, path: str, key: str) -> None:

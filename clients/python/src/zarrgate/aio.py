@@ -159,8 +159,10 @@ class Client(_Base):
                 sink = _slab.Sink(a.path, p, a.dtype, a.data_type, out)
         return await self._read_socket(a, p, sink)
 
-    async def _read_socket(self, a: Array, p: _slab.Plan, sink: _slab.Sink) -> np.ndarray:
-        bulk = self._bulk.ask(sink)
+    async def _read_socket(self, a: Array, p: _slab.Plan, sink: _slab.Sink,
+                           bulk: bool | None = None) -> np.ndarray:
+        if bulk is None:
+            bulk = self._bulk.ask(sink)
         call = self._read_slab(_slab.read_msg(a.path, p, bulk), timeout=self.timeout)
         r = _slab.Reader(a.path, sink, self.stats, None, self._copier)
         sock = None
@@ -191,7 +193,7 @@ class Client(_Base):
                 self._bulk.failed()
             self.stats.bulk_fallbacks += 1
             self.stats.bulk_reads -= 1
-            return await self._read_socket(a, p, sink)
+            return await self._read_socket(a, p, sink, bulk=False)
         except grpc.RpcError as e:
             raise self._conn.error(e, f"read {a.path!r}", "array") from e
         except _wire.WireError as e:
