@@ -63,11 +63,13 @@ def json_lines(out):
 
 
 class Server:
-    """`zarrgate serve` on DATA at a free loopback port, its log in OUT."""
+    """`zarrgate serve` on DATA at a free loopback port, with a bulk
+    listener (ReadSlab's blocks beside gRPC), its log in OUT."""
 
     def __init__(self, binary, root, out, name="zarrgate-serve"):
         self.log = open(os.path.join(out, name + ".log"), "w+")
-        self.proc = subprocess.Popen([binary, "serve", "--root", root, "--listen", "127.0.0.1:0"],
+        self.proc = subprocess.Popen([binary, "serve", "--root", root, "--listen", "127.0.0.1:0",
+                                      "--bulk-listen", "127.0.0.1:0"],
                                      stdout=self.log, stderr=self.log)
         addr_re = re.compile(r'addr=(\S+)|"addr":"([^"]+)"')
         deadline = time.time() + 30
@@ -158,6 +160,7 @@ def _jobs(row, b, srv, data, out, rnd):
         js = [("zarrgate-shared", [sbs, "read", "-addr", srv.addr, "-path", layout, "-shared=true"], True),
               ("zarrgate-shared-slice", [sbs, "read", "-addr", srv.addr, "-path", layout, "-shared=true", "-buffer=false"], True),
               ("zarrgate-socket", [sbs, "read", "-addr", srv.addr, "-path", layout, "-shared=false"], True),
+              ("zarrgate-socket-stream", [sbs, "read", "-addr", srv.addr, "-path", layout, "-shared=false", "-bulk=false"], True),
               ("tensorstore", w + ["read", "tensorstore", data, layout], False),
               ("zarrs", w + ["read", "zarrs", data, layout], False),
               ("zarr-python", w + ["read", "zarr-python", data, layout], False)]

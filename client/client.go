@@ -45,6 +45,7 @@ type options struct {
 	backoff  time.Duration
 	dialOpts []grpc.DialOption
 	shared   *bool
+	bulk     *bool
 	token    *string
 	conns    int
 }
@@ -117,6 +118,7 @@ type Client struct {
 	shared atomic.Bool // try ReadSlabShared for large reads
 	small  atomic.Bool // try ReadSlabSmall for small reads (small.go)
 	maps   mappings    // of the gateway's shared-memory segments
+	bulk   *bulkState  // reads over bulk connections (bulk.go)
 }
 
 // Dial connects to the gateway at addr (host:port or any gRPC target such
@@ -181,6 +183,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	}
 	c := &Client{cc: cc, arrays: gatewayv1.NewArrayServiceClient(cc)}
 	c.small.Store(true)
+	c.bulk = &bulkState{on: o.bulk == nil || *o.bulk, host: targetHost(addr), tls: o.tls}
 	c.bands = []gatewayv1.ArrayServiceClient{c.arrays}
 	for range max(o.conns, 1) - 1 {
 		// Each its own connection: grpc.NewClient shares no transport

@@ -6,6 +6,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -90,6 +91,11 @@ func (a *Array) blocks(ctx context.Context, sel Selection, mode int) (*SlabHeade
 // dest (mode recvPieces), the gateway is asked to write the slab into it:
 // if it accepts (hdr.inPlace), no blocks are yielded.
 func (a *Array) blocksVia(ctx context.Context, arrays gatewayv1.ArrayServiceClient, sel Selection, mode int, dest *shm.Dest) (*SlabHeader, iter.Seq2[Block, error], error) {
+	return a.blocksVia2(ctx, arrays, sel, mode, dest, a.c.bulk.want())
+}
+
+// blocksVia2 is blocksVia, asking for a bulk connection if tryBulk.
+func (a *Array) blocksVia2(ctx context.Context, arrays gatewayv1.ArrayServiceClient, sel Selection, mode int, dest *shm.Dest, tryBulk bool) (*SlabHeader, iter.Seq2[Block, error], error) {
 	shared := mode != recvReuse && a.c.shared.Load() && (dest != nil || product(sel.Shape(a.Shape)) >= sharedMinElements)
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -113,7 +119,7 @@ func (a *Array) blocksVia(ctx context.Context, arrays gatewayv1.ArrayServiceClie
 		}
 		stream, newMsg = s, func() slabMsg { return &gatewayv1.ReadSlabSharedResponse{} }
 	} else {
-		stream, err = arrays.ReadSlab(ctx, &gatewayv1.ReadSlabRequest{Path: a.Path, Selection: sel.proto()})
+		stream, err = arrays.ReadSlab(ctx, &gatewayv1.ReadSlabRequest{Path: a.Path, Selection: sel.proto(), Bulk: tryBulk})
 		newMsg = func() slabMsg { return &gatewayv1.ReadSlabResponse{} }
 	}
 	if err != nil {
@@ -127,7 +133,7 @@ func (a *Array) blocksVia(ctx context.Context, arrays gatewayv1.ArrayServiceClie
 			// A gateway from before ReadSlabShared ("unknown method"), or
 			// one that does not implement it.
 			a.c.shared.Store(false)
-			return a.blocksVia(parent, arrays, sel, mode, dest)
+			return a.blocksVia2(parent, arrays, sel, mode, dest, a.c.bulk.want())
 		}
 		if err == io.EOF {
 			err = errs.New(errs.DataLoss, "read %q: stream ended before the header", a.Path)
@@ -153,6 +159,27 @@ func (a *Array) blocksVia(ctx context.Context, arrays gatewayv1.ArrayServiceClie
 			return hdr, a.inPlace(stream, cancel, hdr), nil
 		}
 	}
+	var bk *bulkIn
+	if o := h.GetBulk(); o != nil && tryBulk && !shared {
+		var err error
+		bk, err = a.c.bulk.open(ctx, o, stream, cancel, mode == recvOwned)
+		if err != nil {
+			// Not reachable from here (a firewall, a proxy, a listener
+			// behind NAT without --bulk-advertise), or the connection
+			// refused before its first frame: the read again through the
+			// stream, and no bulk for a while.
+			cancel()
+			if parent.Err() != nil {
+				return nil, nil, grpcerr.FromStatus(status.FromContextError(parent.Err()).Err())
+			}
+			var st callError
+			if errors.As(err, &st) {
+				return nil, nil, grpcerr.FromStatus(st.err)
+			}
+			a.c.bulk.failed(err)
+			return a.blocksVia2(parent, arrays, sel, mode, dest, false)
+		}
+	}
 	var sh *sharedIn
 	if seg := h.GetSharedSegment(); shared && seg != nil {
 		// nil if not on the gateway's host, or not its user: blocks come inline
@@ -166,6 +193,9 @@ func (a *Array) blocksVia(ctx context.Context, arrays gatewayv1.ArrayServiceClie
 		if m != nil {
 			sh = &sharedIn{m: m, stream: s, batch: (int64(len(m.Data)) - shm.DataOffset) / 8}
 		}
+	}
+	if bk != nil {
+		return hdr, a.bulkBlocks(ctx, cancel, stream, bk, hdr, mode), nil
 	}
 	seq := func(yield func(Block, error) bool) {
 		defer cancel()
@@ -261,6 +291,49 @@ func (a *Array) blocksVia(ctx context.Context, arrays gatewayv1.ArrayServiceClie
 		}
 	}
 	return hdr, seq, nil
+}
+
+// bulkBlocks yields the blocks of a read from its bulk connection: each
+// frame's block as the stream would have carried it, its data in the
+// frame (a fresh buffer for recvOwned; otherwise the one buffer of the
+// connection, valid until the next block: blocks come without done, and
+// readDenseVia places each before taking the next).
+func (a *Array) bulkBlocks(ctx context.Context, cancel context.CancelFunc, stream grpc.ClientStream, bk *bulkIn, hdr *SlabHeader, mode int) iter.Seq2[Block, error] {
+	return func(yield func(Block, error) bool) {
+		defer cancel()
+		defer bk.close()
+		msg := new(gatewayv1.ReadSlabResponse)
+		for {
+			f, err := bk.next(ctx, stream, a.Path, mode == recvOwned)
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				yield(Block{}, err)
+				return
+			}
+			if err := wire.Decode(f, msg); err != nil {
+				yield(Block{}, errs.Wrap(errs.DataLoss, err, "read %q: a frame of the bulk connection", a.Path))
+				return
+			}
+			pb := msg.GetBlock()
+			if pb == nil {
+				yield(Block{}, errs.New(errs.DataLoss, "read %q: a frame of the bulk connection is not a block", a.Path))
+				return
+			}
+			b := Block{Origin: i64s(pb.GetOrigin()), Shape: i64s(pb.GetShape()), Data: pb.GetData()}
+			if len(pb.GetOffsets()) > 0 {
+				b.Offsets = i64s(pb.GetOffsets())
+			}
+			if err := checkBlock(hdr, b); err != nil {
+				yield(Block{}, errs.Wrap(errs.DataLoss, err, "read %q", a.Path))
+				return
+			}
+			if !yield(b, nil) {
+				return
+			}
+		}
+	}
 }
 
 // inPlace is the rest of a read whose slab the gateway writes into the

@@ -27,7 +27,8 @@ var adminRE = regexp.MustCompile(`admin_url=(\S+)`)
 // adminProc is a serving command run with --admin-listen.
 type adminProc struct {
 	*server
-	admin string // the admin endpoint's base URL
+	admin string       // the admin endpoint's base URL
+	hc    *http.Client // for it, when not http.DefaultClient (TLS)
 }
 
 // startWithAdmin runs a serving command with --admin-listen 127.0.0.1:0
@@ -92,7 +93,11 @@ func startWithAdmin(t testing.TB, sub string, wantServing bool, args ...string) 
 // get fetches path from the admin endpoint: status and body.
 func (p *adminProc) get(t testing.TB, path string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(p.admin + path)
+	hc := p.hc
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Get(p.admin + path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,8 @@ import (
 )
 
 // goReadEnv, set in a re-run of this test binary, makes it the Go
-// client's side of BenchmarkPythonClient: "ADDR PATH READS SHARED" (see
-// goRead), before any test runs.
+// client's side of BenchmarkPythonClient: "ADDR PATH READS SHARED [BULK]"
+// (see goRead), before any test runs.
 const goReadEnv = "ZARRGATE_E2E_GOREAD"
 
 func init() {
@@ -50,16 +50,17 @@ type pyResult struct {
 // are: a first full read into a fresh slice, then reads times into it
 // (ReadInto, as timedReads), printing the best as a pyResult.
 func goRead(args []string) error {
-	if len(args) != 4 {
-		return fmt.Errorf("want ADDR PATH READS SHARED, got %q", args)
+	if len(args) != 4 && len(args) != 5 {
+		return fmt.Errorf("want ADDR PATH READS SHARED [BULK], got %q", args)
 	}
+	bulk := len(args) < 5 || args[4] == "true"
 	reads, err := strconv.Atoi(args[2])
 	if err != nil {
 		return err
 	}
 	shared := args[3] == "true"
 	ctx := context.Background()
-	c, err := client.Dial(ctx, args[0], client.WithSharedMemory(shared))
+	c, err := client.Dial(ctx, args[0], client.WithSharedMemory(shared), client.WithBulk(bulk))
 	if err != nil {
 		return err
 	}
@@ -89,6 +90,9 @@ func goRead(args []string) error {
 	}
 	raw := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(got))), n*4)
 	name := map[bool]string{false: "go-socket", true: "go-shared"}[shared]
+	if !bulk {
+		name += "-stream"
+	}
 	return json.NewEncoder(os.Stdout).Encode(pyResult{
 		System: name, MBps: math.Round(float64(n*4)/best.Seconds()/1e5) / 10,
 		FirstMBps: math.Round(float64(n*4)/first.Seconds()/1e5) / 10, CPUms: math.Round(cpu.Seconds()*1e4) / 10,
@@ -135,6 +139,8 @@ func selfStatus(field string) int64 {
 // its processes (the bound: the array's size + 64 MiB). Needs
 // $ZARRGATE_PYTHON, a python with zarr, numpy and grpcio (the client's
 // venv); the client comes from ../clients/python/src.
+// go-socket reads over serve's bulk connection (on loopback by default),
+// go-socket-stream through the gRPC stream (client.WithBulk(false)).
 // $ZARRGATE_PYBENCH_ROOT keeps the array in that directory from run to run;
 // $ZARRGATE_PYBENCH_SYSTEMS (comma-separated names) runs only those systems,
 // e.g. "zarr-python,zarr-python-store,zarr-python-store-socket" for
@@ -201,6 +207,7 @@ func BenchmarkPythonClient(b *testing.B) {
 		cmd  func() *exec.Cmd
 	}{
 		{"go-socket", func() *exec.Cmd { return goCmd(self, s.addr+" "+path+" "+r+" false") }},
+		{"go-socket-stream", func() *exec.Cmd { return goCmd(self, s.addr+" "+path+" "+r+" false false") }},
 		{"go-shared", func() *exec.Cmd { return goCmd(self, s.addr+" "+path+" "+r+" true") }},
 		{"zarrgate-socket", nil},
 		{"zarrgate-socket-grpc", nil},

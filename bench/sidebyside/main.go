@@ -60,6 +60,7 @@ func main() {
 	addr := fs.String("addr", "", "the gateway's address")
 	path := fs.String("path", "", "the array")
 	shared := fs.Bool("shared", true, "block data through shared memory (else the socket)")
+	bulk := fs.Bool("bulk", true, "without -shared: ask for the blocks over the gateway's bulk connection (else the gRPC stream)")
 	buffer := fs.Bool("buffer", true, "with -shared: read into a client.SharedBuffer the gateway writes itself (else ReadInto a slice)")
 	reads := fs.Int("reads", 2, "timed reads after one warm-up")
 	n := fs.Int("n", 1000, "random reads")
@@ -73,7 +74,7 @@ func main() {
 	ctx := context.Background()
 	switch os.Args[1] {
 	case "read":
-		a := open(ctx, *addr, *path, *shared)
+		a := open(ctx, *addr, *path, *shared, *bulk)
 		got := make([]float32, rows*cols)
 		read := func() { check(client.ReadInto(ctx, a, nil, got)) }
 		res := map[string]any{}
@@ -104,7 +105,7 @@ func main() {
 		res["mb_per_s"], res["cpu_ms"], res["crc32"] = round1(float64(len(got)*4)/best/1e6), round1(cpu*1e3), crc32.ChecksumIEEE(bytesOf(got))
 		emit(res)
 	case "random":
-		a := open(ctx, *addr, *path, *shared)
+		a := open(ctx, *addr, *path, *shared, *bulk)
 		buf := make([]float32, 64*64)
 		check(client.ReadInto(ctx, a, sel(0, 0), buf)) // warm-up
 		r := rand.New(rand.NewPCG(1, 2))
@@ -175,8 +176,8 @@ func sel(y, x int64) client.Selection {
 	return client.Selection{{Start: y, Stop: y + 64, Step: 1}, {Start: x, Stop: x + 64, Step: 1}}
 }
 
-func open(ctx context.Context, addr, path string, shared bool) *client.Array {
-	c, err := client.Dial(ctx, addr, client.WithSharedMemory(shared))
+func open(ctx context.Context, addr, path string, shared, bulk bool) *client.Array {
+	c, err := client.Dial(ctx, addr, client.WithSharedMemory(shared), client.WithBulk(bulk))
 	check(err)
 	a, err := c.OpenArray(ctx, path)
 	check(err)

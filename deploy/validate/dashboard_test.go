@@ -225,7 +225,7 @@ func scrapeTiers() (map[string]*Family, error) {
 	if err != nil {
 		return nil, err
 	}
-	gw, err := run("gateway", "--store", sw.addr, "--codec", cw.addr, "--shared-memory", "--memory-limit", "512MiB")
+	gw, err := run("gateway", "--store", sw.addr, "--codec", cw.addr, "--shared-memory", "--memory-limit", "512MiB", "--bulk-listen", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -89,6 +90,9 @@ func (w *Writer) End() error {
 // client's largest gRPC message.
 const MaxFrame = 64 << 20
 
+// ErrTooLarge is Reader.Next's error for a frame over the reader's max.
+var ErrTooLarge = errors.New("bulk: frame too large")
+
 // Reader reads the frames of a bulk connection.
 type Reader struct {
 	r   *bufio.Reader
@@ -103,7 +107,10 @@ func NewReader(r io.Reader, max int) *Reader {
 	if max <= 0 {
 		max = MaxFrame
 	}
-	return &Reader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+	// A small buffer: it saves system calls on small frames, while
+	// frames larger than it are read straight into their own buffer (all
+	// but what the buffer held already), not copied through it.
+	return &Reader{r: bufio.NewReaderSize(r, 8<<10), max: max}
 }
 
 // Next returns the next frame's bytes: in the reader's one buffer, valid
@@ -122,7 +129,7 @@ func (r *Reader) Next(own bool) ([]byte, error) {
 		return nil, io.EOF
 	}
 	if n > uint64(r.max) {
-		return nil, fmt.Errorf("bulk: a frame of %d bytes, more than the %d taken", n, r.max)
+		return nil, fmt.Errorf("%w: %d bytes, more than the %d taken", ErrTooLarge, n, r.max)
 	}
 	var b []byte
 	if own {
