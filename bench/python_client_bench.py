@@ -6,9 +6,9 @@ system per round, interleaved with the Go client's runs.
 
 SYSTEM: zarrgate-socket, zarrgate-shared (the slab client, sync, with
 shared memory off / on; through the socket, its blocks over the gateway's
-bulk connection: the server runs with --bulk-listen), zarrgate-socket-grpc
+bulk connection: the server runs with --bulk-listen), zarrgate-socket-stream
 (the socket with ``bulk=False``: every block through the gRPC stream),
-zarrgate-aio-socket, zarrgate-aio-shared, zarrgate-aio-socket-grpc (the
+zarrgate-aio-socket, zarrgate-aio-shared, zarrgate-aio-socket-stream (the
 asyncio client), zarrgate-socket-fixed-window (the sync client through the
 gRPC stream with gRPC's BDP probe off: a receive window that does not grow;
 to a loopback gateway the client's default since its 2 MiB LOCAL_WINDOW),
@@ -131,14 +131,14 @@ def main():
     elif system == "zarrgate-socket-fixed-window":
         x, first, best, cpu = zarrgate_sync(target, path, reads, False, False,
                                             [("grpc.http2.bdp_probe", 0)])
-    elif system in ("zarrgate-aio-socket", "zarrgate-aio-shared", "zarrgate-aio-socket-grpc"):
+    elif system in ("zarrgate-aio-socket", "zarrgate-aio-shared", "zarrgate-aio-socket-stream"):
         shared = system.endswith("-shared")
         x, first, best, cpu = zarrgate_aio(target, path, reads, shared,
-                                           not shared and not system.endswith("-grpc"))
-    elif system in ("zarrgate-socket", "zarrgate-shared", "zarrgate-socket-grpc"):
+                                           not shared and not system.endswith("-stream"))
+    elif system in ("zarrgate-socket", "zarrgate-shared", "zarrgate-socket-stream"):
         shared = system.endswith("-shared")
         x, first, best, cpu = zarrgate_sync(target, path, reads, shared,
-                                            not shared and not system.endswith("-grpc"))
+                                            not shared and not system.endswith("-stream"))
     else:
         raise SystemExit(f"unknown system {system!r}")
     print(json.dumps({

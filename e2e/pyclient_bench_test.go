@@ -127,8 +127,8 @@ func selfStatus(field string) int64 {
 // each through the socket and through shared memory, and by zarr-python
 // reading the directory. The server has a bulk listener: the Python
 // client's socket reads (zarrgate-socket, zarrgate-aio-socket) take their
-// blocks over the bulk connection, and zarrgate-socket-grpc /
-// zarrgate-aio-socket-grpc are the same reads with bulk=False, every block
+// blocks over the bulk connection, and zarrgate-socket-stream /
+// zarrgate-aio-socket-stream are the same reads with bulk=False, every block
 // through the gRPC stream. Every run is a process of its own (this binary
 // re-run for Go, bench/python_client_bench.py for Python); rounds
 // ($ZARRGATE_PYBENCH_ROUNDS, default 3) run the systems in turn, starting
@@ -167,7 +167,7 @@ func BenchmarkPythonClient(b *testing.B) {
 		root = b.TempDir()
 	}
 	// The Python clients' socket reads take their blocks over the bulk
-	// connection (zarrgate-socket-grpc, zarrgate-aio-socket-grpc: bulk=False,
+	// connection (zarrgate-socket-stream, zarrgate-aio-socket-stream: bulk=False,
 	// every block through the gRPC stream, for comparison).
 	s := startServer(b, "--root", root, "--bulk-listen", "127.0.0.1:0")
 	ctx := context.Background()
@@ -210,11 +210,11 @@ func BenchmarkPythonClient(b *testing.B) {
 		{"go-socket-stream", func() *exec.Cmd { return goCmd(self, s.addr+" "+path+" "+r+" false false") }},
 		{"go-shared", func() *exec.Cmd { return goCmd(self, s.addr+" "+path+" "+r+" true") }},
 		{"zarrgate-socket", nil},
-		{"zarrgate-socket-grpc", nil},
+		{"zarrgate-socket-stream", nil},
 		{"zarrgate-socket-fixed-window", nil},
 		{"zarrgate-shared", nil},
 		{"zarrgate-aio-socket", nil},
-		{"zarrgate-aio-socket-grpc", nil},
+		{"zarrgate-aio-socket-stream", nil},
 		{"zarrgate-aio-shared", nil},
 		{"zarr-python", func() *exec.Cmd {
 			return exec.Command(py, "../bench/python_client_bench.py", "zarr-python", root, path, r)
@@ -313,9 +313,10 @@ func BenchmarkPythonClient(b *testing.B) {
 			ratio(py+kind, "zarr-python")
 		}
 	}
-	ratio("zarrgate-socket-grpc", "zarr-python")
-	ratio("zarrgate-aio-socket-grpc", "zarr-python")
-	ratio("zarrgate-socket", "zarrgate-socket-grpc")
+	ratio("zarrgate-socket-stream", "go-socket-stream")
+	ratio("zarrgate-socket-stream", "zarr-python")
+	ratio("zarrgate-aio-socket-stream", "zarr-python")
+	ratio("zarrgate-socket", "zarrgate-socket-stream")
 	ratio("zarr-python-store", "zarr-python")
 	ratio("zarr-python-store-socket", "zarr-python")
 	ratio("zarr-python-store-unbatched", "zarr-python")
