@@ -233,9 +233,9 @@ def test_bulk_is_asked_for_reads_of_a_mebibyte_and_more(monkeypatch) -> None:
 
 
 def test_a_frame_buffer_is_reused_only_once_its_block_is_copied(monkeypatch) -> None:
-    """Copies that lag two frames behind (a copier that runs a batch only
-    once two more are waiting): no buffer is received into before its
-    block is in place."""
+    """Copies that lag a batch (two frames) behind: a copier that runs a
+    batch only once the next one is handed over. No buffer is received
+    into before its block is in place."""
 
     class Lagging:
         def __init__(self) -> None:
@@ -243,7 +243,7 @@ def test_a_frame_buffer_is_reused_only_once_its_block_is_copied(monkeypatch) -> 
 
         def submit(self, b) -> None:
             self.pending.append(b)
-            if len(self.pending) > 2:
+            if len(self.pending) > 1:
                 self.pending.pop(0).run()
 
         def drain(self) -> None:
@@ -259,6 +259,7 @@ def test_a_frame_buffer_is_reused_only_once_its_block_is_copied(monkeypatch) -> 
 
     monkeypatch.setattr(_slab.Batches, "wait", drained_wait)
     monkeypatch.setattr(_slab, "COPIER_MIN", 0)
+    monkeypatch.setattr(_slab, "BULK_BATCH_BYTES", 1000)  # a batch every two frames
     arr = np.arange(64 * 50, dtype=np.int32).reshape(64, 50)
     r = reader(arr.shape, arr.dtype, "int32", lag)
     sock = serve(block_frames(arr, 3))

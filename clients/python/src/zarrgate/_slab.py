@@ -61,9 +61,12 @@ BULK_CONNECT_TIMEOUT = 2.0
 #: the stream alone for this long (seconds) before asking again.
 BULK_RETRY_AFTER = 60.0
 
-#: Frame buffers of one bulk read: one being received while the others'
-#: blocks are copied into place by the copier's threads.
-BULK_BUFFERS = 4
+#: The blocks of a bulk read handed to the copier's threads at once
+#: (bytes): a hand-over costs a thread's wake-up, more than the copy of a
+#: small block. At most MAX_BATCHES such batches wait for the copiers,
+#: and one more is being received: the frame buffers of a read hold about
+#: (MAX_BATCHES + 1) times this, plus a frame each.
+BULK_BATCH_BYTES = 512 << 10
 
 READ_SLAB = "/zarrgate.gateway.v1.ArrayService/ReadSlab"
 READ_SLAB_SHARED = "/zarrgate.gateway.v1.ArrayService/ReadSlabShared"
@@ -1058,9 +1061,10 @@ class Reader:
         """Read the offered blocks from a bulk connection (hello sent)
         until its end frame, placing each: a frame's length and then the
         message with the next frame's length after it, received in one go
-        into a buffer of a small pool (BULK_BUFFERS), whose block the
-        copier's threads copy into place while the next frame comes in
-        (blocks of smaller reads and strings are placed here). Raises
+        into a reused buffer, whose block the copier's threads copy into
+        place (in batches of BULK_BATCH_BYTES) while the next frames come
+        in; the buffer is reused once its block is in place (blocks of
+        smaller reads and strings are placed here, one buffer for all). Raises
         BulkEnded if the connection ends (or fails) before the end frame:
         the stream's status says why."""
         plain = not isinstance(sock, ssl.SSLSocket)
@@ -1074,18 +1078,21 @@ class Reader:
                 for _ in range(k):
                     free.append(busy.popleft())
 
-            self.batches = Batches(self.copier, 0, None, None, BULK_BUFFERS - 1, returned)
-            free.extend(bytearray() for _ in range(BULK_BUFFERS))
-        else:
-            free.append(bytearray())
+            self.batches = Batches(self.copier, BULK_BATCH_BYTES, None, None, MAX_BATCHES, returned)
         frames = 0
         while n:
             if n > MAX_MESSAGE:
                 raise data_loss(f"read {self.path!r}: a {n}-byte bulk frame (the limit is "
                                 f"{MAX_MESSAGE})")
-            if not free:  # a copy failed (batches stop waiting): raise it
-                self.batches.wait()  # type: ignore[union-attr]
-            buf = free.popleft()
+            if free:
+                buf = free.popleft()
+            else:
+                # All in the batches (bounded: Batches.add waits while
+                # MAX_BATCHES wait for the copiers), or a copy failed and
+                # the batches no longer wait: raise that.
+                if self.batches is not None and self.batches.err is not None:
+                    self.batches.wait()
+                buf = bytearray()
             if len(buf) < n + 8:
                 buf = bytearray(n + 8)
             view = memoryview(buf)
