@@ -79,7 +79,7 @@ CASES = [
 @pytest.mark.parametrize("dtype,shape,chunks,keys", CASES, ids=[c[0] for c in CASES])
 def test_bulk_reads_equal_the_stream_and_numpy(server, monkeypatch, dtype, shape, chunks, keys) -> None:
     """Every read asks for bulk here (BULK_MIN_BYTES 0), small and strided
-    ones too, through the copier's threads (COPIER_MIN: 4 MiB) or not."""
+    ones too."""
     monkeypatch.setattr(_slab, "BULK_MIN_BYTES", 0)
     rng = np.random.default_rng(11)
     data = (rng.random(shape) * 1000).astype(dtype) if dtype != "bool" else rng.random(shape) > 0.5
@@ -101,6 +101,37 @@ def test_bulk_reads_equal_the_stream_and_numpy(server, monkeypatch, dtype, shape
         # Negative steps are refused before any call, as without bulk.
         with pytest.raises(zarr.errors.NegativeStepError):
             ab[::-1]
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "aio"])
+async def test_bulk_blocks_copied_by_the_copier_threads(server, monkeypatch, sync) -> None:
+    """With BULK_COPIER (off by default), the blocks of reads of COPIER_MIN
+    bytes and more are copied into place on the copier's threads."""
+    monkeypatch.setattr(_slab, "BULK_COPIER", True)
+    monkeypatch.setattr(_slab, "BULK_BATCH_BYTES", 300 << 10)
+    data = np.random.default_rng(13).random((1500, 1400)).astype(np.float32)  # 8 MiB
+    runs = []
+    real = _slab.Batches.add
+
+    def counted(self, *args):
+        runs.append(1)
+        return real(self, *args)
+
+    monkeypatch.setattr(_slab.Batches, "add", counted)
+    with zarrgate.connect(server.addr, shared_memory=False) as c:
+        c.create_array(f"cp/{sync}", data.shape, "float32", (100, 300))[...] = data
+        if sync:
+            got, got2 = c.open_array(f"cp/{sync}")[...], c.open_array(f"cp/{sync}")[7::3, 5:]
+            stats = c.stats
+    if not sync:
+        async with zarrgate.aio.connect(server.addr, shared_memory=False) as ac:
+            a = await ac.open_array(f"cp/{sync}")
+            got, got2 = await a[...], await a[7::3, 5:]
+            stats = ac.stats
+    np.testing.assert_array_equal(got, data)
+    np.testing.assert_array_equal(got2, data[7::3, 5:])
+    assert stats.bulk_reads == 2 and stats.bulk_bytes == data.nbytes + data[7::3, 5:].nbytes
+    assert len(runs) == 15 * 5  # the full read's blocks (the strided one is under COPIER_MIN)
 
 
 def test_the_server_counts_the_bulk_connections(server) -> None:

@@ -82,16 +82,17 @@ def serve(chunks: list[bytes], end: bool = True) -> socket.socket:
 
 
 @pytest.mark.parametrize("copier", [False, True])
-def test_frames_are_placed_as_the_streams_blocks(copier) -> None:
+def test_frames_are_placed_as_the_streams_blocks(copier, monkeypatch) -> None:
+    monkeypatch.setattr(_slab, "BULK_COPIER", copier)
     # 8 MiB (above COPIER_MIN: the copier's threads copy) or not.
     arr = np.random.default_rng(1).random((1024, 1024)) if copier else np.arange(
         300 * 70, dtype=np.int16).reshape(300, 70)
     cp = _slab.Copier(2) if copier else None
     try:
         r = reader(arr.shape, arr.dtype, arr.dtype.name, cp)
-        assert (r.copier is not None) == copier
         sock = serve(block_frames(arr, 7))
         r.bulk(sock)
+        assert (r.batches is not None) == copier
         out = r.done()
         r.close()
         sock.close()
@@ -259,6 +260,7 @@ def test_a_frame_buffer_is_reused_only_once_its_block_is_copied(monkeypatch) -> 
 
     monkeypatch.setattr(_slab.Batches, "wait", drained_wait)
     monkeypatch.setattr(_slab, "COPIER_MIN", 0)
+    monkeypatch.setattr(_slab, "BULK_COPIER", True)
     monkeypatch.setattr(_slab, "BULK_BATCH_BYTES", 1000)  # a batch every two frames
     arr = np.arange(64 * 50, dtype=np.int32).reshape(64, 50)
     r = reader(arr.shape, arr.dtype, "int32", lag)

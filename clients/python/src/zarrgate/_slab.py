@@ -61,6 +61,15 @@ BULK_CONNECT_TIMEOUT = 2.0
 #: the stream alone for this long (seconds) before asking again.
 BULK_RETRY_AFTER = 60.0
 
+#: Whether a bulk read of COPIER_MIN bytes or more hands its blocks to the
+#: copier's threads, to be copied into place while the next frames are
+#: received. Off: each block is placed on the reading thread before the
+#: next frame is received (as the Go client does). On the 2-core machine
+#: of docs/benchmarks.md the hand-over cost more CPU than the overlap
+#: saved (about 325 against 270 ms of client CPU per 512 MiB read, and
+#: slower); a client with cores to spare may gain from it.
+BULK_COPIER = False
+
 #: The blocks of a bulk read handed to the copier's threads at once
 #: (bytes): a hand-over costs a thread's wake-up, more than the copy of a
 #: small block. At most MAX_BATCHES such batches wait for the copiers,
@@ -1061,10 +1070,11 @@ class Reader:
         """Read the offered blocks from a bulk connection (hello sent)
         until its end frame, placing each: a frame's length and then the
         message with the next frame's length after it, received in one go
-        into a reused buffer, whose block the copier's threads copy into
-        place (in batches of BULK_BATCH_BYTES) while the next frames come
-        in; the buffer is reused once its block is in place (blocks of
-        smaller reads and strings are placed here, one buffer for all). Raises
+        into a reused buffer, and its block placed before the next frame
+        is received. With BULK_COPIER (and a read of COPIER_MIN bytes or
+        more), the copier's threads copy the blocks into place instead (in
+        batches of BULK_BATCH_BYTES) while the next frames come in, each
+        buffer reused once its block is in place. Raises
         BulkEnded if the connection ends (or fails) before the end frame:
         the stream's status says why."""
         plain = not isinstance(sock, ssl.SSLSocket)
@@ -1073,7 +1083,7 @@ class Reader:
         n = int.from_bytes(head, "little")
         free: collections.deque[bytearray] = collections.deque()
         busy: collections.deque[bytearray] = collections.deque()
-        if self.copier is not None:
+        if self.copier is not None and BULK_COPIER:
             def returned(k: int) -> None:  # copier threads, in arrival order
                 for _ in range(k):
                     free.append(busy.popleft())
