@@ -8,6 +8,8 @@ SYSTEM: zarrgate-socket, zarrgate-shared (the slab client, sync, with
 shared memory off / on; through the socket, its blocks over the gateway's
 bulk connection: the server runs with --bulk-listen), zarrgate-socket-stream
 (the socket with ``bulk=False``: every block through the gRPC stream),
+zarrgate-socket-copier (bulk, its blocks copied into place by the client's
+copier threads: ``zarrgate._slab.BULK_COPIER = True``),
 zarrgate-aio-socket, zarrgate-aio-shared, zarrgate-aio-socket-stream (the
 asyncio client), zarrgate-socket-fixed-window (the sync client through the
 gRPC stream with gRPC's BDP probe off: a receive window that does not grow;
@@ -135,6 +137,11 @@ def main():
         shared = system.endswith("-shared")
         x, first, best, cpu = zarrgate_aio(target, path, reads, shared,
                                            not shared and not system.endswith("-stream"))
+    elif system == "zarrgate-socket-copier":
+        from zarrgate import _slab
+
+        _slab.BULK_COPIER = True
+        x, first, best, cpu = zarrgate_sync(target, path, reads, False, True)
     elif system in ("zarrgate-socket", "zarrgate-shared", "zarrgate-socket-stream"):
         shared = system.endswith("-shared")
         x, first, best, cpu = zarrgate_sync(target, path, reads, shared,

@@ -211,6 +211,7 @@ func BenchmarkPythonClient(b *testing.B) {
 		{"go-shared", func() *exec.Cmd { return goCmd(self, s.addr+" "+path+" "+r+" true") }},
 		{"zarrgate-socket", nil},
 		{"zarrgate-socket-stream", nil},
+		{"zarrgate-socket-copier", nil},
 		{"zarrgate-socket-fixed-window", nil},
 		{"zarrgate-shared", nil},
 		{"zarrgate-aio-socket", nil},
@@ -317,6 +318,7 @@ func BenchmarkPythonClient(b *testing.B) {
 	ratio("zarrgate-socket-stream", "zarr-python")
 	ratio("zarrgate-aio-socket-stream", "zarr-python")
 	ratio("zarrgate-socket", "zarrgate-socket-stream")
+	ratio("zarrgate-socket-copier", "zarrgate-socket")
 	ratio("zarr-python-store", "zarr-python")
 	ratio("zarr-python-store-socket", "zarr-python")
 	ratio("zarr-python-store-unbatched", "zarr-python")

@@ -21,9 +21,9 @@ back to the socket. ``shared_memory=False`` turns it off.
 Reads through the socket ask for a bulk connection (``bulk=True``, the
 default): a gateway started with ``--bulk-listen`` then sends the blocks
 over a plain TCP connection (TLS when the channel is) beside the gRPC
-stream, received with ``recv_into`` into a few reusable buffers, which
-costs about a third of the CPU of the stream's HTTP/2 frames and
-per-message copies. A gateway without a bulk listener sends the blocks
+stream, each frame received with one ``recv_into`` into a reused buffer
+and its block placed before the next: about 40 % of the client CPU of the
+stream's HTTP/2 frames and per-message copies (docs/benchmarks.md). A gateway without a bulk listener sends the blocks
 through the stream; a bulk connection that cannot be opened makes the
 read again through the stream, and the client keeps to the stream for
 BULK_RETRY_AFTER seconds. ``bulk=False`` turns it off.
