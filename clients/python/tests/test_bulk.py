@@ -162,7 +162,11 @@ def test_strings_and_blocks_through_bulk(server, monkeypatch) -> None:
         got = s[...]
         assert got.tolist() == words.tolist()
         assert s[3:50:4, ::7].tolist() == words[3:50:4, ::7].tolist()
-        assert c.stats.bulk_reads == 2
+        raw = np.array([bytes([i % 256]) * (i % 7) for i in range(2000)], dtype=object)
+        r = c.create_array("str/b", raw.shape, bytes, (300,))
+        r[...] = raw
+        assert r[...].tolist() == raw.tolist()
+        assert c.stats.bulk_reads == 3
         a = c.create_array("str/a", data.shape, "float64", (100, 100))
         a[...] = data
         seen = 0
