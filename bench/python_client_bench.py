@@ -5,9 +5,14 @@ system per round, interleaved with the Go client's runs.
     python bench/python_client_bench.py SYSTEM TARGET PATH [READS]
 
 SYSTEM: zarrgate-socket, zarrgate-shared (the slab client, sync, with
-shared memory off / on), zarrgate-aio-socket, zarrgate-aio-shared (the
+shared memory off / on; through the socket, its blocks over the gateway's
+bulk connection: the server runs with --bulk-listen), zarrgate-socket-stream
+(the socket with ``bulk=False``: every block through the gRPC stream),
+zarrgate-socket-copier (bulk, its blocks copied into place by the client's
+copier threads: ``zarrgate._slab.BULK_COPIER = True``),
+zarrgate-aio-socket, zarrgate-aio-shared, zarrgate-aio-socket-stream (the
 asyncio client), zarrgate-socket-fixed-window (the sync client through the
-socket with gRPC's BDP probe off: a receive window that does not grow;
+gRPC stream with gRPC's BDP probe off: a receive window that does not grow;
 to a loopback gateway the client's default since its 2 MiB LOCAL_WINDOW),
 zarr-python (zarr.open_array on the directory), zarr-python-store
 (zarr-python over ``zarrgate.ZarrgateStore``: the store service, its chunk
@@ -46,10 +51,16 @@ def crc(x) -> int:
     return zlib.crc32(memoryview(x).cast("B"))
 
 
-def zarrgate_sync(addr, path, reads, shared, options=()):
+def check_stats(stats, reads, shared, bulk):
+    want = "shared_reads" if shared else "bulk_reads" if bulk else "socket_reads"
+    if getattr(stats, want) != reads + 1 or (not bulk and stats.bulk_reads):
+        raise SystemExit(f"expected {reads + 1} {want}, stats say {stats}")
+
+
+def zarrgate_sync(addr, path, reads, shared, bulk, options=()):
     import zarrgate
 
-    with zarrgate.connect(addr, shared_memory=shared, channel_options=options) as c:
+    with zarrgate.connect(addr, shared_memory=shared, bulk=bulk, channel_options=options) as c:
         a = c.open_array(path)
         t0 = time.perf_counter()
         x = a[...]
@@ -60,17 +71,15 @@ def zarrgate_sync(addr, path, reads, shared, options=()):
             a.read(out=x)
             best = min(best, time.perf_counter() - t0)
             cpu = min(cpu, time.process_time() - c0)
-        want = "shared_reads" if shared else "socket_reads"
-        if getattr(c.stats, want) != reads + 1:
-            raise SystemExit(f"expected {reads + 1} {want}, stats say {c.stats}")
+        check_stats(c.stats, reads, shared, bulk)
         return x, first, best, cpu
 
 
-def zarrgate_aio(addr, path, reads, shared):
+def zarrgate_aio(addr, path, reads, shared, bulk):
     import zarrgate.aio
 
     async def run():
-        async with zarrgate.aio.connect(addr, shared_memory=shared) as c:
+        async with zarrgate.aio.connect(addr, shared_memory=shared, bulk=bulk) as c:
             a = await c.open_array(path)
             t0 = time.perf_counter()
             x = await a[...]
@@ -81,9 +90,7 @@ def zarrgate_aio(addr, path, reads, shared):
                 await a.read(out=x)
                 best = min(best, time.perf_counter() - t0)
                 cpu = min(cpu, time.process_time() - c0)
-            want = "shared_reads" if shared else "socket_reads"
-            if getattr(c.stats, want) != reads + 1:
-                raise SystemExit(f"expected {reads + 1} {want}, stats say {c.stats}")
+            check_stats(c.stats, reads, shared, bulk)
             return x, first, best, cpu
 
     return asyncio.run(run())
@@ -124,11 +131,21 @@ def main():
         store = ZarrgateStore(target, read_only=True, max_batch=batch, shared_memory=shared)
         x, first, best, cpu = zarr_python(None, path, reads, store)
     elif system == "zarrgate-socket-fixed-window":
-        x, first, best, cpu = zarrgate_sync(target, path, reads, False, [("grpc.http2.bdp_probe", 0)])
-    elif system.startswith("zarrgate-aio-"):
-        x, first, best, cpu = zarrgate_aio(target, path, reads, system.endswith("-shared"))
-    elif system.startswith("zarrgate-"):
-        x, first, best, cpu = zarrgate_sync(target, path, reads, system.endswith("-shared"))
+        x, first, best, cpu = zarrgate_sync(target, path, reads, False, False,
+                                            [("grpc.http2.bdp_probe", 0)])
+    elif system in ("zarrgate-aio-socket", "zarrgate-aio-shared", "zarrgate-aio-socket-stream"):
+        shared = system.endswith("-shared")
+        x, first, best, cpu = zarrgate_aio(target, path, reads, shared,
+                                           not shared and not system.endswith("-stream"))
+    elif system == "zarrgate-socket-copier":
+        from zarrgate import _slab
+
+        _slab.BULK_COPIER = True
+        x, first, best, cpu = zarrgate_sync(target, path, reads, False, True)
+    elif system in ("zarrgate-socket", "zarrgate-shared", "zarrgate-socket-stream"):
+        shared = system.endswith("-shared")
+        x, first, best, cpu = zarrgate_sync(target, path, reads, shared,
+                                            not shared and not system.endswith("-stream"))
     else:
         raise SystemExit(f"unknown system {system!r}")
     print(json.dumps({

@@ -125,7 +125,11 @@ func selfStatus(field string) int64 {
 // array (float32, 256×256 chunks, as BenchmarkGatewaySlabs) through one
 // `zarrgate serve` on loopback by the Go client and the Python slab client,
 // each through the socket and through shared memory, and by zarr-python
-// reading the directory. Every run is a process of its own (this binary
+// reading the directory. The server has a bulk listener: the Python
+// client's socket reads (zarrgate-socket, zarrgate-aio-socket) take their
+// blocks over the bulk connection, and zarrgate-socket-stream /
+// zarrgate-aio-socket-stream are the same reads with bulk=False, every block
+// through the gRPC stream. Every run is a process of its own (this binary
 // re-run for Go, bench/python_client_bench.py for Python); rounds
 // ($ZARRGATE_PYBENCH_ROUNDS, default 3) run the systems in turn, starting
 // one further along each round, and the median of each system's best read
@@ -162,7 +166,10 @@ func BenchmarkPythonClient(b *testing.B) {
 	if root == "" {
 		root = b.TempDir()
 	}
-	s := startServer(b, "--root", root)
+	// The Python clients' socket reads take their blocks over the bulk
+	// connection (zarrgate-socket-stream, zarrgate-aio-socket-stream: bulk=False,
+	// every block through the gRPC stream, for comparison).
+	s := startServer(b, "--root", root, "--bulk-listen", "127.0.0.1:0")
 	ctx := context.Background()
 	const path = "zstd"
 	if _, err := os.Stat(filepath.Join(root, path, "zarr.json")); err != nil {
@@ -203,9 +210,12 @@ func BenchmarkPythonClient(b *testing.B) {
 		{"go-socket-stream", func() *exec.Cmd { return goCmd(self, s.addr+" "+path+" "+r+" false false") }},
 		{"go-shared", func() *exec.Cmd { return goCmd(self, s.addr+" "+path+" "+r+" true") }},
 		{"zarrgate-socket", nil},
+		{"zarrgate-socket-stream", nil},
+		{"zarrgate-socket-copier", nil},
 		{"zarrgate-socket-fixed-window", nil},
 		{"zarrgate-shared", nil},
 		{"zarrgate-aio-socket", nil},
+		{"zarrgate-aio-socket-stream", nil},
 		{"zarrgate-aio-shared", nil},
 		{"zarr-python", func() *exec.Cmd {
 			return exec.Command(py, "../bench/python_client_bench.py", "zarr-python", root, path, r)
@@ -304,6 +314,11 @@ func BenchmarkPythonClient(b *testing.B) {
 			ratio(py+kind, "zarr-python")
 		}
 	}
+	ratio("zarrgate-socket-stream", "go-socket-stream")
+	ratio("zarrgate-socket-stream", "zarr-python")
+	ratio("zarrgate-aio-socket-stream", "zarr-python")
+	ratio("zarrgate-socket", "zarrgate-socket-stream")
+	ratio("zarrgate-socket-copier", "zarrgate-socket")
 	ratio("zarr-python-store", "zarr-python")
 	ratio("zarr-python-store-socket", "zarr-python")
 	ratio("zarr-python-store-unbatched", "zarr-python")

@@ -206,7 +206,7 @@ def test_shared_memory_path_is_used_and_equals_the_socket(zarrgate_server) -> No
     shape = (1024, 1024)  # 1 Mi elements: over the shared-memory threshold
     data = np.random.default_rng(3).random(shape, dtype=np.float32)
     with zarrgate.connect(zarrgate_server.addr) as c, \
-            zarrgate.connect(zarrgate_server.addr, shared_memory=False) as s:
+            zarrgate.connect(zarrgate_server.addr, shared_memory=False, bulk=False) as s:
         assert c.shared_memory and not s.shared_memory
         a = c.create_array("shm/x", shape, "float32", (256, 256))
         a[...] = data
@@ -344,7 +344,7 @@ async def test_asyncio_client(zarrgate_server) -> None:
         # Concurrent reads on one client.
         parts = await asyncio.gather(*(a.read(slice(i, i + 100)) for i in range(0, 700, 100)))
         np.testing.assert_array_equal(np.concatenate(parts), data)
-    async with zarrgate.aio.connect(zarrgate_server.addr, shared_memory=False) as c:
+    async with zarrgate.aio.connect(zarrgate_server.addr, shared_memory=False, bulk=False) as c:
         a = await c.open_array("aio/x")
         np.testing.assert_array_equal(await a[...], data)
         assert c.stats.shared_reads == 0 and c.stats.socket_bytes == data.nbytes

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import ssl
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,6 +180,51 @@ class Conn:
                 creds, grpc.access_token_call_credentials(self.token)
             )
         return creds
+
+    def host(self) -> str:
+        """The host the address dials ("localhost" for a unix socket: the
+        gateway is on this host), without brackets around an IPv6 one."""
+        t = self.addr
+        if t.startswith(("unix:", "unix-abstract:")):
+            return "localhost"
+        for prefix in ("passthrough:///", "dns:///", "ipv4:", "ipv6:"):
+            t = t.removeprefix(prefix)
+        if t.startswith("["):
+            return t[1 : t.find("]")] if "]" in t else t[1:]
+        host, sep, _ = t.rpartition(":")
+        return host if sep and ":" not in host else t
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """A TLS client context with the channel's settings (its CA, or the
+        system's; its client certificate and key), for connections made
+        beside the channel (the slab client's bulk connections); None
+        without TLS. Certificate names are checked (the server name is the
+        caller's: see :meth:`server_name`)."""
+        if not self.tls:
+            return None
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+        if self.tls_ca is not None:
+            ctx.load_verify_locations(cadata=self.tls_ca.decode("ascii", "replace"))
+        if self.tls_cert is not None and self.tls_key is not None:
+            # ssl loads a certificate chain from files only: written to a
+            # private directory (0700) for the moment it is read.
+            with tempfile.TemporaryDirectory(prefix="zarrgate-tls-") as d:
+                cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+                for name, data in ((cert, self.tls_cert), (key, self.tls_key)):
+                    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with os.fdopen(fd, "wb") as f:
+                        f.write(data)
+                ctx.load_cert_chain(cert, key)
+        return ctx
+
+    def server_name(self, options: Any = ()) -> str:
+        """The name the channel checks the server's certificate against:
+        ``grpc.ssl_target_name_override`` among the channel options, else
+        the address's host."""
+        for k, v in options:
+            if k == "grpc.ssl_target_name_override":
+                return str(v)
+        return self.host()
 
     def channel(self, options: list[tuple[str, Any]]) -> grpc.Channel:
         creds = self.credentials()

@@ -25,26 +25,28 @@ _clients: dict[tuple[Any, ...], Any] = {}
 
 
 def client(conn: Conn, timeout: float | None, shared_memory: bool,
-           channel_options: tuple[tuple[str, Any], ...]) -> Any:
+           channel_options: tuple[tuple[str, Any], ...], bulk: bool = True) -> Any:
     """This process's client with these settings (made on first use)."""
     from zarrgate.client import Client
 
-    key = (conn, timeout, shared_memory, channel_options)
+    key = (conn, timeout, shared_memory, channel_options, bulk)
     with _lock:
         c = _clients.get(key)
         if c is None:
             c = _clients[key] = Client(conn, timeout=timeout, shared_memory=shared_memory,
-                                       channel_options=channel_options)
+                                       bulk=bulk, channel_options=channel_options)
         return c
 
 
 def reopen_array(conn: Conn, timeout: float | None, shared_memory: bool,
-                 channel_options: tuple[tuple[str, Any], ...], node: bytes) -> Any:
+                 channel_options: tuple[tuple[str, Any], ...], node: bytes,
+                 bulk: bool = True) -> Any:
     """A pickled Array, unpickled: its metadata as it was when pickled (no
     call), on this process's client with its settings."""
     from zarrgate.client import Array
 
-    return Array(client(conn, timeout, shared_memory, channel_options), gpb.Node.FromString(node))
+    return Array(client(conn, timeout, shared_memory, channel_options, bulk),
+                 gpb.Node.FromString(node))
 
 
 def array_reduce(a: Any) -> tuple[Any, tuple[Any, ...]]:
@@ -57,7 +59,7 @@ def array_reduce(a: Any) -> tuple[Any, tuple[Any, ...]]:
         node.CopyFrom(a._node)
         node.attributes_json = json.dumps(a.attrs)
     return reopen_array, (c._conn, c.timeout, c.shared_memory, c.channel_options,
-                          node.SerializeToString(deterministic=True))
+                          node.SerializeToString(deterministic=True), c.bulk)
 
 
 def size() -> int:

@@ -14,8 +14,11 @@ import mmap
 import operator
 import os
 import queue
+import socket
+import ssl
 import stat
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -40,6 +43,39 @@ WRITE_BLOCK_BYTES = 1 << 20
 #: (internal/shm).
 SHM_DATA_OFFSET = 64
 SHM_TOKEN_BYTES = 16
+
+#: A bulk connection's hello, before the offer's ticket
+#: (gateway.proto's BulkOffer), and the ticket's length.
+BULK_HELLO = b"ZGBULK1\n"
+BULK_TICKET_BYTES = 16
+
+#: Reads of fewer bytes (strings counted at 16 bytes an element) do not
+#: ask for a bulk connection: opening one (a TCP connection, a TLS
+#: handshake) costs more than the stream's overhead on that much.
+BULK_MIN_BYTES = 1 << 20
+
+#: How long connecting to the gateway's bulk listener may take.
+BULK_CONNECT_TIMEOUT = 2.0
+
+#: After a bulk connection could not be opened, the client reads through
+#: the stream alone for this long (seconds) before asking again.
+BULK_RETRY_AFTER = 60.0
+
+#: Whether a bulk read of COPIER_MIN bytes or more hands its blocks to the
+#: copier's threads, to be copied into place while the next frames are
+#: received. Off: each block is placed on the reading thread before the
+#: next frame is received (as the Go client does). On the 2-core machine
+#: of docs/benchmarks.md the hand-over cost more CPU than the overlap
+#: saved (about 325 against 270 ms of client CPU per 512 MiB read, and
+#: slower); a client with cores to spare may gain from it.
+BULK_COPIER = False
+
+#: The blocks of a bulk read handed to the copier's threads at once
+#: (bytes): a hand-over costs a thread's wake-up, more than the copy of a
+#: small block. At most MAX_BATCHES such batches wait for the copiers,
+#: and one more is being received: the frame buffers of a read hold about
+#: (MAX_BATCHES + 1) times this, plus a frame each.
+BULK_BATCH_BYTES = 512 << 10
 
 READ_SLAB = "/zarrgate.gateway.v1.ArrayService/ReadSlab"
 READ_SLAB_SHARED = "/zarrgate.gateway.v1.ArrayService/ReadSlabShared"
@@ -467,6 +503,104 @@ def pieces(p: Plan, grid: tuple[int, ...], itemsize: int, limit: int) -> Iterato
         yield tuple(key)
 
 
+# -- bulk connections --------------------------------------------------------
+
+
+class BulkUnavailable(Exception):
+    """The offered bulk connection could not be opened (connect, TLS
+    handshake, hello) or failed before its first frame: the read is made
+    again without bulk; ``switch_off``: and the client reads without bulk
+    for BULK_RETRY_AFTER seconds. A connection the gateway closed before
+    any frame (its limit of connections reached, or the read failed
+    before its first block) does not switch bulk off: the read is made
+    again through the stream, whose status then tells a failure."""
+
+    def __init__(self, why: str, switch_off: bool = True) -> None:
+        super().__init__(why)
+        self.switch_off = switch_off
+
+
+class BulkEnded(Exception):
+    """The bulk connection ended (or failed) before its end frame, after
+    ``frames`` frames: the stream's status says why."""
+
+    def __init__(self, frames: int, why: str) -> None:
+        super().__init__(why)
+        self.frames = frames
+
+
+def _recv(sock: socket.socket, view: memoryview, n: int, plain: bool, frame: int) -> None:
+    """Fill view[:n] from the bulk connection (frame: how many frames
+    were received before)."""
+    got = 0
+    flags = socket.MSG_WAITALL if plain else 0
+    while got < n:
+        try:
+            k = sock.recv_into(view[got:n], n - got, flags)
+        except OSError as e:
+            if frame == 0:
+                raise BulkUnavailable(f"bulk connection: {e}") from e
+            raise BulkEnded(frame - 1, f"bulk connection: {e}") from e
+        if k == 0:
+            if frame == 0:
+                raise BulkUnavailable("bulk connection closed before its first frame", False)
+            raise BulkEnded(frame - 1, "bulk connection closed before its end frame")
+        got += k
+
+
+def bulk_address(offer: gpb.BulkOffer, dialled: str) -> tuple[str, int]:
+    """Where to connect for an offer: its host, or the host the gRPC
+    address dials when the offer names none."""
+    return (offer.host or dialled), offer.port
+
+
+def bulk_connect(host: str, port: int, ticket: bytes, ctx: ssl.SSLContext | None,
+                 server_name: str, timeout: float = BULK_CONNECT_TIMEOUT) -> socket.socket:
+    """A bulk connection to host:port, TLS with ctx when given (the
+    certificate checked against server_name), its hello sent; blocking
+    from then on. BulkUnavailable if any of it fails."""
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except OSError as e:
+        raise BulkUnavailable(f"bulk connection to {host}:{port}: {e}") from e
+    try:
+        if ctx is not None:
+            sock = ctx.wrap_socket(sock, server_hostname=server_name)
+        sock.sendall(BULK_HELLO + ticket)
+        sock.settimeout(None)
+    except OSError as e:  # ssl.SSLError included
+        sock.close()
+        raise BulkUnavailable(f"bulk connection to {host}:{port}: {e}") from e
+    return sock
+
+
+def bulk_shutdown(sock: socket.socket) -> None:
+    """Wake a thread blocked reading the bulk connection (its call has
+    failed): the socket's own shutdown, under TLS too."""
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class BulkSwitch:
+    """A client's choice to ask for bulk connections: on unless turned
+    off, or for BULK_RETRY_AFTER seconds after one could not be opened."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self.off_until = 0.0
+
+    def ask(self, sink: Sink) -> bool:
+        if not self.on or time.monotonic() < self.off_until:
+            return False
+        item = 16 if sink.variable else sink.item
+        return sink.plan.size * item >= BULK_MIN_BYTES
+
+    def failed(self) -> None:
+        self.off_until = time.monotonic() + BULK_RETRY_AFTER
+
+
 # -- shared memory -----------------------------------------------------------
 
 
@@ -596,8 +730,8 @@ class SharedIn:
         return msg
 
 
-def read_msg(path: str, p: Plan) -> gpb.ReadSlabRequest:
-    return gpb.ReadSlabRequest(path=path, selection=p.proto())
+def read_msg(path: str, p: Plan, bulk: bool = False) -> gpb.ReadSlabRequest:
+    return gpb.ReadSlabRequest(path=path, selection=p.proto(), bulk=bulk)
 
 
 def shared_read_msg(path: str, p: Plan) -> bytes:
@@ -757,11 +891,14 @@ class Batches:
     (``send``) once every block before it has been copied out, in arrival
     order, as the gateway's ring expects."""
 
-    def __init__(self, copier: Copier, limit: int, m: Mapping | None, send: Any) -> None:
+    def __init__(self, copier: Copier, limit: int, m: Mapping | None, send: Any,
+                 depth: int = 0, done: Any = None) -> None:
         self.copier = copier
         self.limit = limit
         self.m = m
         self.send = send
+        self.depth = depth or MAX_BATCHES
+        self.on_done = done  # called with n instead of send(release_msg(n))
         self.items: list[tuple[np.ndarray, np.ndarray, tuple[int, int] | None]] = []
         self.bytes = 0
         self.queued: collections.deque[_Batch] = collections.deque()
@@ -780,7 +917,7 @@ class Batches:
         b = _Batch(self, self.items)
         self.items, self.bytes = [], 0
         with self.cond:
-            while len(self.queued) >= MAX_BATCHES and self.err is None:
+            while len(self.queued) >= self.depth and self.err is None:
                 self.cond.wait()
             self.queued.append(b)
         self.copier.submit(b)
@@ -794,7 +931,9 @@ class Batches:
                 n += head.blocks
                 if head.err is not None and self.err is None:
                     self.err = head.err
-            if n and self.send is not None:
+            if n and self.on_done is not None:
+                self.on_done(n)
+            elif n and self.send is not None:
                 # Even after a failed copy: the read fails in done(), but
                 # the gateway must not wait for ring space meanwhile.
                 self.send(release_msg(n))
@@ -813,12 +952,19 @@ class Batches:
 @dataclass
 class Stats:
     """What a client's reads did: calls by path taken, and bytes of block
-    data received through the socket and through shared memory."""
+    data received through the socket (the gRPC stream), through shared
+    memory and through bulk connections. A bulk read is a socket read too
+    (a ReadSlab call) whose blocks came over a bulk connection;
+    bulk_fallbacks counts the bulk connections that could not be opened
+    (their reads were made again without bulk)."""
 
     socket_reads: int = 0
     shared_reads: int = 0
     socket_bytes: int = 0
     shared_bytes: int = 0
+    bulk_reads: int = 0
+    bulk_bytes: int = 0
+    bulk_fallbacks: int = 0
 
 
 class Reader:
@@ -850,6 +996,9 @@ class Reader:
         self.copier = copier if big else None
         self.send = send
         self.batches: Batches | None = None
+        #: The header's bulk offer (ReadSlab only): the blocks come over
+        #: a bulk connection (:meth:`bulk`), none through the stream.
+        self.offer: gpb.BulkOffer | None = None
         if maps is None:
             stats.socket_reads += 1
 
@@ -870,6 +1019,8 @@ class Reader:
             return self.sh.release()
         if kind != _wire.BLOCK:
             raise data_loss(f"read {self.path!r}: a message after the header is not a block")
+        if self.offer is not None:
+            raise data_loss(f"read {self.path!r}: a block in the stream after a bulk offer")
         b: _wire.Block = v  # type: ignore[assignment]
         if self.sink.variable:
             self.sink.place_strings(b)
@@ -895,6 +1046,13 @@ class Reader:
     def _header(self, h: gpb.SlabHeader) -> bytes | None:
         self.sink.header(h)
         reply = None
+        if self.maps is None and h.HasField("bulk"):
+            o = h.bulk
+            if len(o.ticket) != BULK_TICKET_BYTES or not 0 < o.port < 65536:
+                raise data_loss(f"read {self.path!r}: a bad bulk offer (port {o.port}, "
+                                f"{len(o.ticket)}-byte ticket)")
+            self.offer = o
+            self.stats.bulk_reads += 1
         if self.maps is not None and h.HasField("shared_segment"):
             self.m = self.maps.attach(h.shared_segment)
             reply = attach_msg(self.m is not None)
@@ -907,6 +1065,71 @@ class Reader:
         if self.copier is not None and self.sh is not None:
             self.batches = Batches(self.copier, self.sh.batch, self.sh.m, self.send)
         return reply
+
+    def bulk(self, sock: socket.socket) -> None:
+        """Read the offered blocks from a bulk connection (hello sent)
+        until its end frame, placing each: a frame's length and then the
+        message with the next frame's length after it, received in one go
+        into a reused buffer, and its block placed before the next frame
+        is received. With BULK_COPIER (and a read of COPIER_MIN bytes or
+        more), the copier's threads copy the blocks into place instead (in
+        batches of BULK_BATCH_BYTES) while the next frames come in, each
+        buffer reused once its block is in place. Raises
+        BulkEnded if the connection ends (or fails) before the end frame:
+        the stream's status says why."""
+        plain = not isinstance(sock, ssl.SSLSocket)
+        head = bytearray(8)
+        _recv(sock, memoryview(head), 8, plain, 0)
+        n = int.from_bytes(head, "little")
+        free: collections.deque[bytearray] = collections.deque()
+        busy: collections.deque[bytearray] = collections.deque()
+        if self.copier is not None and BULK_COPIER:
+            def returned(k: int) -> None:  # copier threads, in arrival order
+                for _ in range(k):
+                    free.append(busy.popleft())
+
+            self.batches = Batches(self.copier, BULK_BATCH_BYTES, None, None, MAX_BATCHES, returned)
+        frames = 0
+        while n:
+            if n > MAX_MESSAGE:
+                raise data_loss(f"read {self.path!r}: a {n}-byte bulk frame (the limit is "
+                                f"{MAX_MESSAGE})")
+            if free:
+                buf = free.popleft()
+            else:
+                # All in the batches (bounded: Batches.add waits while
+                # MAX_BATCHES wait for the copiers), or a copy failed and
+                # the batches no longer wait: raise that.
+                if self.batches is not None and self.batches.err is not None:
+                    self.batches.wait()
+                buf = bytearray()
+            if len(buf) < n + 8:
+                buf = bytearray(n + 8)
+            view = memoryview(buf)
+            _recv(sock, view, n + 8, plain, frames + 1)
+            frames += 1
+            kind, v = _wire.parse(view[:n])
+            if kind != _wire.BLOCK:
+                raise data_loss(f"read {self.path!r}: bulk frame {frames} is not a block")
+            b: _wire.Block = v  # type: ignore[assignment]
+            if b.shared is not None:
+                raise data_loss(f"read {self.path!r}: a shared block in bulk frame {frames}")
+            if self.sink.variable:
+                self.sink.place_strings(b)
+                free.append(buf)
+            elif self.batches is not None:
+                dst, src = self.sink.target(b, b.data)
+                busy.append(buf)
+                self.batches.add(dst, src, None, len(b.data))
+            else:
+                self.sink.place(b, b.data)
+                free.append(buf)
+            self.stats.bulk_bytes += len(b.data)
+            n = int.from_bytes(view[n : n + 8], "little")
+            del view, b, v
+        if self.batches is not None:
+            self.batches.flush()
+            self.batches.wait()
 
     def done(self) -> np.ndarray:
         if self.first and self.maps is not None:

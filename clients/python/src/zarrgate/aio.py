@@ -12,11 +12,15 @@ with coroutines where the sync client blocks.
 Indexing, data types, block placement and the shared-memory protocol are
 the sync client's (zarrgate._slab); the channel belongs to the event loop
 the client was first used on. Blocks are copied out on the event loop (one
-memcpy each, about 1 MiB).
+memcpy each, about 1 MiB); a read whose blocks come over a bulk connection
+(``bulk=True``, as the sync client's) receives them on a thread
+(``asyncio.to_thread``), the blocks copied into place by the client's
+copier threads.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -46,7 +50,8 @@ def connect(addr: str, **kwargs: Any) -> Client:
     """As :func:`zarrgate.connect`, for asyncio."""
     # No channel is made until the first call: grpc.aio channels belong to
     # the event loop they are made on.
-    opts = {k: kwargs.pop(k) for k in ("timeout", "shared_memory", "channel_options") if k in kwargs}
+    opts = {k: kwargs.pop(k) for k in ("timeout", "shared_memory", "bulk", "channel_options")
+            if k in kwargs}
     return Client(Conn.make(addr, **kwargs), **opts)
 
 
@@ -55,6 +60,7 @@ class Client(_Base):
 
     def _setup(self) -> None:
         self._channel: grpc.aio.Channel | None = None
+        self._copier = _slab.Copier()  # threads started by the first bulk read
 
     def _ch(self) -> grpc.aio.Channel:
         if self._channel is None:
@@ -72,6 +78,7 @@ class Client(_Base):
         return self._channel
 
     async def close(self) -> None:
+        self._copier.close()
         self._maps.close()
         if self._channel is not None:
             await self._channel.close()
@@ -152,13 +159,41 @@ class Client(_Base):
                 sink = _slab.Sink(a.path, p, a.dtype, a.data_type, out)
         return await self._read_socket(a, p, sink)
 
-    async def _read_socket(self, a: Array, p: _slab.Plan, sink: _slab.Sink) -> np.ndarray:
-        call = self._read_slab(_slab.read_msg(a.path, p), timeout=self.timeout)
-        r = _slab.Reader(a.path, sink, self.stats, None)
+    async def _read_socket(self, a: Array, p: _slab.Plan, sink: _slab.Sink,
+                           bulk: bool | None = None) -> np.ndarray:
+        if bulk is None:
+            bulk = self._bulk.ask(sink)
+        call = self._read_slab(_slab.read_msg(a.path, p, bulk), timeout=self.timeout)
+        r = _slab.Reader(a.path, sink, self.stats, None, self._copier)
+        sock = None
+        ended: _slab.BulkEnded | None = None
         try:
-            async for raw in call:
+            while (raw := await call.read()) is not grpc.aio.EOF:
                 r.message(raw)
+                if r.offer is not None and sock is None:
+                    # The blocks come over the bulk connection, read on a
+                    # thread; the stream then ends with the read's status.
+                    sock = await asyncio.to_thread(self._bulk_open, r.offer)
+                    call.add_done_callback(_shutdown_on_failure(sock))
+                    try:
+                        await asyncio.to_thread(r.bulk, sock)
+                    except _slab.BulkEnded as e:
+                        ended = e
+            await _check(call)
+            if ended is not None:
+                raise _slab.data_loss(f"read {a.path!r}: {ended}, and the call ended OK")
             return r.done()
+        except _slab.BulkUnavailable as e:
+            call.cancel()
+            if sock is not None:
+                sock.close()
+                sock = None
+            r.close()
+            if e.switch_off:
+                self._bulk.failed()
+            self.stats.bulk_fallbacks += 1
+            self.stats.bulk_reads -= 1
+            return await self._read_socket(a, p, sink, bulk=False)
         except grpc.RpcError as e:
             raise self._conn.error(e, f"read {a.path!r}", "array") from e
         except _wire.WireError as e:
@@ -167,6 +202,11 @@ class Client(_Base):
         except BaseException:
             call.cancel()
             raise
+        finally:
+            if sock is not None:
+                _slab.bulk_shutdown(sock)  # wakes a thread still reading it
+                sock.close()
+            r.close()
 
     async def _read_shared(self, a: Array, p: _slab.Plan, sink: _slab.Sink) -> np.ndarray:
         call = self._read_slab_shared(timeout=self.timeout)
@@ -213,6 +253,21 @@ class Client(_Base):
 
 class _Unimplemented(Exception):
     pass
+
+
+def _shutdown_on_failure(sock: Any) -> Any:
+    """A done callback (run on the event loop) of a read's call that
+    wakes the thread reading its bulk connection when the call fails."""
+    def cb(call: Any) -> None:
+        async def check() -> None:
+            if await call.code() != grpc.StatusCode.OK:
+                _slab.bulk_shutdown(sock)
+        _pending.add(t := asyncio.ensure_future(check()))
+        t.add_done_callback(_pending.discard)
+    return cb
+
+
+_pending: set[Any] = set()
 
 
 async def _check(call: Any) -> None:

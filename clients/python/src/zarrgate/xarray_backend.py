@@ -65,7 +65,7 @@ __all__ = [
 #: The connection options a URL's dataset may be opened with, as keyword
 #: arguments or in ``storage_options`` (those of :func:`zarrgate.connect`).
 CONNECT_OPTIONS = ("tls", "tls_ca", "tls_cert", "tls_key", "token", "timeout",
-                   "shared_memory", "channel_options")
+                   "shared_memory", "bulk", "channel_options")
 
 _SCHEMES = ("grpc", "grpcs")
 
