@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -184,5 +185,135 @@ func TestServeBulkMTLS(t *testing.T) {
 	io.Copy(io.Discard, c) // a TLS alert at most, then the end
 	if n := delta(after, p.scrape(t), bulkCount("tls_failed")); n != 1 {
 		t.Errorf("a plaintext hello to the TLS bulk listener: %v tls_failed", n)
+	}
+}
+
+// TestServeBulkFlood attacks the bulk listener of the real `zarrgate
+// serve` as an untrusted client on the network would: more connections
+// than the listener takes (256) that never finish their hello, one that
+// sends 16 MiB of garbage, and a stream of guessed tickets. Meanwhile
+// reads still succeed (through the stream while the listener is full),
+// the server's memory does not grow with the garbage, every held
+// connection is closed by the server after its hello deadline (5 s), and
+// then reads go through bulk again. Every refusal is counted by its
+// reason.
+func TestServeBulkFlood(t *testing.T) {
+	p := startWithAdmin(t, "serve", true, "--root", t.TempDir())
+	baddr := bulkAddr(p)
+	if baddr == "" {
+		t.Fatal("no bulk listener")
+	}
+	pid := p.cmd.Process.Pid
+	rss0, err := statusBytes(pid, "VmRSS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := p.scrape(t)
+
+	// Guessed tickets, each refused.
+	for i := range 20 {
+		c, err := net.Dial("tcp", baddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hello := []byte("ZGBULK1\n0123456789abcdef")
+		hello[len(hello)-1] = byte(i)
+		c.Write(hello)
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		c.Read(make([]byte, 1))
+		c.Close()
+	}
+	// 16 MiB of garbage on one connection: read no further than the
+	// hello, then closed.
+	g, err := net.Dial("tcp", baddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := make([]byte, 1<<20)
+	for i := range junk {
+		junk[i] = byte(i * 7)
+	}
+	sent := 0
+	g.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	for range 16 {
+		n, err := g.Write(junk)
+		sent += n
+		if err != nil {
+			break
+		}
+	}
+	g.Close()
+	if sent == len(junk)*16 {
+		t.Errorf("the server took all %d bytes of garbage after the hello", sent)
+	}
+
+	// 300 connections that send part of a hello and stop: the first 256
+	// are held until their deadline, the rest are refused at once.
+	const held = 300
+	conns := make([]net.Conn, 0, held)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range held {
+		c, err := net.Dial("tcp", baddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte("ZGB"))
+		conns = append(conns, c)
+	}
+	// Reads still work while the listener is full: through the stream.
+	readBothWays(t, p.addr)
+	if rss, err := statusBytes(pid, "VmRSS"); err != nil || rss-rss0 > 64*MiB {
+		t.Errorf("server RSS grew by %d MiB under the flood (%v)", (rss-rss0)/MiB, err)
+	}
+
+	// The held connections are closed by the server once their hello
+	// deadline passes.
+	for i, c := range conns {
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if n, err := c.Read(make([]byte, 1)); n != 0 || !closed(err) {
+			t.Fatalf("held connection %d: read %d bytes, %v; want it closed by the server", i, n, err)
+		}
+	}
+	mid := p.scrape(t)
+	if n := delta(before, mid, bulkCount("timeout")); n < held-60 {
+		t.Errorf("%v connections timed out in their hello, want most of the %d held", n, held)
+	}
+	if n := delta(before, mid, bulkCount("over_limit")); n < held-256 {
+		t.Errorf("%v connections over the limit refused, want at least %d of %d", n, held-256, held)
+	}
+	if n := delta(before, mid, bulkCount("unknown_ticket")); n < 20 {
+		t.Errorf("%v guessed tickets refused, want 20", n)
+	}
+	if n := delta(before, mid, bulkCount("bad_hello")); n < 1 {
+		t.Errorf("the garbage connection: %v bad hellos", n)
+	}
+
+	// With the flood gone, a fresh client reads through bulk again (one
+	// that saw the full listener would skip bulk for a minute).
+	readBulk := func() {
+		ctx := context.Background()
+		c, err := client.Dial(ctx, p.addr, client.WithSharedMemory(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		a, err := c.OpenArray(ctx, "bulk")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := client.Read[float32](ctx, a, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readBulk()
+	if n := delta(mid, p.scrape(t), bulkCount("accepted")); n != 1 {
+		t.Errorf("after the flood: %v bulk connections accepted for one read, want 1", n)
+	}
+	if err := p.cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the server died: %v", err)
 	}
 }
