@@ -7,7 +7,7 @@ bench-side-by-side), which makes the venv and builds the binaries.
     python bench/side_by_side.py --bin DIR
 
 DIR holds zarrgate, sidebyside (bench/sidebyside) and codecsvc.test, and
-zarrgate-cgo and codecsvc-cgo.test (built with -tags cgocodecs) if the
+zarrgate-cgo, codecsvc-cgo.test and sidebyside-cgo (built with -tags cgocodecs) if the
 cgocodecs build is to be measured too, else perhaps cgocodecs-skipped (the
 reason it is not, printed with the table). Every
 measurement runs in a process of its own; each round runs every system of
@@ -274,6 +274,10 @@ def main():
             o, _ = run([os.path.join(args.bin, "sidebyside"), "ratio", "-dir", os.path.join(data, "uncompressed")])
             for r in json_lines(o):
                 record(row="ratio", system="zarrgate", round=0, codec=r["codec"], ratio=r["ratio"])
+            if cgo is not None:
+                o, _ = run([os.path.join(args.bin, "sidebyside-cgo"), "ratio", "-dir", os.path.join(data, "uncompressed")])
+                for r in json_lines(o):
+                    record(row="ratio", system="zarrgate-cgocodecs", round=0, codec=r["codec"], ratio=r["ratio"])
             o, _ = run(WORKER + ["ratio", os.path.join(data, "uncompressed")])
             for r in json_lines(o):
                 record(row="ratio", system="numcodecs", round=0, codec=r["codec"], ratio=r["ratio"])
@@ -429,9 +433,12 @@ def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, 
     if "ratio" in rows:
         zr = {r["codec"]: r["ratio"] for r in results if r["row"] == "ratio" and r["system"] == "zarrgate"}
         nr = {r["codec"]: r["ratio"] for r in results if r["row"] == "ratio" and r["system"] == "numcodecs"}
+        zcr = {r["codec"]: r["ratio"] for r in results if r["row"] == "ratio" and r["system"] == "zarrgate-cgocodecs"}
         for c in zr:
             if c in nr:
                 L.append(f"| compression ratio {c} | {zr[c]:.3f} | numcodecs {nr[c]:.3f} | {zr[c] / nr[c]:.2f} | |")
+            if c in nr and c in zcr:
+                L.append(f"| compression ratio {c}, cgocodecs | {zcr[c]:.3f} | numcodecs {nr[c]:.3f} | {zcr[c] / nr[c]:.2f} | |")
     # Every system of every row: median (min–max) over the rounds.
     detail += ["", "Every measurement: median (min–max over the rounds); client cpu: the process's CPU time of "
                "its best timed read (or its write); server cpu: `zarrgate serve`'s CPU time over the whole "

@@ -59,8 +59,9 @@ elif ! pkg-config --exists libzstd libdeflate; then
 else
 	log "building the cgocodecs zarrgate and codecsvc test binary"
 	if ! CGO_ENABLED=1 ${GO:-go} build -tags cgocodecs -o "$bin/zarrgate-cgo" ./cmd/zarrgate ||
-		! CGO_ENABLED=1 ${GO:-go} test -c -tags cgocodecs -o "$bin/codecsvc-cgo.test" ./codecsvc; then
-		rm -f "$bin/zarrgate-cgo" "$bin/codecsvc-cgo.test"
+		! CGO_ENABLED=1 ${GO:-go} test -c -tags cgocodecs -o "$bin/codecsvc-cgo.test" ./codecsvc ||
+		! CGO_ENABLED=1 ${GO:-go} build -tags cgocodecs -o "$bin/sidebyside-cgo" ./bench/sidebyside; then
+		rm -f "$bin/zarrgate-cgo" "$bin/codecsvc-cgo.test" "$bin/sidebyside-cgo"
 		echo "the cgocodecs build failed (see above)" >"$bin/cgocodecs-skipped"
 	fi
 fi
