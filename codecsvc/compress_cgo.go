@@ -119,11 +119,10 @@ func libdeflateInflate(container string, b []byte, capacity int) (out []byte, fi
 	return out[:n:n], true, nil
 }
 
-// libzstdEncode compresses b at a libzstd level, into one frame with
-// its content size and, if asked, a checksum.
-// libzstdAppend appends one libzstd frame of src to dst (for Blosc's
-// zstd blocks, through complevel.EncodeZstd), growing dst if its spare
-// capacity is short of libzstd's bound.
+// libzstdAppend appends one libzstd frame of src to dst, with its
+// content size and, if asked, a checksum, growing dst if its spare
+// capacity is short of libzstd's bound (Blosc's zstd blocks come here
+// through complevel.EncodeZstd).
 func libzstdAppend(dst, src []byte, level int, checksum bool) ([]byte, error) {
 	c := zstdCCtxs.get(func() *C.ZSTD_CCtx { return C.ZSTD_createCCtx() })
 	defer zstdCCtxs.put(c)
@@ -142,23 +141,15 @@ func libzstdAppend(dst, src []byte, level int, checksum bool) ([]byte, error) {
 	return dst[:len(dst)+int(n)], nil
 }
 
+// libzstdEncode compresses b at a libzstd level into one frame, in a
+// pooled buffer, not zeroed (libzstd writes what it returns), returned
+// whole for a caller that may hand it back (Local.EncodesOwned).
 func libzstdEncode(b []byte, level int, checksum bool) ([]byte, error) {
-	c := zstdCCtxs.get(func() *C.ZSTD_CCtx { return C.ZSTD_createCCtx() })
-	defer zstdCCtxs.put(c)
-	if c == nil {
-		return nil, errs.New(errs.ResourceExhausted, "zstd: no memory for an encoder")
-	}
-	C.ZSTD_CCtx_reset(c, C.ZSTD_reset_session_and_parameters)
-	C.ZSTD_CCtx_setParameter(c, C.ZSTD_c_compressionLevel, C.int(level))
-	C.ZSTD_CCtx_setParameter(c, C.ZSTD_c_checksumFlag, C.int(map[bool]int{true: 1}[checksum]))
-	// A pooled buffer, not zeroed (libzstd writes what it returns),
-	// returned whole for a caller that may hand it back
-	// (Local.EncodesOwned).
 	out := bufpool.Get(int(C.ZSTD_compressBound(C.size_t(len(b)))))
-	n := C.ZSTD_compress2(c, ptr(out), C.size_t(len(out)), ptr(b), C.size_t(len(b)))
-	if C.ZSTD_isError(n) != 0 {
+	enc, err := libzstdAppend(out[:0], b, level, checksum) // in out: it has the bound
+	if err != nil {
 		bufpool.Put(out)
-		return nil, errs.New(errs.Internal, "zstd: %s", C.GoString(C.ZSTD_getErrorName(n)))
+		return nil, err
 	}
-	return out[:n], nil
+	return enc, nil
 }

@@ -184,15 +184,8 @@ class Client(_Base):
                 raise _slab.data_loss(f"read {a.path!r}: {ended}, and the call ended OK")
             return r.done()
         except _slab.BulkUnavailable as e:
-            call.cancel()
-            if sock is not None:
-                sock.close()
-                sock = None
-            r.close()
-            if e.switch_off:
-                self._bulk.failed()
-            self.stats.bulk_fallbacks += 1
-            self.stats.bulk_reads -= 1
+            self._bulk_fallback(e, call, sock, r)
+            sock = None
             return await self._read_socket(a, p, sink, bulk=False)
         except grpc.RpcError as e:
             raise self._conn.error(e, f"read {a.path!r}", "array") from e

@@ -175,6 +175,20 @@ class _Base:
         return _slab.bulk_connect(host, port, offer.ticket, ctx,
                                   self._conn.server_name(self.channel_options))
 
+    def _bulk_fallback(self, e: _slab.BulkUnavailable, call: Any, sock: Any, r: _slab.Reader) -> None:
+        """A read's offered bulk connection could not be used, before any
+        block was placed: end its call, connection and reader, count it,
+        and (as e says) read without bulk for a while. The caller then
+        makes the read again through the stream."""
+        call.cancel()
+        if sock is not None:
+            sock.close()
+        r.close()
+        if e.switch_off:
+            self._bulk.failed()
+        self.stats.bulk_fallbacks += 1
+        self.stats.bulk_reads -= 1
+
     def __getstate__(self) -> dict[str, Any]:
         # A client pickles as its settings (TLS material and token
         # included), so that workers reconnect with the same options.
@@ -324,15 +338,8 @@ class Client(_Base):
             return r.done()
         except _slab.BulkUnavailable as e:
             # Nothing placed yet: the read again, through the stream.
-            call.cancel()
-            if sock is not None:
-                sock.close()
-                sock = None
-            r.close()
-            if e.switch_off:
-                self._bulk.failed()
-            self.stats.bulk_fallbacks += 1
-            self.stats.bulk_reads -= 1
+            self._bulk_fallback(e, call, sock, r)
+            sock = None
             return self._read_socket(a, p, sink, bulk=False)
         except grpc.RpcError as e:
             raise self._conn.error(e, f"read {a.path!r}", "array") from e
