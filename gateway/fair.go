@@ -250,16 +250,27 @@ func (c *call) signal() {
 }
 
 // fetchSlot takes a slot of the share of the call ctx carries for a store
-// read that needs no decoding (a whole raw chunk read straight into the
-// client's memory), when the store's reads and the codecs run on this
+// read (and the work on what it read), when the store's reads and the codecs run on this
 // process's processors and the call shares the gateway; otherwise none.
 // Alone, waiting on a store elsewhere, or with the codecs on codec workers
 // (whose calls' work here takes no slots), a call's fetches take none.
-func (g *Gateway) fetchSlot(ctx context.Context) (func(), error) {
-	if c := callOf(ctx); g.localReads && g.inProcess && c.shared() {
-		return c.acquire(ctx)
+// It returns the function that gives the slot back, and whether a slot was
+// taken (the work under it then needs no slot of its own).
+func (g *Gateway) fetchSlot(ctx context.Context) (release func(), held bool, err error) {
+	if c := g.fetchCall(ctx); c != nil {
+		release, err := c.acquire(ctx)
+		return release, err == nil, err
 	}
-	return func() {}, nil
+	return func() {}, false, nil
+}
+
+// fetchCall is the call ctx carries when its store reads take slots of
+// its share (see fetchSlot), else nil.
+func (g *Gateway) fetchCall(ctx context.Context) *call {
+	if c := callOf(ctx); g.localReads && g.inProcess && c.shared() {
+		return c
+	}
+	return nil
 }
 
 type callKey struct{}

@@ -121,18 +121,14 @@ func (g *Gateway) readRawPart(ctx context.Context, l *layout, t readTask, off, n
 	key := l.key(t.coords)
 	// Sharing, a read from a store read in this process is the call's
 	// work on the processors too: under the slot of the copy (fair.go).
-	held := false
-	if g.localReads && callOf(ctx).shared() {
-		done, err := l.codec.slot(ctx)
-		if err != nil {
-			return err
-		}
-		defer done()
-		held = true
+	release, held, err := g.fetchSlot(ctx)
+	if err != nil {
+		return err
 	}
+	defer release()
 	span := bufpool.Get(int(n))
 	defer bufpool.Put(span)
-	_, err := retry(ctx, g.cfg.StoreRetries, func() (struct{}, error) { return struct{}{}, g.readRange(ctx, l, key, off, span) })
+	_, err = retry(ctx, g.cfg.StoreRetries, func() (struct{}, error) { return struct{}{}, g.readRange(ctx, l, key, off, span) })
 	switch {
 	case errors.Is(err, storesvc.ErrNotFound):
 		return emitFill(l, t.dims, out)

@@ -459,7 +459,7 @@ func (g *Gateway) readDirect(ctx context.Context, l *layout, batch []readTask, s
 			return append(rest, batch[i:]...), nil
 		}
 		key := l.key(t.coords)
-		done, err := g.fetchSlot(ctx)
+		done, _, err := g.fetchSlot(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -502,7 +502,7 @@ func (g *Gateway) readRows(ctx context.Context, l *layout, t readTask, rs RowSin
 	}
 	*list = vecs
 	key := l.key(t.coords)
-	slotDone, err := g.fetchSlot(ctx)
+	slotDone, _, err := g.fetchSlot(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -586,7 +586,7 @@ func (g *Gateway) readChunks(ctx context.Context, l *layout, batch []readTask, o
 	// the call's fetches do not keep more of its goroutines busy than its
 	// share either. The worker keeps its slot from chunk to chunk of the
 	// batch unless others need it (call.next).
-	if c := callOf(ctx); g.localReads && l.codec.inProcess() && c.shared() {
+	if c := g.fetchCall(ctx); c != nil {
 		release, err := c.acquire(ctx)
 		if err != nil {
 			return err
@@ -891,15 +891,11 @@ func (g *Gateway) readShardBatch(ctx context.Context, l *layout, mem *readMem, k
 	}
 	// Sharing, with the store read in this process, the batch's fetch is
 	// made under its slot too (readChunks).
-	held := false
-	if g.localReads && l.codec.inProcess() && callOf(ctx).shared() {
-		done, err := l.codec.slot(ctx)
-		if err != nil {
-			return err
-		}
-		defer done()
-		held = true
+	release, held, err := g.fetchSlot(ctx)
+	if err != nil {
+		return err
 	}
+	defer release()
 	runs, parts := coalesce(reqs)
 	fctx, span := startSpan(ctx, "gateway.fetch", len(reqs))
 	runVals, err := retry(fctx, g.cfg.StoreRetries, func() ([]storesvc.PartialValue, error) { return g.store.GetPartialValues(fctx, runs) })
@@ -1017,13 +1013,11 @@ func (g *Gateway) shardIndex(ctx context.Context, l *layout, key string, refresh
 	}
 	// Sharing, a read from a store read in this process is the call's
 	// work on the processors (fair.go).
-	if g.localReads && l.codec.inProcess() && callOf(ctx).shared() {
-		done, err := l.codec.slot(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer done()
+	release, _, err := g.fetchSlot(ctx)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	ctx, span := startSpan(ctx, "gateway.fetch_index", -1)
 	idx, err := retry(ctx, g.cfg.StoreRetries, func() (*shardIdx, error) { return g.readShardIndex(ctx, l, key) })
 	endSpan(span, err)
