@@ -54,7 +54,6 @@ type bulkState struct {
 
 	mu       sync.Mutex
 	offUntil time.Time // after a failed connection
-	lastErr  error
 }
 
 // want reports whether a read asks for bulk now.
@@ -68,10 +67,10 @@ func (s *bulkState) want() bool {
 }
 
 // failed turns bulk off for bulkRetryAfter.
-func (s *bulkState) failed(err error) {
+func (s *bulkState) failed() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.offUntil, s.lastErr = time.Now().Add(bulkRetryAfter), err
+	s.offUntil = time.Now().Add(bulkRetryAfter)
 }
 
 // dial connects to the bulk listener of an offer and sends its hello.

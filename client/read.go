@@ -176,7 +176,7 @@ func (a *Array) blocksVia2(ctx context.Context, arrays gatewayv1.ArrayServiceCli
 			if errors.As(err, &st) {
 				return nil, nil, grpcerr.FromStatus(st.err)
 			}
-			a.c.bulk.failed(err)
+			a.c.bulk.failed()
 			return a.blocksVia2(parent, arrays, sel, mode, dest, false)
 		}
 	}

@@ -147,9 +147,6 @@ func (l *Listener) Addr() net.Addr { return l.lis.Addr() }
 // TTL is how long a ticket waits for its connection.
 func (l *Listener) TTL() time.Duration { return l.cfg.TicketTTL }
 
-// TLS reports whether the listener serves TLS.
-func (l *Listener) TLS() bool { return l.cfg.TLS != nil }
-
 // Counts returns how many connections ended in each result, by result.
 func (l *Listener) Counts() map[string]uint64 {
 	out := make(map[string]uint64, len(Results))
