@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -77,7 +78,13 @@ func TestAccessLogPrincipalAndRequestID(t *testing.T) {
 	if status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("call without a token: %v", err)
 	}
-	srv.Stop() // every access line is written
+	// A call's access line is written when the call's goroutine ends,
+	// which may be just after the client has its answer (and after Stop
+	// returns): wait for the three.
+	srv.Stop()
+	for deadline := time.Now().Add(5 * time.Second); strings.Count(logs.String(), `"msg":"finished call"`) < 3 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 
 	byID := map[string][]map[string]any{}
 	for l := range strings.Lines(logs.String()) {
