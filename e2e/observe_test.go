@@ -245,10 +245,15 @@ func TestTraceOfReadSlab(t *testing.T) {
 
 	// The request id in the logs, which are JSON, and the access line's
 	// fields.
+	// (An access line is written as its call's goroutine ends, which may
+	// be just after the client has its answer.)
 	waitFor(5*time.Second, func() bool { return len(accessLines(jsonLines(t, "store worker", store.logs.String()), "", id)) > 0 })
-	gwLines := jsonLines(t, "gateway", gw.logs.String())
+	var acc []map[string]any
+	waitFor(5*time.Second, func() bool {
+		acc = accessLines(jsonLines(t, "gateway", gw.logs.String()), "ReadSlab", id)
+		return len(acc) > 0
+	})
 	jsonLines(t, "codec worker", codec.logs.String())
-	acc := accessLines(gwLines, "ReadSlab", id)
 	if len(acc) != 1 {
 		t.Fatalf("%d gateway access lines of ReadSlab with request_id %s, want 1", len(acc), id)
 	}
@@ -285,7 +290,12 @@ func TestTraceOfReadSlab(t *testing.T) {
 	}) {
 		t.Errorf("the store worker's access lines do not carry the caller's request id %s", mine)
 	}
-	if n := len(accessLines(jsonLines(t, "gateway", gw.logs.String()), "ReadSlab", mine)); n != 1 {
+	var mineLines []map[string]any
+	waitFor(5*time.Second, func() bool {
+		mineLines = accessLines(jsonLines(t, "gateway", gw.logs.String()), "ReadSlab", mine)
+		return len(mineLines) > 0
+	})
+	if n := len(mineLines); n != 1 {
 		t.Errorf("%d gateway access lines with the caller's request id, want 1", n)
 	}
 
