@@ -210,7 +210,62 @@ func (s *Server) unaryGuard(ctx context.Context, req any, info *grpc.UnaryServer
 func (s *Server) streamGuard(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	g := &guardedStream{ServerStream: ss}
 	err := handler(srv, g)
+	if err != nil && info.IsClientStream && !info.IsServerStream {
+		g.drain(err)
+	}
 	return safetyNet(ss.Context(), s.logger, info.FullMethod, err, g.sawEOF.Load())
+}
+
+// Bounds of what a client-streaming call that fails reads on before its
+// status is sent (guardedStream.drain).
+var (
+	drainBytes = 4 << 20
+	drainTime  = time.Second // a variable for tests
+)
+
+// drain reads and discards what the client still sends, up to drainBytes
+// and drainTime, until it closes its side, when a client-streaming call
+// (Set, WriteSlab: the client streams a value, the server answers once)
+// failed before the client had closed it (refused by the policy after the
+// first message, or a bad header). Bidirectional calls are conversations,
+// whose clients wait for answers before they close: they are not drained. The status then
+// follows the client's last message rather than crossing it: grpcio's
+// asyncio client reports a write that fails because the call already
+// ended as INTERNAL "Internal error from Core", hiding the status the
+// server sent (grpc/grpc#36066), so zarr-python through ZarrgateStore saw
+// INTERNAL instead of PERMISSION_DENIED on a refused write. Values larger
+// than drainBytes can still meet it. A call that was cancelled, ran out of
+// time, or was refused for want of resources reads nothing more.
+func (g *guardedStream) drain(err error) {
+	if g.sawEOF.Load() || g.Context().Err() != nil {
+		return
+	}
+	switch grpcerr.Code(err) {
+	case codes.Canceled, codes.DeadlineExceeded, codes.ResourceExhausted:
+		return
+	}
+	done, limit := make(chan struct{}), drainBytes
+	go func() {
+		defer close(done)
+		var f wire.Frame
+		for n := 0; n < limit; {
+			// The raw stream: the frames are counted and freed, never
+			// parsed.
+			if g.ServerStream.RecvMsg(&f) != nil {
+				return
+			}
+			n += f.Len()
+			f.Free()
+		}
+	}()
+	t := time.NewTimer(drainTime)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		// Still reading: the status goes now, and ending the call
+		// ends that read.
+	}
 }
 
 // recovered is the status of a call whose handler panicked. A panic with

@@ -69,6 +69,20 @@ func testService(b behaviour) *grpc.ServiceDesc {
 				return err
 			}
 			return b(ss.Context())
+		}}, {StreamName: "Upload", ClientStreams: true, Handler: func(_ any, ss grpc.ServerStream) error {
+			if err := ss.RecvMsg(new(emptypb.Empty)); err != nil {
+				return err
+			}
+			if err := b(ss.Context()); err != nil {
+				return err
+			}
+			for {
+				if err := ss.RecvMsg(new(emptypb.Empty)); err == io.EOF {
+					return ss.SendMsg(new(emptypb.Empty))
+				} else if err != nil {
+					return err
+				}
+			}
 		}}},
 	}
 }

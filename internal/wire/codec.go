@@ -320,6 +320,9 @@ func (f *Frame) Free() {
 	f.data = nil
 }
 
+// Len is the frame's size in bytes.
+func (f *Frame) Len() int { return f.data.Len() }
+
 // Decode parses the frame into m, except that each large singular bytes
 // field (at any depth) is handed to large with the message holding it
 // instead of being set: its value as the pieces of received buffers it
