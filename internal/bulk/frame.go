@@ -117,6 +117,7 @@ type Reader struct {
 	in     bool // inside a frame
 	buf    []byte
 	bufs   [][]byte // ReadInto's, reused
+	short  int      // readvs that returned less than asked (tests)
 }
 
 // NewReader returns a reader of frames from r of at most max bytes each
@@ -225,7 +226,8 @@ func (r *Reader) Peek(k int) ([]byte, error) {
 	return r.ahead[r.lo : r.lo+k], nil
 }
 
-// Discard takes the current frame's next k bytes, which Peek returned.
+// Discard takes the current frame's next k bytes, which Peek returned
+// (ErrFrame for more than the frame or the read-ahead holds).
 func (r *Reader) Discard(k int) error {
 	if k > r.left || k > r.hi-r.lo {
 		return ErrFrame
@@ -304,6 +306,9 @@ func (r *Reader) ReadInto(b [][]byte) error {
 			if b[0] = b[0][k:]; len(b[0]) == 0 {
 				b = b[1:]
 			}
+		}
+		if len(b) > 0 {
+			r.short++
 		}
 		r.hi += n // into the tail
 	}
