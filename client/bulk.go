@@ -294,7 +294,7 @@ func placeFrame(b *bulkIn, hdr *SlabHeader) (_ Block, ok bool, _ error) {
 // sends them (internal/wire's encoder puts large values after the small
 // fields; the protobuf library orders fields by number, and a block of
 // fixed-size elements has nothing after data): origin and shape packed,
-// once each, then data, which ends the frame. It returns them, the
+// once each, then data (absent when empty), which ends the frame. It returns them, the
 // offset of the data in the frame and its length; or more if p ends
 // within them; or ok false for anything else (a header, fields in
 // another order or form, unknown fields), which the full parse takes.
@@ -311,6 +311,9 @@ func blockPrefix(p []byte, n int) (origin, shape []int64, data, dataLen int, mor
 	}
 	var seenOrigin, seenShape bool
 	for {
+		if c.i == n { // no data field: an empty block's
+			return nonNil(origin), nonNil(shape), c.i, 0, false, true
+		}
 		tag, err := c.varint()
 		if err != nil {
 			return nil, nil, 0, 0, err == errMore, false
@@ -350,17 +353,19 @@ func blockPrefix(p []byte, n int) (origin, shape []int64, data, dataLen int, mor
 			if err != nil || l != uint64(n-c.i) {
 				return nil, nil, 0, 0, err == errMore, false
 			}
-			if origin == nil {
-				origin = []int64{}
-			}
-			if shape == nil {
-				shape = []int64{}
-			}
-			return origin, shape, c.i, int(l), false, true
+			return nonNil(origin), nonNil(shape), c.i, int(l), false, true
 		default:
 			return nil, nil, 0, 0, false, false
 		}
 	}
+}
+
+// nonNil is v, or an empty slice for nil (a rank-0 block's origin).
+func nonNil(v []int64) []int64 {
+	if v == nil {
+		return []int64{}
+	}
+	return v
 }
 
 // errMore is prefixCursor's error for a varint cut by the end of its bytes.
