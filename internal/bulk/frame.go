@@ -266,9 +266,7 @@ func (r *Reader) ReadInto(b [][]byte) error {
 			b = b[1:]
 		}
 	}
-	for len(b) > 0 && len(b[0]) == 0 {
-		b = b[1:]
-	}
+	b = skipEmpty(b)
 	if len(b) == 0 {
 		return nil
 	}
@@ -303,9 +301,8 @@ func (r *Reader) ReadInto(b [][]byte) error {
 		for n > 0 && len(b) > 0 {
 			k := min(n, len(b[0]))
 			n -= k
-			if b[0] = b[0][k:]; len(b[0]) == 0 {
-				b = b[1:]
-			}
+			b[0] = b[0][k:]
+			b = skipEmpty(b)
 		}
 		if len(b) > 0 {
 			r.short++
@@ -313,6 +310,14 @@ func (r *Reader) ReadInto(b [][]byte) error {
 		r.hi += n // into the tail
 	}
 	return nil
+}
+
+// skipEmpty is b without its leading empty slices.
+func skipEmpty(b [][]byte) [][]byte {
+	for len(b) > 0 && len(b[0]) == 0 {
+		b = b[1:]
+	}
+	return b
 }
 
 // maxIovecs is the most iovecs of one readv: Linux's IOV_MAX.

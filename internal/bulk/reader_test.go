@@ -121,7 +121,8 @@ func TestReaderParts(t *testing.T) {
 					t.Fatalf("frame %d: ReadInto past the frame: %v", i, err)
 				}
 				// The rest of the frame but a few bytes, in up to 3000
-				// slices (readv takes 1024 at most), some empty.
+				// slices (readv takes 1024 at most), some empty, some
+				// frames with 1500 empty ones at the end.
 				rest := rd.Left() - r.IntN(min(rd.Left(), 10)+1)
 				dst := make([]byte, rest)
 				var parts [][]byte
@@ -130,6 +131,9 @@ func TestReaderParts(t *testing.T) {
 					m := min(rest-off, r.IntN(2*avg+1))
 					parts = append(parts, dst[off:off+m])
 					off += m
+				}
+				if i%7 == 3 { // more empty slices at the end than a readv takes
+					parts = append(parts, make([][]byte, 1500)...)
 				}
 				nparts = len(parts)
 				if err := rd.ReadInto(parts); err != nil {
