@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -111,9 +112,10 @@ type bulkIn struct {
 	conn net.Conn
 	r    *bulk.Reader
 	stop func() bool // of the AfterFunc closing conn with the read's context
+	rows [][]byte    // placeFrame's, reused
 
-	// The first frame, read by open.
-	first    []byte
+	// The first frame's length, read by open.
+	firstLen int
 	firstErr error
 	peeked   bool
 }
@@ -131,20 +133,20 @@ func (e callError) Error() string { return e.err.Error() }
 const refusalWait = time.Second
 
 // open connects to the bulk listener of an offer, sends the hello and
-// reads the first frame (own: into a buffer of its own). An error means
-// the bulk connection is not usable, and the read should be made again
-// through the stream; or, as a callError, that the call failed.
-func (s *bulkState) open(ctx context.Context, o *gatewayv1.BulkOffer, stream grpc.ClientStream, cancel context.CancelFunc, own bool) (*bulkIn, error) {
+// reads the first frame's length. An error means the bulk connection is
+// not usable, and the read should be made again through the stream; or,
+// as a callError, that the call failed.
+func (s *bulkState) open(ctx context.Context, o *gatewayv1.BulkOffer, stream grpc.ClientStream, cancel context.CancelFunc) (*bulkIn, error) {
 	conn, err := s.dial(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	b := &bulkIn{conn: conn, r: bulk.NewReader(conn, MaxMessageSize),
 		stop: context.AfterFunc(ctx, func() { conn.Close() })}
-	b.first, b.firstErr = b.r.Next(own)
+	b.firstLen, b.firstErr = b.r.Begin()
 	b.peeked = true
 	if b.firstErr == nil || b.firstErr == io.EOF || ctx.Err() != nil || errors.Is(b.firstErr, bulk.ErrTooLarge) {
-		return b, nil // next reports what there is to report
+		return b, nil // begin reports what there is to report
 	}
 	b.close()
 	// Closed before the first frame: a failed read (its status comes at
@@ -173,37 +175,43 @@ func (b *bulkIn) close() {
 	b.conn.Close()
 }
 
-// next returns the next frame (in the reader's buffer unless own), or
-// io.EOF after the end frame and the call's OK; any other error is the
-// read's, the call's status when it has one.
-func (b *bulkIn) next(ctx context.Context, stream grpc.ClientStream, path string, own bool) ([]byte, error) {
-	var f []byte
+// begin begins the next frame, whose bytes are then taken from b.r, and
+// returns its length; or io.EOF after the end frame and the call's OK;
+// any other error is the read's (fail's).
+func (b *bulkIn) begin(ctx context.Context, stream grpc.ClientStream, path string) (int, error) {
+	var n int
 	var err error
 	if b.peeked {
-		f, err, b.first, b.peeked = b.first, b.firstErr, nil, false
+		n, err, b.peeked = b.firstLen, b.firstErr, false
 	} else {
-		f, err = b.r.Next(own)
+		n, err = b.r.Begin()
 	}
 	if err == nil {
-		return f, nil
+		return n, nil
 	}
 	if err == io.EOF {
 		// The end frame: the call ends OK, and nothing else comes.
 		var m gatewayv1.ReadSlabResponse
 		switch err := stream.RecvMsg(&m); {
 		case err == io.EOF:
-			return nil, io.EOF
+			return 0, io.EOF
 		case err != nil:
-			return nil, grpcerr.FromStatus(err)
+			return 0, grpcerr.FromStatus(err)
 		default:
-			return nil, errs.New(errs.DataLoss, "read %q: a message in the stream after the bulk connection's blocks", path)
+			return 0, errs.New(errs.DataLoss, "read %q: a message in the stream after the bulk connection's blocks", path)
 		}
 	}
+	return 0, b.fail(ctx, stream, path, err)
+}
+
+// fail is the read's error for err, of reading the connection: the
+// call's status when it has one.
+func (b *bulkIn) fail(ctx context.Context, stream grpc.ClientStream, path string, err error) error {
 	if ctx.Err() != nil {
-		return nil, grpcerr.FromStatus(status.FromContextError(ctx.Err()).Err())
+		return grpcerr.FromStatus(status.FromContextError(ctx.Err()).Err())
 	}
 	if errors.Is(err, bulk.ErrTooLarge) {
-		return nil, errs.Wrap(errs.DataLoss, err, "read %q: the bulk connection", path)
+		return errs.Wrap(errs.DataLoss, err, "read %q: the bulk connection", path)
 	}
 	// The connection broke or carried nonsense: the server, whose writes
 	// now fail, ends the call with its status, which says more when the
@@ -212,7 +220,219 @@ func (b *bulkIn) next(ctx context.Context, stream grpc.ClientStream, path string
 	var m gatewayv1.ReadSlabResponse
 	serr := stream.RecvMsg(&m)
 	if serr != nil && serr != io.EOF {
-		return nil, grpcerr.FromStatus(serr)
+		return grpcerr.FromStatus(serr)
 	}
-	return nil, errs.Wrap(errs.DataLoss, err, "read %q: the bulk connection", path)
+	return errs.Wrap(errs.DataLoss, err, "read %q: the bulk connection", path)
+}
+
+// connError is placeFrame's error of reading the connection (not of what
+// it carried).
+type connError struct{ err error }
+
+func (e connError) Error() string { return e.err.Error() }
+
+// placedFrames counts the frames placeFrame read into place (tests).
+var placedFrames atomic.Int64
+
+// minPlacedRow: blocks whose rows in the destination are shorter than
+// this are copied into place from the frame (placeBlock), as one readv
+// iovec per row of a few elements costs more than the copy.
+var minPlacedRow int64 = 64
+
+// placeFrame reads the frame begun on b, a block of fixed-size elements,
+// straight into its rows of hdr.into, the slab's dense destination,
+// without a copy of the block in user space: it parses the frame's
+// ReadSlabResponse up to the block's data (blockPrefix), checks the block
+// against the slab and its data's length against the block, then reads
+// the data with readv into the rows. ok is false, with nothing of the
+// frame taken, for a frame it does not parse so (data not last, fields
+// it does not expect): the frame is then read whole. Reading errors are
+// connErrors; the others are what the frame carried.
+func placeFrame(b *bulkIn, hdr *SlabHeader) (_ Block, ok bool, _ error) {
+	left := b.r.Left()
+	var origin, shape []int64
+	var data, dataLen int
+	for _, k := range []int{256, 4096} {
+		p, err := b.r.Peek(k)
+		if err != nil {
+			return Block{}, false, connError{err}
+		}
+		var more bool
+		origin, shape, data, dataLen, more, ok = blockPrefix(p, left)
+		if ok || !more || len(p) == left {
+			break
+		}
+	}
+	if !ok {
+		return Block{}, false, nil
+	}
+	if err := checkBox(hdr, origin, shape); err != nil {
+		return Block{}, false, err
+	}
+	if err := checkSize(hdr, origin, shape, int64(dataLen)); err != nil {
+		return Block{}, false, err
+	}
+	blk := Block{Origin: origin, Shape: shape, placed: true}
+	rows, rowBytes := rowsOf(b.rows[:0], hdr.into, hdr.Shape, blk, hdr.ElementSize)
+	b.rows = rows
+	defer clear(b.rows) // no references to the destination left behind
+	if rowBytes < minPlacedRow && dataLen > 0 {
+		return Block{}, false, nil
+	}
+	if err := b.r.Discard(data); err != nil {
+		return Block{}, false, connError{err}
+	}
+	if err := b.r.ReadInto(rows); err != nil {
+		return Block{}, false, connError{err}
+	}
+	placedFrames.Add(1)
+	return blk, true, nil
+}
+
+// blockPrefix parses p, the first bytes of a frame of n bytes, as a
+// ReadSlabResponse whose block's data field comes last, as the gateway
+// sends them (internal/wire's encoder puts large values after the small
+// fields; the protobuf library orders fields by number, and a block of
+// fixed-size elements has nothing after data): origin and shape packed,
+// once each, then data (absent when empty), which ends the frame. It returns them, the
+// offset of the data in the frame and its length; or more if p ends
+// within them; or ok false for anything else (a header, fields in
+// another order or form, unknown fields), which the full parse takes.
+func blockPrefix(p []byte, n int) (origin, shape []int64, data, dataLen int, more, ok bool) {
+	c := prefixCursor{p: p}
+	// ReadSlabResponse: field 2 (block), which ends the frame.
+	tag, err := c.varint()
+	if err != nil || tag != 2<<3|2 {
+		return nil, nil, 0, 0, err == errMore, false
+	}
+	l, err := c.varint()
+	if err != nil || l != uint64(n-c.i) {
+		return nil, nil, 0, 0, err == errMore, false
+	}
+	var seenOrigin, seenShape bool
+	for {
+		if c.i == n { // no data field: an empty block's
+			return nonNil(origin), nonNil(shape), c.i, 0, false, true
+		}
+		tag, err := c.varint()
+		if err != nil {
+			return nil, nil, 0, 0, err == errMore, false
+		}
+		switch tag {
+		case 1<<3 | 2, 2<<3 | 2: // origin, shape: packed varints
+			if tag == 1<<3|2 && seenOrigin || tag == 2<<3|2 && seenShape {
+				return nil, nil, 0, 0, false, false
+			}
+			l, err := c.varint()
+			if err != nil {
+				return nil, nil, 0, 0, err == errMore, false
+			}
+			if l > uint64(n-c.i) {
+				return nil, nil, 0, 0, false, false
+			}
+			if l > uint64(len(p)-c.i) {
+				return nil, nil, 0, 0, true, false
+			}
+			sub := prefixCursor{p: p[c.i : c.i+int(l)]}
+			c.i += int(l)
+			var v []int64
+			for sub.i < len(sub.p) {
+				x, err := sub.varint()
+				if err != nil || x > 1<<62 {
+					return nil, nil, 0, 0, false, false
+				}
+				v = append(v, int64(x))
+			}
+			if tag == 1<<3|2 {
+				origin, seenOrigin = v, true
+			} else {
+				shape, seenShape = v, true
+			}
+		case 3<<3 | 2: // data, to the end of the frame
+			l, err := c.varint()
+			if err != nil || l != uint64(n-c.i) {
+				return nil, nil, 0, 0, err == errMore, false
+			}
+			return nonNil(origin), nonNil(shape), c.i, int(l), false, true
+		default:
+			return nil, nil, 0, 0, false, false
+		}
+	}
+}
+
+// nonNil is v, or an empty slice for nil (a rank-0 block's origin).
+func nonNil(v []int64) []int64 {
+	if v == nil {
+		return []int64{}
+	}
+	return v
+}
+
+// errMore is prefixCursor's error for a varint cut by the end of its bytes.
+var errMore = errors.New("more")
+
+type prefixCursor struct {
+	p []byte
+	i int
+}
+
+func (c *prefixCursor) varint() (uint64, error) {
+	var x uint64
+	for s := 0; s < 64; s += 7 {
+		if c.i >= len(c.p) {
+			return 0, errMore
+		}
+		b := c.p[c.i]
+		c.i++
+		x |= uint64(b&0x7f) << s
+		if b < 0x80 {
+			return x, nil
+		}
+	}
+	return 0, errors.New("varint too long")
+}
+
+// rowsOf appends to rows the runs of out (a dense slab of shape shape,
+// elem bytes per element) that a block covers, in the block's C order,
+// adjacent runs joined, and returns them and the length of a run before
+// joining. The block has been checked against the slab (checkBox).
+func rowsOf(rows [][]byte, out []byte, shape []int64, b Block, elem int) ([][]byte, int64) {
+	nd := len(shape)
+	if product(b.Shape) == 0 {
+		return rows, 0
+	}
+	run := nd
+	rowBytes := int64(elem)
+	for run > 0 {
+		rowBytes *= b.Shape[run-1]
+		run--
+		if b.Shape[run] != shape[run] {
+			break
+		}
+	}
+	strides := make([]int64, nd)
+	acc := int64(elem)
+	for d := nd - 1; d >= 0; d-- {
+		strides[d] = acc
+		acc *= shape[d]
+	}
+	idx := make([]int64, nd)
+	for {
+		off := int64(0)
+		for d := range nd {
+			off += (b.Origin[d] + idx[d]) * strides[d]
+		}
+		rows = append(rows, out[off:off+rowBytes:off+rowBytes])
+		d := run - 1
+		for ; d >= 0; d-- {
+			idx[d]++
+			if idx[d] < b.Shape[d] {
+				break
+			}
+			idx[d] = 0
+		}
+		if d < 0 {
+			return rows, rowBytes
+		}
+	}
 }

@@ -191,15 +191,34 @@ func TestBulkReadsAgree(t *testing.T) {
 		}
 		for _, sel := range []client.Selection{nil, client.MustParseSelection("3:247:4,1:329:3"), client.MustParseSelection("30:250,0:330:7"), client.MustParseSelection("50:51,60:61")} {
 			before := s.bulk.Counts()[bulk.ResultAccepted]
+			placed := client.PlacedFrames()
 			want := everyRead(t, a, sel)
+			if client.PlacedFrames() != placed {
+				t.Fatalf("%s: the client WithBulk(false) placed bulk frames", dt)
+			}
 			if got := s.bulk.Counts()[bulk.ResultAccepted]; got != before {
 				t.Fatalf("%s: the client WithBulk(false) used bulk", dt)
 			}
+			// Rows of any length straight into place, then only those
+			// of 64 bytes and more (the others copied from the frame).
+			client.SetMinPlacedRow(t, 1)
 			got := everyRead(t, ab, sel)
+			n := client.PlacedFrames() - placed
+			client.SetMinPlacedRow(t, 64)
+			got64 := everyRead(t, ab, sel)
 			for k, w := range want {
 				if got[k] != w {
 					t.Errorf("%s %v: %s through bulk differs from the stream's", dt, sel, k)
 				}
+				if got64[k] != w {
+					t.Errorf("%s %v: %s through bulk (rows of 64 bytes and more placed) differs from the stream's", dt, sel, k)
+				}
+			}
+			// Dense reads of fixed-size types take the blocks straight
+			// into place (the last selection is one element, read with
+			// ReadSlabSmall).
+			if shape := sel.Shape(ab.Shape); dt != "string" && shape[0]*shape[1] > 1 && n == 0 {
+				t.Errorf("%s %v: no bulk frame read straight into place", dt, sel)
 			}
 			// Small reads are one unary call (ReadSlabSmall); Blocks is
 			// always ReadSlab.

@@ -17,3 +17,15 @@ func SetSplitMin(t interface{ Cleanup(func()) }, n int64) {
 
 // SplitCuts is where a read of sel on a would be cut (nil: not split).
 func SplitCuts(a *Array, sel Selection) []int64 { return a.splitCuts(sel) }
+
+// PlacedFrames is how many bulk frames reads have taken straight into
+// their destination so far (all clients).
+func PlacedFrames() int64 { return placedFrames.Load() }
+
+// SetMinPlacedRow sets the shortest row of a block read straight into
+// place, for the length of a test.
+func SetMinPlacedRow(t interface{ Cleanup(func()) }, n int64) {
+	old := minPlacedRow
+	minPlacedRow = n
+	t.Cleanup(func() { minPlacedRow = old })
+}

@@ -40,6 +40,9 @@ type Block struct {
 	// after the next block is yielded, until it is called, once, by
 	// whoever copies them out.
 	done func()
+	// placed: Data is empty, the block's elements were read straight into
+	// the slab's destination (SlabHeader.into).
+	placed bool
 }
 
 // SlabHeader describes a slab being read.
@@ -54,6 +57,12 @@ type SlabHeader struct {
 	inPlace bool
 	placed  int64
 	refused string
+
+	// into, set by the reader of a dense slab before it takes the first
+	// block, is the slab's destination (C order, ElementSize bytes per
+	// element): blocks from a bulk connection are read straight into it
+	// where they can be (placeFrame), and come as placed blocks.
+	into []byte
 }
 
 // Blocks streams the slab sel (nil: all) of the array block by block, for
@@ -162,7 +171,7 @@ func (a *Array) blocksVia2(ctx context.Context, arrays gatewayv1.ArrayServiceCli
 	var bk *bulkIn
 	if o := h.GetBulk(); o != nil && tryBulk && !shared {
 		var err error
-		bk, err = a.c.bulk.open(ctx, o, stream, cancel, mode == recvOwned)
+		bk, err = a.c.bulk.open(ctx, o, stream, cancel)
 		if err != nil {
 			// Not reachable from here (a firewall, a proxy, a listener
 			// behind NAT without --bulk-advertise), or the connection
@@ -297,19 +306,44 @@ func (a *Array) blocksVia2(ctx context.Context, arrays gatewayv1.ArrayServiceCli
 // frame's block as the stream would have carried it, its data in the
 // frame (a fresh buffer for recvOwned; otherwise the one buffer of the
 // connection, valid until the next block: blocks come without done, and
-// readDenseVia places each before taking the next).
+// readDenseVia places each before taking the next), or, with hdr.into,
+// read straight into place (placeFrame) and yielded as placed.
 func (a *Array) bulkBlocks(ctx context.Context, cancel context.CancelFunc, stream grpc.ClientStream, bk *bulkIn, hdr *SlabHeader, mode int) iter.Seq2[Block, error] {
 	return func(yield func(Block, error) bool) {
 		defer cancel()
 		defer bk.close()
 		msg := new(gatewayv1.ReadSlabResponse)
 		for {
-			f, err := bk.next(ctx, stream, a.Path, mode == recvOwned)
+			_, err := bk.begin(ctx, stream, a.Path)
 			if err == io.EOF {
 				return
 			}
 			if err != nil {
 				yield(Block{}, err)
+				return
+			}
+			if hdr.into != nil && hdr.ElementSize > 0 && bk.r.Direct() {
+				b, ok, err := placeFrame(bk, hdr)
+				var ce connError
+				if errors.As(err, &ce) {
+					err = bk.fail(ctx, stream, a.Path, ce.err)
+				} else if err != nil {
+					err = errs.Wrap(errs.DataLoss, err, "read %q", a.Path)
+				}
+				if err != nil {
+					yield(Block{}, err)
+					return
+				}
+				if ok {
+					if !yield(b, nil) {
+						return
+					}
+					continue
+				}
+			}
+			f, err := bk.r.Rest(mode == recvOwned)
+			if err != nil {
+				yield(Block{}, bk.fail(ctx, stream, a.Path, err))
 				return
 			}
 			if err := wire.Decode(f, msg); err != nil {
@@ -367,14 +401,8 @@ func (a *Array) inPlace(stream grpc.ClientStream, cancel context.CancelFunc, hdr
 // checkBlock checks that a block lies inside the slab and, for fixed-size
 // types, that its data has the block's size.
 func checkBlock(hdr *SlabHeader, b Block) error {
-	nd := len(hdr.Shape)
-	if len(b.Origin) != nd || len(b.Shape) != nd {
-		return fmt.Errorf("block rank %d, slab rank %d", len(b.Origin), nd)
-	}
-	for d := range nd {
-		if b.Origin[d] < 0 || b.Shape[d] < 0 || b.Origin[d] > hdr.Shape[d] || b.Shape[d] > hdr.Shape[d]-b.Origin[d] {
-			return fmt.Errorf("block at %v shape %v outside the slab %v", b.Origin, b.Shape, hdr.Shape)
-		}
+	if err := checkBox(hdr, b.Origin, b.Shape); err != nil {
+		return err
 	}
 	if hdr.ElementSize == 0 {
 		return nil
@@ -386,8 +414,28 @@ func checkBlock(hdr *SlabHeader, b Block) error {
 			n += int64(len(p))
 		}
 	}
-	if want := product(b.Shape) * int64(hdr.ElementSize); n != want {
-		return fmt.Errorf("block at %v has %d bytes, want %d", b.Origin, n, want)
+	return checkSize(hdr, b.Origin, b.Shape, n)
+}
+
+// checkBox checks that a box lies inside the slab.
+func checkBox(hdr *SlabHeader, origin, shape []int64) error {
+	nd := len(hdr.Shape)
+	if len(origin) != nd || len(shape) != nd {
+		return fmt.Errorf("block rank %d, slab rank %d", len(origin), nd)
+	}
+	for d := range nd {
+		if origin[d] < 0 || shape[d] < 0 || origin[d] > hdr.Shape[d] || shape[d] > hdr.Shape[d]-origin[d] {
+			return fmt.Errorf("block at %v shape %v outside the slab %v", origin, shape, hdr.Shape)
+		}
+	}
+	return nil
+}
+
+// checkSize checks that a box inside the slab (checkBox) of fixed-size
+// elements has n bytes of data.
+func checkSize(hdr *SlabHeader, origin, shape []int64, n int64) error {
+	if want := product(shape) * int64(hdr.ElementSize); n != want {
+		return fmt.Errorf("block at %v has %d bytes, want %d", origin, n, want)
 	}
 	return nil
 }

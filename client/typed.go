@@ -129,8 +129,13 @@ func readDenseVia(ctx context.Context, a *Array, arrays gatewayv1.ArrayServiceCl
 		jobs chan Block
 		wg   sync.WaitGroup
 	)
+	if hdr.ElementSize > 0 && int64(len(out)) == product(hdr.Shape)*int64(hdr.ElementSize) {
+		hdr.into = out // bulk blocks read straight into place
+	}
 	place := func(b Block) {
-		placeBlock(out, hdr.Shape, b, hdr.ElementSize)
+		if !b.placed {
+			placeBlock(out, hdr.Shape, b, hdr.ElementSize)
+		}
 		got.Add(product(b.Shape))
 		if b.done != nil {
 			b.done()

@@ -9,14 +9,20 @@
 // port and a ticket of 16 random bytes. The client connects, sends the 8
 // bytes [Magic] and the ticket (the hello), then reads frames: an 8-byte
 // little-endian length, then that many bytes of a ReadSlabResponse
-// holding one block; a length of 0 ends the blocks. The gRPC stream ends
+// holding one block; a length of 0 ends the blocks. The gateway writes
+// a block's data field last (internal/wire's encoder puts large values
+// after the small fields, and a block of fixed-size elements has nothing
+// after its data), so that a client can parse the frame up to the data
+// and read the data straight into place ([Reader.ReadInto]); clients
+// must still take any valid encoding. The gRPC stream ends
 // with the call's status once every frame was written. A ticket is good
 // for one connection, for [TicketTTL]; it is a bearer capability issued to
 // a call that was authenticated and authorized like any other.
 //
 // The server side is a [Listener] (accept loop, hellos, tickets, bounds)
 // and a [Writer] (frames, block data written by reference); the client
-// side is [Dial] and a [Reader].
+// side is [Dial] and a [Reader] (whole frames, or a frame in parts: the
+// data of a block read with readv into many destinations).
 package bulk
 
 import (
