@@ -77,10 +77,26 @@ type Mapping struct {
 // Attach maps the segment at path read-only and checks that it is size
 // bytes long and starts with token.
 func Attach(path string, size int64, token []byte) (*Mapping, error) {
-	if len(token) != TokenBytes || size < DataOffset {
+	return attach(path, size, token, false)
+}
+
+// AttachWritable is Attach mapping the segment read-write: for a codec
+// worker that writes decoded chunks into the gateway's segment. The
+// segment's owner may write into it at any time too, so what is read from
+// it must be copied out before it is trusted (checked, decoded).
+func AttachWritable(path string, size int64, token []byte) (*Mapping, error) {
+	return attach(path, size, token, true)
+}
+
+// MaxAttachBytes bounds the size of a segment a peer may offer (1 TiB): a
+// larger size is refused before anything is opened.
+const MaxAttachBytes = 1 << 40
+
+func attach(path string, size int64, token []byte, write bool) (*Mapping, error) {
+	if len(token) != TokenBytes || size < DataOffset || size > MaxAttachBytes {
 		return nil, fmt.Errorf("shared memory segment %s: bad offer (%d bytes, %d-byte token)", path, size, len(token))
 	}
-	f, err := openSegment(path)
+	f, err := openSegment(path, write)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +108,7 @@ func Attach(path string, size int64, token []byte) (*Mapping, error) {
 	if !st.Mode().IsRegular() || st.Size() != size {
 		return nil, fmt.Errorf("shared memory segment %s: not a regular file of %d bytes", path, size)
 	}
-	data, err := mapFile(f, size, false)
+	data, err := mapFile(f, size, write)
 	if err != nil {
 		return nil, err
 	}

@@ -43,8 +43,12 @@ func unmap(b []byte) error { return syscall.Munmap(b) }
 // path comes from the other side of the call. (/proc/<pid>/fd/<n> is a
 // symbolic link, so it is followed; what it leads to is checked by the
 // caller.)
-func openSegment(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+func openSegment(path string, write bool) (*os.File, error) {
+	mode := os.O_RDONLY
+	if write {
+		mode = os.O_RDWR
+	}
+	return os.OpenFile(path, mode|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 }
 
 // Supported reports whether this platform has shared memory segments.

@@ -64,3 +64,34 @@ func TestSegmentAttach(t *testing.T) {
 		t.Fatal("attached a missing file")
 	}
 }
+
+// TestSegmentAttachWritable: a codec worker's read-write mapping writes
+// into the gateway's segment, and is refused like a read-only one with a
+// wrong token, size or a size past MaxAttachBytes.
+func TestSegmentAttachWritable(t *testing.T) {
+	seg, err := Create(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	m, err := AttachWritable(seg.Path, 1<<16, seg.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	copy(m.Data[DataOffset:], "decoded")
+	if string(seg.Data[DataOffset:DataOffset+7]) != "decoded" {
+		t.Fatalf("gateway sees %q", seg.Data[DataOffset:DataOffset+7])
+	}
+	bad := append([]byte(nil), seg.Token...)
+	bad[1] ^= 1
+	if _, err := AttachWritable(seg.Path, 1<<16, bad); err == nil {
+		t.Fatal("attached with a wrong token")
+	}
+	if _, err := AttachWritable(seg.Path, 1<<15, seg.Token); err == nil {
+		t.Fatal("attached with a wrong size")
+	}
+	if _, err := AttachWritable(seg.Path, MaxAttachBytes+1, seg.Token); err == nil {
+		t.Fatal("attached with a huge size")
+	}
+}

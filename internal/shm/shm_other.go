@@ -10,7 +10,7 @@ func mapFile(*os.File, int64, bool) ([]byte, error) { return nil, ErrUnsupported
 
 func unmap([]byte) error { return nil }
 
-func openSegment(string) (*os.File, error) { return nil, ErrUnsupported }
+func openSegment(string, bool) (*os.File, error) { return nil, ErrUnsupported }
 
 // Supported reports whether this platform has shared memory segments.
 const Supported = false
