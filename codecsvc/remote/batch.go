@@ -93,7 +93,10 @@ func (c *Client) DecodeSelected(ctx context.Context, spec *codec.BatchSpec, enco
 	err = c.decodeParts(ctx, spec, out, func(lo, hi int) *codecv1.DecodeRequest {
 		return &codecv1.DecodeRequest{Spec: ps, Encoded: encoded[lo:hi], Selections: psel[lo:hi]}
 	}, selectedSize(spec, sel), nil)
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // decodeParts sends a batch of len(out) chunks to the workers in the parts

@@ -621,7 +621,10 @@ func (c *Client) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]
 	err = c.decodeParts(ctx, spec, out, func(lo, hi int) *codecv1.DecodeRequest {
 		return &codecv1.DecodeRequest{Spec: ps, Encoded: encoded[lo:hi]}
 	}, selectedSize(spec, nil), nil)
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Encode implements codec.Engine.

@@ -4,14 +4,23 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/codecsvc/remote"
+	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/membudget"
+	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -160,3 +169,248 @@ func TestSharedMemoryMatchesBytes(t *testing.T) {
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// blocking is a codec engine that decodes batches of chunks of shape [13]
+// only when its caller gives up: it marks that one started (creating the
+// file started, if set, or closing began) and waits for its context.
+type blocking struct {
+	codec.Engine
+	started string
+	began   chan struct{}
+}
+
+func (b blocking) Decode(ctx context.Context, s *codec.BatchSpec, e [][]byte) ([]codec.Chunk, error) {
+	if len(s.Shape) == 1 && s.Shape[0] == 13 {
+		if b.started != "" {
+			os.WriteFile(b.started, nil, 0o600)
+		}
+		if b.began != nil {
+			close(b.began)
+		}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return b.Engine.Decode(ctx, s, e)
+}
+
+// workerEnv names the unix socket a re-executed test binary serves a
+// codec worker on (TestMain).
+const workerEnv = "ZARRGATE_TEST_CODEC_WORKER"
+
+func TestMain(m *testing.M) {
+	if sock := os.Getenv(workerEnv); sock != "" {
+		lis, err := net.Listen("unix", sock)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+		codecsvc.NewServer(blocking{Engine: codecsvc.NewLocal(), started: sock + ".started"}).Register(srv)
+		srv.Serve(lis)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// startWorkerProcess runs this test binary as a codec worker on a unix
+// socket at sock, waits for it to listen, and returns it.
+func startWorkerProcess(t *testing.T, sock string) *exec.Cmd {
+	t.Helper()
+	os.Remove(sock)
+	os.Remove(sock + ".started")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), workerEnv+"="+sock)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			return cmd
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitFor polls cond until it holds (the test's timeout bounds it).
+func waitFor(cond func() bool) {
+	for !cond() {
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// A codec worker process SIGKILLed while it works on a batch whose
+// chunks are in shared memory: the batch fails with UNAVAILABLE and
+// delivers nothing, every segment of the dead streams is abandoned (its
+// memory back in the budget), and once a worker is back the next streams
+// get new segments and decode through them.
+func TestSharedMemoryWorkerKilledMidBatch(t *testing.T) {
+	ctx := context.Background()
+	sock := filepath.Join(t.TempDir(), "w.sock")
+	worker := startWorkerProcess(t, sock)
+	cc, err := rpc.Dial("unix://" + sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	b := membudget.New(1<<30, 0)
+	r := remote.New(cc)
+	defer r.Close()
+	sharedClient(t, r, 4<<20, b, true)
+	if b.InUse() != 4*(4<<20) {
+		t.Fatalf("4 segments of 4 MiB: %d bytes reserved", b.InUse())
+	}
+	block := spec(zstdChain, 13)
+	enc, _ := codecsvc.NewLocal().Encode(ctx, block, []codec.Chunk{{Data: floats(13, 1)}})
+	type result struct {
+		out []codec.Chunk
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := r.Decode(ctx, block, enc)
+		done <- result{out, err}
+	}()
+	waitFor(func() bool { _, err := os.Stat(sock + ".started"); return err == nil })
+	worker.Process.Kill()
+	res := <-done
+	if errs.CodeOf(res.err) != errs.CodeUnavailable || res.out != nil {
+		t.Fatalf("batch of a killed worker: %v (%d chunks), want UNAVAILABLE and nothing", res.err, len(res.out))
+	}
+	waitFor(func() bool { return b.InUse() == 0 })
+
+	worker.Wait()
+	startWorkerProcess(t, sock)
+	s := spec(zstdChain, 128, 128)
+	want := floats(128*128, 3)
+	enc, _ = codecsvc.NewLocal().Encode(ctx, s, []codec.Chunk{{Data: want}})
+	// The connection reconnects; streams opened since get new segments.
+	var attachedBefore uint64
+	attachedBefore, _ = r.SharedStreams()
+	for {
+		_, chunksBefore := r.SharedStreams()
+		out, err := r.Decode(ctx, s, enc)
+		if err != nil {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if !bytes.Equal(out[0].Data, want) {
+			t.Fatal("decoded wrong after the worker came back")
+		}
+		out[0].Release()
+		if a, c := r.SharedStreams(); a > attachedBefore && c > chunksBefore {
+			break
+		}
+	}
+}
+
+// A batch whose caller gives up while the worker works on it does not
+// stop the stream's other batches; a stream closed with that batch still
+// out abandons its segment, whose memory goes back to the budget once the
+// chunks lent from it are released; a held chunk keeps its bytes.
+func TestSharedMemoryCancelledAndClosed(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	lis, err := net.Listen("unix", filepath.Join(dir, "w.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	began := make(chan struct{})
+	codecsvc.NewServer(blocking{Engine: codecsvc.NewLocal(), began: began}).Register(srv)
+	go srv.Serve(lis)
+	defer srv.Stop()
+	cc, err := rpc.Dial("unix://" + lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	b := membudget.New(1<<30, 0)
+	r := remote.New(cc)
+	sharedClient(t, r, 4<<20, b, true)
+
+	s := spec(zstdChain, 256, 256)
+	want := floats(256*256, 5)
+	enc, _ := codecsvc.NewLocal().Encode(ctx, s, []codec.Chunk{{Data: want}})
+	held, err := r.Decode(ctx, s, enc)
+	if err != nil || !bytes.Equal(held[0].Data, want) {
+		t.Fatalf("decode: %v", err)
+	}
+	if _, c := r.SharedStreams(); c == 0 {
+		t.Fatal("the chunk did not come through shared memory")
+	}
+	block := spec(zstdChain, 13)
+	benc, _ := codecsvc.NewLocal().Encode(ctx, block, []codec.Chunk{{Data: floats(13, 1)}})
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Decode(cctx, block, benc)
+		done <- err
+	}()
+	<-began
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled batch: %v", err)
+	}
+	// More batches while the cancelled one may still be answered.
+	for range 8 {
+		out, err := r.Decode(ctx, s, enc)
+		if err != nil || !bytes.Equal(out[0].Data, want) {
+			t.Fatalf("after a cancel: %v", err)
+		}
+		out[0].Release()
+	}
+	r.Close()
+	// Every segment but the held chunk's is gone; that one stays until
+	// the chunk is released, its bytes intact.
+	waitFor(func() bool { return b.InUse() == 4<<20 })
+	if !bytes.Equal(held[0].Data, want) {
+		t.Fatal("a held chunk changed after its stream closed")
+	}
+	held[0].Release()
+	if b.InUse() != 0 {
+		t.Fatalf("%d bytes reserved after the last chunk was released", b.InUse())
+	}
+}
+
+// A worker that declines the offer (shared memory off) gets bytes; the
+// segment's memory goes back to the budget.
+func TestSharedMemoryWorkerSaysNo(t *testing.T) {
+	ctx := context.Background()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cs := codecsvc.NewServer(codecsvc.NewLocal())
+	cs.SetSharedMemory(false)
+	cs.Register(srv)
+	go srv.Serve(lis)
+	defer srv.Stop()
+	cc, err := rpc.Dial(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	b := membudget.New(1<<30, 0)
+	r := remote.New(cc)
+	defer r.Close()
+	sharedClient(t, r, 4<<20, b, false)
+	s := spec(zstdChain, 256, 256)
+	want := floats(256*256, 5)
+	enc, _ := codecsvc.NewLocal().Encode(ctx, s, []codec.Chunk{{Data: want}})
+	// Once the offers are answered, nothing is reserved, and batches
+	// decode as bytes.
+	waitFor(func() bool { return b.InUse() == 0 })
+	for range 8 {
+		out, err := r.Decode(ctx, s, enc)
+		if err != nil || !bytes.Equal(out[0].Data, want) {
+			t.Fatalf("decode: %v", err)
+		}
+		out[0].Release()
+	}
+	if a, c := r.SharedStreams(); a != 0 || c != 0 {
+		t.Fatalf("%d streams, %d chunks through shared memory of a worker that declined", a, c)
+	}
+}
