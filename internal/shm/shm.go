@@ -81,7 +81,10 @@ func Attach(path string, size int64, token []byte) (*Mapping, error) {
 }
 
 // AttachWritable is Attach mapping the segment read-write: for a codec
-// worker that writes decoded chunks into the gateway's segment. The
+// worker that writes decoded chunks into the gateway's segment. Only an
+// anonymous memory file (a memfd, as Create makes: no name in any
+// directory, shared-memory backed) at /proc/<pid>/fd/<n> is mapped, so
+// that a caller cannot have a file of the host written through it. The
 // segment's owner may write into it at any time too, so what is read from
 // it must be copied out before it is trusted (checked, decoded).
 func AttachWritable(path string, size int64, token []byte) (*Mapping, error) {
@@ -107,6 +110,13 @@ func attach(path string, size int64, token []byte, write bool) (*Mapping, error)
 	}
 	if !st.Mode().IsRegular() || st.Size() != size {
 		return nil, fmt.Errorf("shared memory segment %s: not a regular file of %d bytes", path, size)
+	}
+	if write {
+		// Written through: only an anonymous memory file, never a file
+		// of the host that a caller who knows its first bytes names.
+		if err := anonymous(path, f, st); err != nil {
+			return nil, fmt.Errorf("shared memory segment %s: %w", path, err)
+		}
 	}
 	data, err := mapFile(f, size, write)
 	if err != nil {

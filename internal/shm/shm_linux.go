@@ -3,8 +3,11 @@
 package shm
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"regexp"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -53,3 +56,21 @@ func openSegment(path string, write bool) (*os.File, error) {
 
 // Supported reports whether this platform has shared memory segments.
 const Supported = true
+
+var procFD = regexp.MustCompile(`^/proc/[0-9]+/fd/[0-9]+$`)
+
+// anonymous checks that f, opened at path, is an anonymous memory file: a
+// process's descriptor (/proc/<pid>/fd/<n>), linked in no directory, on
+// shared memory (which alone answers F_GET_SEALS).
+func anonymous(path string, f *os.File, st fs.FileInfo) error {
+	if !procFD.MatchString(path) {
+		return errors.New("not a process's file descriptor (/proc/<pid>/fd/<n>)")
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || sys.Nlink != 0 {
+		return errors.New("not an anonymous memory file (it has a name)")
+	}
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_GET_SEALS, 0); err != nil {
+		return fmt.Errorf("not a memory file: %w", err)
+	}
+	return nil
+}

@@ -1,6 +1,8 @@
 package shm
 
 import (
+	"fmt"
+	"os"
 	"syscall"
 	"testing"
 )
@@ -93,5 +95,38 @@ func TestSegmentAttachWritable(t *testing.T) {
 	}
 	if _, err := AttachWritable(seg.Path, MaxAttachBytes+1, seg.Token); err == nil {
 		t.Fatal("attached with a huge size")
+	}
+}
+
+// A writable mapping is only of an anonymous memory file: a regular file
+// of the host (on disk, or on tmpfs with a name) that starts with the
+// token and has the size is refused, through its path or through
+// /proc/self/fd.
+func TestAttachWritableOnlyMemoryFiles(t *testing.T) {
+	seg, err := Create(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	for _, dir := range []string{t.TempDir(), "/dev/shm"} {
+		f, err := os.CreateTemp(dir, "segment")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(f.Name())
+		defer f.Close()
+		f.Write(seg.Data) // the token, and the size
+		for _, path := range []string{f.Name(), fmt.Sprintf("/proc/self/fd/%d", f.Fd()), fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), f.Fd())} {
+			if m, err := AttachWritable(path, 1<<16, seg.Token); err == nil {
+				m.Close()
+				t.Errorf("%s (%s) attached read-write", path, f.Name())
+			}
+		}
+		// Read-only (a client of ReadSlabShared) it may be mapped.
+		m, err := Attach(f.Name(), 1<<16, seg.Token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Close()
 	}
 }

@@ -2,7 +2,10 @@
 
 package shm
 
-import "os"
+import (
+	"io/fs"
+	"os"
+)
 
 func memfd(int64) (*os.File, error) { return nil, ErrUnsupported }
 
@@ -14,3 +17,5 @@ func openSegment(string, bool) (*os.File, error) { return nil, ErrUnsupported }
 
 // Supported reports whether this platform has shared memory segments.
 const Supported = false
+
+func anonymous(string, *os.File, fs.FileInfo) error { return ErrUnsupported }
