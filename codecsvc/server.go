@@ -614,6 +614,12 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 				if copied, err = sharedInputs(seg, w.Decode); err != nil {
 					break
 				}
+				if r, ok, e := s.decodeInto(bctx, seg, w.Decode); ok {
+					if err = e; err == nil {
+						resp.Result = &codecv1.ProcessResponse_Decode{Decode: r}
+					}
+					break
+				}
 				if r, release, chunks, err = s.decode(bctx, w.Decode); err == nil {
 					if seg != nil {
 						sharedOutputs(seg, w.Decode, r)

@@ -1,7 +1,9 @@
 package codecsvc
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
 
@@ -124,4 +126,62 @@ func sharedOutputs(m *shm.Mapping, req *codecv1.DecodeRequest, resp *codecv1.Dec
 		// other uses (ChunksToProto's are not, but this costs nothing).
 		resp.Chunks[i] = &codecv1.Chunk{SharedLength: &n}
 	}
+}
+
+// decodeInto decodes a batch of whole chunks, all of whose output regions
+// hold a chunk and whose chain allows it (Chain.DecodeInto), straight into
+// those regions, saving the copy of each chunk sharedOutputs makes; only
+// one chunk's working buffers are reserved (the results are the caller's
+// memory). handled is false when the batch does not qualify: s.decode
+// then decodes it as any other.
+func (s *Server) decodeInto(ctx context.Context, m *shm.Mapping, req *codecv1.DecodeRequest) (_ *codecv1.DecodeResponse, handled bool, err error) {
+	outs, enc := req.GetOutputs(), req.GetEncoded()
+	if s.local == nil || m == nil || len(outs) == 0 || len(outs) != len(enc) || len(req.GetRefs()) > 0 || len(req.GetSelections()) > 0 {
+		return nil, false, nil
+	}
+	spec, err := SpecFromProto(req.GetSpec())
+	if err != nil {
+		return nil, false, nil
+	}
+	c, err := s.local.Chain(spec)
+	if err != nil || !c.decodesInto() {
+		return nil, false, nil
+	}
+	for _, o := range outs {
+		if int64(o.GetLength()) < c.DecodedBound() {
+			return nil, false, nil
+		}
+	}
+	var start time.Time
+	if s.obs != nil {
+		start = time.Now()
+		defer func() { s.obs.Batch(false, spec, len(enc), start, err) }()
+	}
+	if s.budget != nil {
+		r, err := s.budget.Acquire(ctx, c.WorkingBound(), fmt.Sprintf("decoding a batch of %d chunks of %v %s", len(enc), spec.Shape, spec.DataType))
+		if err != nil {
+			return nil, true, err
+		}
+		defer r.Release()
+	}
+	resp := &codecv1.DecodeResponse{Chunks: make([]*codecv1.Chunk, len(enc))}
+	for i, e := range enc {
+		if err := ctx.Err(); err != nil {
+			return nil, true, err
+		}
+		dst, err := region(m.Data, outs[i], "output", i) // checked by sharedInputs
+		if err != nil {
+			return nil, true, err
+		}
+		n, ok, err := c.DecodeInto(e, dst)
+		if err != nil {
+			return nil, true, &codec.ItemError{Index: i, Err: err}
+		}
+		if !ok { // not for this chain after all: the usual way
+			return nil, false, nil
+		}
+		l := uint64(n)
+		resp.Chunks[i] = &codecv1.Chunk{SharedLength: &l}
+	}
+	return resp, true, nil
 }

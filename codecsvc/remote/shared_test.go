@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -60,6 +61,7 @@ var sharedCases = []dtCase{
 	{"float32", zstdChain, []int64{256, 256}},
 	{"uint8", `[{"name":"bytes"},{"name":"gzip","configuration":{"level":1}}]`, []int64{100, 70}},
 	{"int16", `[{"name":"bytes","configuration":{"endian":"big"}}]`, []int64{33, 17, 5}},
+	{"int32", `[{"name":"bytes","configuration":{"endian":"big"}},{"name":"zstd","configuration":{"level":1}}]`, []int64{50, 30}},
 	{"float64", `[{"name":"transpose","configuration":{"order":[1,0]}},{"name":"bytes","configuration":{"endian":"little"}},{"name":"crc32c"}]`, []int64{64, 48}},
 	{"complex64", `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"blosc","configuration":{"cname":"lz4","clevel":5,"shuffle":"shuffle","typesize":8,"blocksize":0}}]`, []int64{40, 40}},
 }
@@ -156,6 +158,18 @@ func TestSharedMemoryMatchesBytes(t *testing.T) {
 				}
 				if _, after := shared.SharedStreams(); after < before+uint64(len(enc)) {
 					t.Fatalf("%d selections of %d came through shared memory", after-before, len(enc))
+				}
+				// A corrupt chunk fails the batch as without shared
+				// memory: DataLoss naming it.
+				bad := slices.Clone(enc)
+				bad[2] = slices.Clone(bad[2])
+				bad[2][len(bad[2])/2] ^= 0xff
+				bad[2] = bad[2][:len(bad[2])-3]
+				_, werr := plain.Decode(ctx, s, bad)
+				_, gerr := shared.Decode(ctx, s, bad)
+				var ie *codec.ItemError
+				if !errors.As(gerr, &ie) || ie.Index != 2 || errs.CodeOf(gerr) != errs.CodeOf(werr) {
+					t.Fatalf("corrupt chunk 2: %v, without shared memory %v", gerr, werr)
 				}
 			})
 		}
