@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -401,13 +402,25 @@ func (ps *procStream) receive(attached *atomic.Uint64) {
 			ps.mu.Lock()
 			seg := ps.offer
 			ps.offer = nil
-			if resp.GetAttached().GetAttached() && ps.err == nil {
+			ok := resp.GetAttached().GetAttached() && ps.err == nil
+			size := len(seg.seg.Data) // fail, which may unmap it, holds ps.mu too
+			if ok {
 				ps.shared.Store(seg)
 				attached.Add(1)
 			} else {
 				seg.end()
 			}
 			ps.mu.Unlock()
+			// One line per stream, which lives as long as its worker.
+			if ok {
+				slog.Info("codec stream: the worker attached shared memory", "worker", ps.addr, "bytes", size)
+			} else {
+				reason := resp.GetAttached().GetReason()
+				if be := resp.GetError(); be != nil {
+					reason = be.GetMessage()
+				}
+				slog.Info("codec stream: the worker declined shared memory; chunks go on the stream", "worker", ps.addr, "reason", reason)
+			}
 			continue
 		}
 		ps.mu.Lock()
