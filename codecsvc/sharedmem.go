@@ -79,6 +79,9 @@ func sharedInputs(m *shm.Mapping, req *codecv1.DecodeRequest) (buf []byte, err e
 	area := uint64(len(m.Data) - shm.DataOffset)
 	var total uint64
 	for i, o := range outs {
+		if o.GetLength() == 0 {
+			continue // none: this chunk's answer goes inline
+		}
 		if _, err := region(m.Data, o, "output", i); err != nil {
 			return nil, err
 		}
@@ -117,8 +120,11 @@ func sharedOutputs(m *shm.Mapping, req *codecv1.DecodeRequest, resp *codecv1.Dec
 		return
 	}
 	for i, c := range resp.Chunks {
+		if outs[i].GetLength() == 0 {
+			continue
+		}
 		dst, err := region(m.Data, outs[i], "output", i)
-		if err != nil || len(dst) == 0 || c.GetMissing() || len(c.GetOffsets()) > 0 || len(c.GetData()) > len(dst) {
+		if err != nil || c.GetMissing() || len(c.GetOffsets()) > 0 || len(c.GetData()) > len(dst) {
 			continue
 		}
 		n := uint64(copy(dst, c.Data))

@@ -428,3 +428,37 @@ func TestSharedMemoryWorkerSaysNo(t *testing.T) {
 		t.Fatalf("%d streams, %d chunks through shared memory of a worker that declined", a, c)
 	}
 }
+
+// A segment too small for a batch: the chunks that get no region (and
+// the encoded chunks, which do not fit) go on the stream, the others
+// through the segment, and the batch decodes whole and right.
+func TestSharedMemoryRingFull(t *testing.T) {
+	ctx := context.Background()
+	cc := serveWorkerOn(t, "unix")
+	r := remote.New(cc)
+	defer r.Close()
+	sharedClient(t, r, 1<<20, nil, true)
+	for _, c := range sharedCases[:1] { // float32: 16 chunks of 256 KiB
+		s, chunks := chunksOf(c, 16)
+		enc, err := codecsvc.NewLocal().Encode(ctx, s, chunks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for round := range 3 {
+			_, before := r.SharedStreams()
+			out, err := r.Decode(ctx, s, enc)
+			if err != nil {
+				t.Fatalf("%s round %d: %v", c.dt, round, err)
+			}
+			for i := range out {
+				if !bytes.Equal(out[i].Data, chunks[i].Data) {
+					t.Fatalf("%s round %d: chunk %d differs", c.dt, round, i)
+				}
+				out[i].Release()
+			}
+			if _, after := r.SharedStreams(); after == before || after-before == uint64(len(enc)) {
+				t.Fatalf("%s: %d of %d chunks through a 1 MiB segment, want some but not all", c.dt, after-before, len(enc))
+			}
+		}
+	}
+}
