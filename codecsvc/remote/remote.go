@@ -544,7 +544,14 @@ func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest, outSizes [
 	// Batch data is sent without a copy: callers hand over chunks they do
 	// not modify while the batch is out (the answer arrives only after
 	// every byte was read).
-	err := ps.s.SendMsg(wire.ByRef{Msg: req})
+	var msg any = wire.ByRef{Msg: req}
+	if r != nil && r.in >= 0 {
+		// The chunks are in the segment: nothing large to send by
+		// reference, and looking for it (by reflection) costs more than
+		// marshalling the rest.
+		msg = req
+	}
+	err := ps.s.SendMsg(msg)
 	ps.sendMu.Unlock()
 	if err != nil {
 		ps.fail(errs.New(errs.Unavailable, "codec stream: %v", err))
