@@ -396,12 +396,17 @@ func (ps *procStream) receive(attached *atomic.Uint64) {
 			ps.closeIfDrained()
 			continue
 		}
-		if ps.offer != nil && resp.GetId() == ps.offerID {
+		if ps.offerID != 0 && resp.GetId() == ps.offerID {
 			// The answer to the offer: an error (a worker that does not know
-			// offers) is a refusal too.
+			// offers) is a refusal too. (offerID is set before receive
+			// starts; offer is cleared by fail too, under ps.mu.)
 			ps.mu.Lock()
 			seg := ps.offer
 			ps.offer = nil
+			if seg == nil {
+				ps.mu.Unlock()
+				continue
+			}
 			ok := resp.GetAttached().GetAttached() && ps.err == nil
 			size := len(seg.seg.Data) // fail, which may unmap it, holds ps.mu too
 			if ok {
