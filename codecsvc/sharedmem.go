@@ -136,9 +136,9 @@ func sharedOutputs(m *shm.Mapping, req *codecv1.DecodeRequest, resp *codecv1.Dec
 
 // decodeInto decodes a batch of whole chunks, all of whose output regions
 // hold a chunk and whose chain allows it (Chain.DecodeInto), straight into
-// those regions, saving the copy of each chunk sharedOutputs makes; only
-// one chunk's working buffers are reserved (the results are the caller's
-// memory). handled is false when the batch does not qualify: s.decode
+// those regions, saving the copy of each chunk sharedOutputs makes; the
+// encoded chunks and one chunk's working buffers are reserved (the
+// results are the caller's memory). handled is false when the batch does not qualify: s.decode
 // then decodes it as any other.
 func (s *Server) decodeInto(ctx context.Context, m *shm.Mapping, req *codecv1.DecodeRequest) (_ *codecv1.DecodeResponse, handled bool, err error) {
 	outs, enc := req.GetOutputs(), req.GetEncoded()
@@ -164,7 +164,13 @@ func (s *Server) decodeInto(ctx context.Context, m *shm.Mapping, req *codecv1.De
 		defer func() { s.obs.Batch(false, spec, len(enc), start, err) }()
 	}
 	if s.budget != nil {
-		r, err := s.budget.Acquire(ctx, c.WorkingBound(), fmt.Sprintf("decoding a batch of %d chunks of %v %s", len(enc), spec.Shape, spec.DataType))
+		// The encoded chunks (copied out of the segment) and one chunk's
+		// working buffers; the results are in the caller's memory.
+		need := c.WorkingBound()
+		for _, e := range enc {
+			need += int64(len(e)) // no overflow: together at most the segment's size
+		}
+		r, err := s.budget.Acquire(ctx, need, fmt.Sprintf("decoding a batch of %d chunks of %v %s", len(enc), spec.Shape, spec.DataType))
 		if err != nil {
 			return nil, true, err
 		}
