@@ -86,11 +86,16 @@ func encodedFloats(t *testing.T, n int64) (*codecv1.ChunkSpec, []byte, []byte) {
 // goes on with bytes; regions on a stream without a segment are
 // InvalidArgument.
 func TestSharedMemoryOfferDeclined(t *testing.T) {
-	seg, err := shm.Create(1 << 20)
+	seg, err := shm.CreateSealed(1 << 20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer seg.Close()
+	unsealed, err := shm.Create(1 << 20) // its owner could shrink it under the worker
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsealed.Close()
 	ps, enc, data := encodedFloats(t, 4096)
 	bad := bytes.Clone(seg.Token)
 	bad[3] ^= 0x40
@@ -101,6 +106,7 @@ func TestSharedMemoryOfferDeclined(t *testing.T) {
 	defer func() { sleep.Process.Kill(); sleep.Wait() }()
 	for name, o := range map[string]*codecv1.SharedMemoryOffer{
 		"wrong token":       {Path: seg.Path, Size: 1 << 20, Token: bad},
+		"not sealed":        {Path: unsealed.Path, Size: 1 << 20, Token: unsealed.Token},
 		"wrong size":        {Path: seg.Path, Size: 2 << 20, Token: seg.Token},
 		"no token":          {Path: seg.Path, Size: 1 << 20},
 		"another process":   {Path: fmt.Sprintf("/proc/%d/fd/0", sleep.Process.Pid), Size: 1 << 20, Token: seg.Token},
@@ -148,7 +154,7 @@ func TestSharedMemoryOfferDeclined(t *testing.T) {
 // batch on the same stream then decodes through the segment).
 func TestSharedMemoryAdversarialRegions(t *testing.T) {
 	const size = 1 << 20
-	seg, err := shm.Create(size)
+	seg, err := shm.CreateSealed(size)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,7 +109,7 @@ func newSharedSeg(size int64, b *membudget.Budget) *sharedSeg {
 			return nil
 		}
 	}
-	seg, err := shm.Create(size)
+	seg, err := shm.CreateSealed(size)
 	if err != nil {
 		res.Release()
 		if !sharedWarned.Swap(true) {

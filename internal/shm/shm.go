@@ -38,12 +38,21 @@ type Segment struct {
 
 // Create makes a segment of size bytes: a memory file with its pages
 // reserved (so that a lack of memory is an error here, not a fault later),
-// mapped, with a fresh token.
-func Create(size int64) (*Segment, error) {
+// mapped, with a fresh token. It is not sealed: a client's destination
+// must be (OpenDest), so that a client cannot name a segment of the
+// gateway's, lent to another read, as its destination.
+func Create(size int64) (*Segment, error) { return create(size, false) }
+
+// CreateSealed is Create sealed against shrinking and growing: a segment
+// that another process maps read-write (AttachWritable: a codec worker)
+// and that its owner therefore must not be able to cut pages off.
+func CreateSealed(size int64) (*Segment, error) { return create(size, true) }
+
+func create(size int64, sealed bool) (*Segment, error) {
 	if size < DataOffset+1 {
 		return nil, fmt.Errorf("shared memory segment of %d bytes is too small", size)
 	}
-	f, err := memfd(size)
+	f, err := memfd(size, sealed)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +93,9 @@ func Attach(path string, size int64, token []byte) (*Mapping, error) {
 // worker that writes decoded chunks into the gateway's segment. Only an
 // anonymous memory file (a memfd, as Create makes: no name in any
 // directory, shared-memory backed) at /proc/<pid>/fd/<n> is mapped, so
-// that a caller cannot have a file of the host written through it. The
+// that a caller cannot have a file of the host written through it, and
+// only one sealed against shrinking (CreateSealed), so that its
+// owner cannot cut pages off under this process's reads and writes. The
 // segment's owner may write into it at any time too, so what is read from
 // it must be copied out before it is trusted (checked, decoded).
 func AttachWritable(path string, size int64, token []byte) (*Mapping, error) {

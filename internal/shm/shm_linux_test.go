@@ -5,6 +5,8 @@ import (
 	"os"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestSegmentAttach(t *testing.T) {
@@ -71,7 +73,7 @@ func TestSegmentAttach(t *testing.T) {
 // into the gateway's segment, and is refused like a read-only one with a
 // wrong token, size or a size past MaxAttachBytes.
 func TestSegmentAttachWritable(t *testing.T) {
-	seg, err := Create(1 << 16)
+	seg, err := CreateSealed(1 << 16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,7 @@ func TestSegmentAttachWritable(t *testing.T) {
 // token and has the size is refused, through its path or through
 // /proc/self/fd.
 func TestAttachWritableOnlyMemoryFiles(t *testing.T) {
-	seg, err := Create(1 << 16)
+	seg, err := CreateSealed(1 << 16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,5 +130,47 @@ func TestAttachWritableOnlyMemoryFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.Close()
+	}
+}
+
+// A writable mapping is only of a memory file sealed against shrinking:
+// one its owner could truncate while the worker writes into it would
+// fault the worker. A segment of CreateSealed cannot be truncated; one of
+// Create (ReadSlabShared's, which a client must not be able to name as its
+// destination: OpenDest wants seals) is refused.
+func TestAttachWritableOnlySealed(t *testing.T) {
+	seg, err := CreateSealed(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	if err := seg.f.Truncate(1 << 12); err == nil {
+		t.Fatal("a segment could be shrunk")
+	}
+	fd, err := unix.MemfdCreate("unsealed", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "unsealed")
+	defer f.Close()
+	f.Write(seg.Data)
+	path := fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), f.Fd())
+	if m, err := AttachWritable(path, 1<<16, seg.Token); err == nil {
+		m.Close()
+		t.Fatal("an unsealed memory file attached read-write")
+	}
+	if m, err := AttachWritable(seg.Path, 1<<16, seg.Token); err != nil {
+		t.Fatalf("a segment of CreateSealed: %v", err)
+	} else {
+		m.Close()
+	}
+	plain, err := Create(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if m, err := AttachWritable(plain.Path, 1<<16, plain.Token); err == nil {
+		m.Close()
+		t.Fatal("an unsealed segment of Create attached read-write")
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"os"
 )
 
-func memfd(int64) (*os.File, error) { return nil, ErrUnsupported }
+func memfd(int64, bool) (*os.File, error) { return nil, ErrUnsupported }
 
 func mapFile(*os.File, int64, bool) ([]byte, error) { return nil, ErrUnsupported }
 
