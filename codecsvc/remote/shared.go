@@ -63,6 +63,31 @@ func (c *Client) SharedStreams() (streams, chunks uint64) {
 	return c.sharedAttached.Load(), c.sharedChunks.Load()
 }
 
+// allShared reports whether the client has streams open and every one
+// that takes batches has a segment its worker attached: then the next
+// batch goes through shared memory (if its chunks fit), which the cost
+// model prices lower (Auto).
+func (c *Client) allShared() bool {
+	if c.sharedBytes == 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, w := range c.workers {
+		for _, s := range w.streams {
+			if !s.usable() {
+				continue
+			}
+			if s.shared.Load() == nil {
+				return false
+			}
+			n++
+		}
+	}
+	return n > 0
+}
+
 // sameHost reports whether a stream's peer is on this host: a unix
 // socket, or a loopback address. (A loopback address may also be a proxy
 // to another host: its worker then fails to open the segment and says
