@@ -9,8 +9,9 @@ import (
 )
 
 // A codec worker on the gateway's host, over a unix socket or loopback
-// TCP, takes the gateway's offer of shared memory (the gateway logs it),
-// and strided, boxed and full reads through it return what was written;
+// TCP, takes the gateway's offer of shared memory (the gateway logs it and
+// counts the chunks answered so), and strided, boxed and full reads
+// through it return what was written;
 // with the mode turned off on either side the streams carry bytes and the
 // reads are the same.
 func TestCodecWorkerSharedMemory(t *testing.T) {
@@ -31,8 +32,13 @@ func TestCodecWorkerSharedMemory(t *testing.T) {
 		{"worker-off", offWorker.addr, nil, "the worker declined shared memory"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			gw := startCommand(t, "gateway", append([]string{"--store", store.addr, "--codec", c.worker}, c.extra...)...)
+			gw := startWithAdmin(t, "gateway", true, append([]string{"--store", store.addr, "--codec", c.worker}, c.extra...)...)
 			testOffloadedPartialReads(t, gw.addr, "shm-"+c.name)
+			m := gw.scrape(t)
+			chunks, streams := m["zarrgate_codec_shared_memory_chunks_total{}"], m["zarrgate_codec_shared_memory_streams_total{}"]
+			if on := c.want == "the worker attached shared memory"; on != (chunks > 0) || on != (streams > 0) {
+				t.Fatalf("%v chunks on %v streams through shared memory", chunks, streams)
+			}
 			logs := gw.logs.String()
 			// The line was written before the reads' answers; give the
 			// log's reader a moment to catch up.

@@ -273,6 +273,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 		}
 		if reg != nil {
 			reg.CodecWorkers(rc)
+			reg.CodecSharedMemory(rc.SharedStreams)
 		}
 	}
 	if reg != nil {
