@@ -183,7 +183,9 @@ var (
 	codecShmChunksDesc  = prometheus.NewDesc("zarrgate_codec_shared_memory_chunks_total", "decoded chunks a codec worker answered through shared memory instead of the stream", nil, nil)
 )
 
-type codecShmCollector struct{ shared func() (streams, chunks uint64) }
+type codecShmCollector struct {
+	shared func() (streams, chunks uint64)
+}
 
 func (c codecShmCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- codecShmStreamsDesc
