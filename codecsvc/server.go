@@ -460,6 +460,9 @@ func (s *Server) reserveEncode(ctx context.Context, spec *codec.BatchSpec, chunk
 // released when the response is handed to gRPC: a unary handler cannot
 // see it written (Process can, and is what the gateway uses).
 func (s *Server) Decode(ctx context.Context, req *codecv1.DecodeRequest) (*codecv1.DecodeResponse, error) {
+	if len(req.GetSharedEncoded()) > 0 || len(req.GetOutputs()) > 0 {
+		return nil, grpcerr.ToStatus(errs.New(errs.InvalidArgument, "decode: shared-memory regions outside a Process stream"))
+	}
 	// The chunks' lent buffers are left to the garbage collector: gRPC
 	// marshals the response after this returns.
 	resp, release, _, err := s.decode(ctx, req)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
@@ -189,6 +190,11 @@ func TestSharedMemoryAdversarialRegions(t *testing.T) {
 		if e := r.decode(d).GetError(); codes.Code(e.GetCode()) != codes.InvalidArgument {
 			t.Errorf("%s: %v, want InvalidArgument", name, e)
 		}
+	}
+	// Regions in a unary Decode, which has no segment, are refused.
+	c := codecv1.NewCodecServiceClient(budgetWorker(t, membudget.New(64<<20, time.Second)))
+	if _, err := c.Decode(context.Background(), &codecv1.DecodeRequest{Spec: ps, SharedEncoded: []*codecv1.SharedRegion{in}}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("unary Decode with regions: %v, want InvalidArgument", err)
 	}
 	// The worker is up, and the stream works through the segment.
 	resp := r.decode(&codecv1.DecodeRequest{Spec: ps, SharedEncoded: []*codecv1.SharedRegion{in}, Outputs: []*codecv1.SharedRegion{out}})
