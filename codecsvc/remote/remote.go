@@ -158,7 +158,6 @@ type procStream struct {
 	offer   *sharedSeg
 	offerID uint64
 	regions map[uint64]*regions
-	chunks  *atomic.Uint64 // Client.sharedChunks
 }
 
 func (ps *procStream) alive() bool {
@@ -354,7 +353,7 @@ func (c *Client) openStream(key string) (*procStream, error) {
 		addr, paddr = p.Addr.String(), p.Addr
 	}
 	ps := &procStream{s: s, addr: addr, worker: placed(), cancel: cancel, waiting: make(map[uint64]chan *codecv1.ProcessResponse), done: make(chan struct{}),
-		onDrain: func() { c.drains.Add(1) }, regions: make(map[uint64]*regions), chunks: &c.sharedChunks}
+		onDrain: func() { c.drains.Add(1) }, regions: make(map[uint64]*regions)}
 	if c.sharedBytes > 0 && sameHost(paddr) {
 		// Offered before any batch; batches go as bytes until the worker
 		// answers (receive).
