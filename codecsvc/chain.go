@@ -561,6 +561,54 @@ func (c *Chain) decode(encoded []byte, varBytes int64) (ch Chunk, err error) {
 	return ch, nil
 }
 
+// DecodeInto decodes encoded straight into dst when the chain allows it:
+// a fixed-size chunk, no array codec, one zstd codec after the bytes
+// codec, and dst at least the chunk's size. It returns the bytes written
+// (the chunk, as Decode returns its Data), or ok false, having written
+// nothing the caller may use, when the chain does not allow it (the
+// caller then decodes with Decode). Errors are Decode's. A codec worker
+// decodes so into a gateway's shared memory, saving a copy of the chunk.
+func (c *Chain) DecodeInto(encoded, dst []byte) (n int, ok bool, err error) {
+	if !c.decodesInto() || int64(len(dst)) < c.bounds[0] {
+		return 0, false, nil
+	}
+	z := c.bb[0].(zstdCodec)
+	if recoverPanics {
+		defer func() {
+			if p := recover(); p != nil {
+				err = errs.New(errs.DataLoss, "decoding failed on malformed input: %v", p)
+			}
+		}()
+	}
+	b, err := z.decodeTo(encoded, c.bounds[0], dst[:c.bounds[0]])
+	if err != nil {
+		return 0, false, err
+	}
+	ch, err := c.ab.Decode(b, c.abIn)
+	if err != nil {
+		return 0, false, err
+	}
+	if err := checkChunk(ch, c.abIn); err != nil {
+		return 0, false, errs.New(errs.DataLoss, "decoded chunk: %v", err)
+	}
+	if len(ch.Data) > 0 && &ch.Data[0] != &dst[0] {
+		// The bytes codec swapped the bytes into a buffer of its own: the
+		// chunk's size (checkChunk), which is bounds[0] and fits dst.
+		copy(dst, ch.Data)
+	}
+	return len(ch.Data), true, nil
+}
+
+// decodesInto reports whether the chain's shape allows DecodeInto.
+func (c *Chain) decodesInto() bool {
+	if c.variable || len(c.aa) > 0 || len(c.bb) != 1 {
+		return false
+	}
+	_, isZstd := c.bb[0].(zstdCodec)
+	_, isBytes := c.ab.(bytesCodec)
+	return isZstd && isBytes
+}
+
 // pooledDecoder marks byte codecs whose Decode returns a whole buffer from
 // internal/bufpool that the caller owns.
 type pooledDecoder interface{ decodesIntoPool() }

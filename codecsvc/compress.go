@@ -254,7 +254,13 @@ func (z zstdCodec) Encode(b []byte) ([]byte, error) {
 // from their block headers (zstdBound) before anything is allocated, so a
 // header claiming more than its blocks can hold is refused at once and a
 // lying or missing content size never sizes the buffer.
-func (zstdCodec) Decode(b []byte, max int64) ([]byte, error) {
+func (z zstdCodec) Decode(b []byte, max int64) ([]byte, error) {
+	return z.decodeTo(b, max, nil)
+}
+
+// decodeTo is Decode into dst, which holds at least max bytes, or, if dst
+// is nil, into a pooled buffer.
+func (zstdCodec) decodeTo(b []byte, max int64, dst []byte) ([]byte, error) {
 	content, err := zstdBound(b)
 	if err != nil {
 		return nil, err
@@ -266,20 +272,28 @@ func (zstdCodec) Decode(b []byte, max int64) ([]byte, error) {
 	// A pooled buffer, not zeroed: DecodeAll writes what it returns and,
 	// capped by the capacity (exact, although the pool rounds the buffer
 	// up), never reallocates.
-	buf := bufpool.Get(capacity)
+	buf, pooled := dst, dst == nil
+	if pooled {
+		buf = bufpool.Get(capacity)
+	}
 	out, err := zstdDecoder().DecodeAll(b, buf[:0:capacity])
+	put := func() {
+		if pooled {
+			bufpool.Put(buf)
+		}
+	}
 	switch {
 	case err == nil:
 		if len(out) > 0 && &out[0] == &buf[0] {
 			return buf[:len(out)], nil // the whole pool buffer, for Put
 		}
-		bufpool.Put(buf)
+		put()
 		return out, nil
 	case errors.Is(err, zstd.ErrDecoderSizeExceeded) && uint64(capacity) < content.most:
-		bufpool.Put(buf)
+		put()
 		return nil, overBoundError("zstd", max)
 	default:
-		bufpool.Put(buf)
+		put()
 		return nil, errs.New(errs.DataLoss, "zstd: %v", err)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/zarrgate/zarrgate/internal/bufpool"
 	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/internal/membudget"
+	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/internal/tracing"
 	"github.com/zarrgate/zarrgate/internal/wire"
 	"github.com/zarrgate/zarrgate/zarr"
@@ -51,6 +52,8 @@ type Server struct {
 	drain     chan struct{}
 	drainOnce sync.Once
 	streams   atomic.Int64 // Process streams open
+	// noShared declines every shared-memory offer (SetSharedMemory).
+	noShared bool
 }
 
 // SetObserver has o told of every batch the service decodes or encodes
@@ -457,6 +460,9 @@ func (s *Server) reserveEncode(ctx context.Context, spec *codec.BatchSpec, chunk
 // released when the response is handed to gRPC: a unary handler cannot
 // see it written (Process can, and is what the gateway uses).
 func (s *Server) Decode(ctx context.Context, req *codecv1.DecodeRequest) (*codecv1.DecodeResponse, error) {
+	if len(req.GetSharedEncoded()) > 0 || len(req.GetOutputs()) > 0 {
+		return nil, grpcerr.ToStatus(errs.New(errs.InvalidArgument, "decode: shared-memory regions outside a Process stream"))
+	}
 	// The chunks' lent buffers are left to the garbage collector: gRPC
 	// marshals the response after this returns.
 	resp, release, _, err := s.decode(ctx, req)
@@ -504,6 +510,15 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 	var sendErr error
 	var releases releaseSet
 	pooled := wire.HasCodec(ctx)
+	// The caller's shared-memory segment, once attached (sharedmem.go):
+	// set by the loop before any batch that may use it starts, unmapped
+	// after every batch has ended (no answer refers to it).
+	var seg *shm.Mapping
+	defer func() {
+		if seg != nil {
+			seg.Close()
+		}
+	}()
 	defer releases.releaseAll()
 	defer wg.Wait()
 	// The drain notice is sent from its own goroutine, which ends before
@@ -551,6 +566,20 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 			runMu.Unlock()
 			continue
 		}
+		if a, ok := req.GetWork().(*codecv1.ProcessRequest_Attach); ok {
+			ans := &codecv1.SharedMemoryAnswer{Reason: "a segment is attached to this stream already"}
+			if seg == nil {
+				seg, ans = s.attachShared(a.Attach)
+			}
+			sendMu.Lock()
+			err := stream.Send(&codecv1.ProcessResponse{Id: req.GetId(), Result: &codecv1.ProcessResponse_Attached{Attached: ans}})
+			sendMu.Unlock()
+			if err != nil {
+				wg.Wait()
+				return err
+			}
+			continue
+		}
 		bctx, cancel := context.WithCancel(ctx)
 		if d := req.GetDeadlineUnixNanos(); d != 0 {
 			bctx, cancel = context.WithDeadline(ctx, time.Unix(0, d))
@@ -565,6 +594,7 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 			return ctx.Err()
 		}
 		wg.Add(1)
+		seg := seg // as it is now: the loop may attach one later
 		go func() {
 			defer func() {
 				runMu.Lock()
@@ -577,13 +607,26 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 			resp := &codecv1.ProcessResponse{Id: req.GetId()}
 			var err error
 			var chunks []Chunk // decoded, whose lent buffers are recycled with the request's
+			var copied []byte  // the encoded chunks copied out of the segment (pooled)
 			release := noRelease
 			bctx, span := batchSpan(bctx, req)
 			defer func() { endSpan(span, err) }()
 			switch w := req.GetWork().(type) {
 			case *codecv1.ProcessRequest_Decode:
 				var r *codecv1.DecodeResponse
+				if copied, err = sharedInputs(seg, w.Decode); err != nil {
+					break
+				}
+				if r, ok, e := s.decodeInto(bctx, seg, w.Decode); ok {
+					if err = e; err == nil {
+						resp.Result = &codecv1.ProcessResponse_Decode{Decode: r}
+					}
+					break
+				}
 				if r, release, chunks, err = s.decode(bctx, w.Decode); err == nil {
+					if seg != nil {
+						sharedOutputs(seg, w.Decode, r)
+					}
 					resp.Result = &codecv1.ProcessResponse_Decode{Decode: r}
 				}
 			case *codecv1.ProcessRequest_Encode:
@@ -609,7 +652,7 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 			// (the request's pooled buffer, the decoders' lent ones) go
 			// back to the pool only from done, when gRPC is known to be
 			// finished with them; otherwise to the garbage collector.
-			done, failed := releases.add(release, recycler(in.Buf, chunks))
+			done, failed := releases.add(release, recycler(chunks, in.Buf, copied))
 			if e := wire.Send(stream, resp, done); e != nil {
 				failed()
 				if sendErr == nil {
@@ -625,20 +668,25 @@ func (s *Server) Process(stream grpc.BidiStreamingServer[codecv1.ProcessRequest,
 // it (codec.Chunk.Release), for the next batches to reuse instead of
 // allocating and zeroing their size again; nil if there is nothing to hand
 // back.
-func recycler(buf []byte, chunks []Chunk) func() {
+func recycler(chunks []Chunk, bufs ...[]byte) func() {
 	lent := false
 	for _, c := range chunks {
 		lent = lent || c.Lent()
 	}
-	if buf == nil && !lent {
+	for _, b := range bufs {
+		lent = lent || b != nil
+	}
+	if !lent {
 		return nil
 	}
 	return func() {
 		for _, c := range chunks {
 			c.Release()
 		}
-		if buf != nil {
-			bufpool.Put(buf)
+		for _, b := range bufs {
+			if b != nil {
+				bufpool.Put(b)
+			}
 		}
 	}
 }
@@ -721,7 +769,7 @@ func batchSpan(ctx context.Context, req *codecv1.ProcessRequest) (context.Contex
 	name, n := "codec.Decode", 0
 	switch w := req.GetWork().(type) {
 	case *codecv1.ProcessRequest_Decode:
-		n = len(w.Decode.GetEncoded())
+		n = len(w.Decode.GetEncoded()) + len(w.Decode.GetRefs()) + len(w.Decode.GetSharedEncoded())
 	case *codecv1.ProcessRequest_Encode:
 		name, n = "codec.Encode", len(w.Encode.GetChunks())
 	}

@@ -32,12 +32,18 @@ import (
 // and returns a connection to it.
 func budgetWorker(t *testing.T, b *membudget.Budget) *grpc.ClientConn {
 	t.Helper()
+	return serveServer(t, codecsvc.NewBudgetServer(codecsvc.NewLocal(), b))
+}
+
+// serveServer serves s on 127.0.0.1 and returns a connection to it.
+func serveServer(t *testing.T, s *codecsvc.Server) *grpc.ClientConn {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	codecsvc.NewBudgetServer(codecsvc.NewLocal(), b).Register(srv)
+	s.Register(srv)
 	go srv.Serve(lis)
 	cc, err := rpc.Dial(lis.Addr().String())
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/retrybudget"
 	"github.com/zarrgate/zarrgate/internal/rpc"
+	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/remote"
 	"github.com/zarrgate/zarrgate/storesvc/storeserver"
@@ -72,6 +73,7 @@ func runCodecWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 	inject := injectLatencyFlag(fs, "batch")
 	storeTarget := fs.String("store", "", "store workers to read encoded chunks from when a gateway sends keys instead of bytes (gateway --codec-fetch worker), in the gateway's --store forms; empty: batches must carry their bytes. Anyone who may call this worker can then read the store through it: accept only the gateway tier (--client-ca)")
 	tierWait := fs.Duration("tier-wait", rpc.DefaultTierWait, "with --store: how long a batch waits for a ready store worker before it fails with UNAVAILABLE")
+	shared := fs.Bool("shared-memory", true, "accept a gateway's offer of shared memory on a codec stream (a gateway on this host, of this user): its decode batches then read encoded chunks from, and write decoded chunks into, the gateway's memory instead of the socket")
 	peerTLS := peerTLSFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -111,6 +113,7 @@ func runCodecWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 	return sf.serveWith(ctx, logger, "zarrgate codec-worker serving", func(srv *rpc.Server) {
 		b := budget(logger)
 		cs := codecsvc.NewBudgetServer(codecsvc.NewLocalLimits(lim), b)
+		cs.SetSharedMemory(*shared)
 		if fetcher != nil {
 			cs.SetFetcher(fetcher)
 		}
@@ -124,7 +127,7 @@ func runCodecWorker(ctx context.Context, args []string, _, stderr io.Writer) err
 		srv.OnDrain(func() {
 			logger.Info("draining: told the Process streams open to finish and close", "streams", cs.Drain())
 		})
-	}, "max_chunk_bytes", membudget.Size(lim.MaxChunkBytes), "max_variable_chunk_bytes", membudget.Size(lim.MaxVariableBytes), "store", *storeTarget)
+	}, "max_chunk_bytes", membudget.Size(lim.MaxChunkBytes), "max_variable_chunk_bytes", membudget.Size(lim.MaxVariableBytes), "store", *storeTarget, "shared_memory", *shared)
 }
 
 // storeFetcher reads a codec worker's encoded chunks from its store tier
@@ -178,6 +181,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	codecFetch := fs.String("codec-fetch", "gateway", "with --codec: who reads the encoded chunks from the store tier: the gateway, which sends them on to the codec workers (gateway), or the codec workers themselves, given only keys (and, for a shard's inner chunks, the ranges of the shard's index, which the gateway reads) (worker: the workers need --store; with --codec-choice auto, the cost model chooses per batch between worker-fetch and reading and decoding in the gateway)")
 	codecChoice := fs.String("codec-choice", "offload", "with --codec: offload every codec batch to the workers (offload), or decode each batch where the cost model says it costs this process less CPU (auto: docs/architecture.md)")
 	tierWait := fs.Duration("tier-wait", rpc.DefaultTierWait, "how long a call waits for a ready store or codec worker when a tier has none, before it fails with UNAVAILABLE")
+	codecShared := sizeFlag(fs, "codec-shared-memory-bytes", codecremote.DefaultSharedMemoryBytes, "with --codec: size of the shared-memory segment offered to each codec stream whose worker is on this host (a unix:// socket or a loopback address), reserved against --memory-limit; decode batches on streams whose worker attached it move chunks through it instead of the socket; 0 turns this off")
 	refresh := fs.Duration("worker-refresh", rpc.DefaultRefresh, "how often the --store and --codec targets are resolved again (DNS names looked up, file:/// lists read again), so that workers added are used and removed ones left; 0: only when a connection fails")
 	sf := addServerFlags(fs, DefaultListen)
 	sf.http = addHTTPFlags(fs, sf.tls)
@@ -201,6 +205,9 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	}
 	if *codecFetch != "gateway" && *codecFetch != "worker" {
 		return usageError{fmt.Errorf("--codec-fetch %q: want gateway or worker", *codecFetch)}
+	}
+	if *codecShared != 0 && (*codecShared < 1<<20 || *codecShared > shm.MaxAttachBytes) {
+		return usageError{fmt.Errorf("--codec-shared-memory-bytes %d: want 0 (off) or from 1MiB to 1TiB", *codecShared)}
 	}
 	if *codecFetch == "worker" && *codecTarget == "" {
 		return usageError{errors.New("--codec-fetch worker needs --codec workers")}
@@ -259,12 +266,14 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 		// The codec streams follow the ready workers.
 		rc := codecremote.NewPool(ccc, pool)
 		defer rc.Close()
+		rc.SetSharedMemory(*codecShared, cfg.Budget)
 		codecs = rc
 		if *codecChoice == "auto" {
 			codecs = codecremote.NewAuto(codecsvc.NewLocalLimits(lim), rc, codecremote.DefaultCosts())
 		}
 		if reg != nil {
 			reg.CodecWorkers(rc)
+			reg.CodecSharedMemory(rc.SharedStreams)
 		}
 	}
 	if reg != nil {
@@ -289,7 +298,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 		}
 		as.Register(srv)
 		sf.http.store, sf.http.gw = g.RawStore(), g
-	}, "store", *storeTarget, "codec", *codecTarget, "codec_fetch", *codecFetch, "codec_choice", *codecChoice, "tier_wait", *tierWait, "worker_refresh", *refresh, "peer_tls", peer != nil)
+	}, "store", *storeTarget, "codec", *codecTarget, "codec_fetch", *codecFetch, "codec_choice", *codecChoice, "codec_shared_memory_bytes", *codecShared, "tier_wait", *tierWait, "worker_refresh", *refresh, "peer_tls", peer != nil)
 }
 
 // connectStore asks the store tier for its capabilities, which the gateway

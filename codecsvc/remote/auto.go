@@ -15,6 +15,11 @@ import (
 // decoded byte each codec costs to decode in process.
 type Costs struct {
 	HopPerByte float64
+	// SharedHopPerByte is what offloading costs the caller per encoded
+	// byte when every stream has a shared-memory segment (shared.go): it
+	// copies the encoded chunks into the segment, and the answers are lent
+	// from it, costing nothing per selected byte.
+	SharedHopPerByte float64
 	// StorePerByte is what reading an encoded byte from the store tier
 	// costs the caller: what worker-fetch spares it.
 	StorePerByte float64
@@ -25,8 +30,10 @@ type Costs struct {
 
 // DefaultCosts are the costs measured on loopback on a 2-core Xeon VM
 // (docs/benchmarks.md): ≈ 0.35 ns per byte at each end of the hop
-// (BenchmarkOffloadOverhead), a read from the store tier taken as the
-// same, and the decode costs of each codec on one core, medians of
+// (BenchmarkOffloadOverhead), ≈ 0.12 ns per encoded byte for the caller
+// with shared memory (its copy of each encoded chunk into the segment,
+// ≈ 30 µs per 256 KiB in the profile of shm-batch=16), a read from the
+// store tier taken as the same as the hop, and the decode costs of each codec on one core, medians of
 // three runs of
 //
 //	go test -run '^$' -bench DecodeCosts -cpu 1 -count 3 ./codecsvc/
@@ -38,7 +45,7 @@ type Costs struct {
 // codec with big-endian elements of more than one byte (a byte swap; a
 // little-endian one decodes by aliasing).
 func DefaultCosts() Costs {
-	return Costs{HopPerByte: 0.35, StorePerByte: 0.35, Default: 1, DecodePerByte: map[string]float64{
+	return Costs{HopPerByte: 0.35, SharedHopPerByte: 0.12, StorePerByte: 0.35, Default: 1, DecodePerByte: map[string]float64{
 		"bytes": 0, "bytes/big": 0.5, "transpose": 0.92, "crc32c": 0.06, "numcodecs.crc32c": 0.06, "numcodecs.crc32": 0.04,
 		"zstd": 0.99, "numcodecs.zstd": 1.06, "gzip": 5.9, "numcodecs.gzip": 5.9, "numcodecs.zlib": 6.3,
 		"blosc": 0.22, "numcodecs.lz4": 0.34, "numcodecs.shuffle": 0.23,
@@ -139,7 +146,11 @@ func (a *Auto) offload(spec *codec.BatchSpec, encoded [][]byte, selected int64) 
 		d = e // no size before decoding: assume the stored size
 		selected = e
 	}
-	if a.costs.decodeCost(spec, d) > a.costs.HopPerByte*float64(e+selected) {
+	hop := a.costs.HopPerByte * float64(e+selected)
+	if a.costs.SharedHopPerByte > 0 && a.remote.allShared() {
+		hop = a.costs.SharedHopPerByte * float64(e)
+	}
+	if a.costs.decodeCost(spec, d) > hop {
 		a.offloaded.Add(1)
 		return true
 	}

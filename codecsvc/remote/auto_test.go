@@ -118,3 +118,44 @@ func TestAutoChoosesFetchByCost(t *testing.T) {
 		}
 	}
 }
+
+// With every stream's worker attached to shared memory, offloading costs
+// the caller only its copy of the encoded chunks into the segment, so a
+// blosc-lz4 batch, decoded in process over the stream's costs, goes to the
+// worker.
+func TestAutoPricesSharedMemory(t *testing.T) {
+	ctx := context.Background()
+	l := codecsvc.NewLocal()
+	r := remote.New(serveWorkerOn(t, "unix"))
+	defer r.Close()
+	blosc := spec(`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"blosc","configuration":{"cname":"lz4","clevel":5,"shuffle":"shuffle","typesize":4,"blocksize":0}}]`, 64, 64)
+	chunks := []codec.Chunk{{Data: floats(4096, 1)}, {Data: floats(4096, 2)}}
+	enc, err := l.Encode(ctx, blosc, chunks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := remote.NewAuto(l, r, remote.DefaultCosts())
+	if _, err := a.Decode(ctx, blosc, enc); err != nil {
+		t.Fatal(err)
+	}
+	if off, _ := a.Batches(); off != 0 {
+		t.Fatal("blosc-lz4 offloaded without shared memory")
+	}
+	sharedClient(t, r, 4<<20, nil, true)
+	got, err := a.Decode(ctx, blosc, enc)
+	if err != nil || !bytes.Equal(got[1].Data, chunks[1].Data) {
+		t.Fatalf("decode: %v", err)
+	}
+	if off, _ := a.Batches(); off != 1 {
+		t.Fatal("blosc-lz4 decoded in process with every stream in shared memory")
+	}
+	// A raw chain still costs nothing to decode here.
+	raw := spec(`[{"name":"bytes","configuration":{"endian":"little"}}]`, 64, 64)
+	renc, _ := l.Encode(ctx, raw, chunks)
+	if _, err := a.Decode(ctx, raw, renc); err != nil {
+		t.Fatal(err)
+	}
+	if off, _ := a.Batches(); off != 1 {
+		t.Fatal("a raw batch offloaded")
+	}
+}

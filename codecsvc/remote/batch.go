@@ -92,34 +92,97 @@ func (c *Client) DecodeSelected(ctx context.Context, spec *codec.BatchSpec, enco
 	out := make([]codec.Chunk, len(encoded))
 	err = c.decodeParts(ctx, spec, out, func(lo, hi int) *codecv1.DecodeRequest {
 		return &codecv1.DecodeRequest{Spec: ps, Encoded: encoded[lo:hi], Selections: psel[lo:hi]}
-	}, nil)
-	return out, err
+	}, selectedSize(spec, sel), nil)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // decodeParts sends a batch of len(out) chunks to the workers in the parts
 // split cuts it into, in parallel, each part's request made by req, and
 // lends each part's decoded chunks into out (got, if not nil, also sees
 // them): the shape Decode, DecodeSelected and DecodeFetched share.
-func (c *Client) decodeParts(ctx context.Context, spec *codec.BatchSpec, out []codec.Chunk, req func(lo, hi int) *codecv1.DecodeRequest, got func(lo int, chunks []*codecv1.Chunk)) error {
+// outSize, if not nil, is the size of chunk i's answer (0: unknown), for
+// the answer to come through shared memory (shared.go). On an error, the
+// chunks already lent are released and out is left empty.
+func (c *Client) decodeParts(ctx context.Context, spec *codec.BatchSpec, out []codec.Chunk, req func(lo, hi int) *codecv1.DecodeRequest, outSize func(i int) int64, got func(lo int, chunks []*codecv1.Chunk)) error {
 	g, gctx := errgroup.WithContext(ctx)
 	for _, r := range split(spec, len(out)) {
 		g.Go(func() error {
-			resp, err := c.do(gctx, &codecv1.ProcessRequest{Work: &codecv1.ProcessRequest_Decode{Decode: req(r[0], r[1])}})
+			var sizes []int64
+			if outSize != nil && c.sharedBytes > 0 {
+				sizes = make([]int64, r[1]-r[0])
+				for i := range sizes {
+					sizes[i] = outSize(r[0] + i)
+				}
+			}
+			resp, reg, err := c.do(gctx, &codecv1.ProcessRequest{Work: &codecv1.ProcessRequest_Decode{Decode: req(r[0], r[1])}}, sizes)
 			if err != nil {
 				return shift(err, r[0])
+			}
+			if reg != nil {
+				defer reg.done()
 			}
 			chunks := resp.GetDecode().GetChunks()
 			if len(chunks) != r[1]-r[0] {
 				return errs.New(errs.DataLoss, "codec worker answered %d chunks for %d", len(chunks), r[1]-r[0])
 			}
 			lendChunks(out[r[0]:r[1]], chunks)
+			for i, ch := range chunks {
+				if ch.SharedLength == nil {
+					continue
+				}
+				var ok bool
+				if reg != nil {
+					out[r[0]+i], ok = reg.lend(i, ch.GetSharedLength())
+				}
+				if !ok {
+					return errs.New(errs.DataLoss, "codec worker answered chunk %d with %d bytes in shared memory it was given no room for", r[0]+i, ch.GetSharedLength())
+				}
+				c.sharedChunks.Add(1)
+			}
 			if got != nil {
 				got(r[0], chunks)
 			}
 			return nil
 		})
 	}
-	return g.Wait()
+	err := g.Wait()
+	if err != nil {
+		for i := range out {
+			out[i].Release()
+			out[i] = codec.Chunk{}
+		}
+	}
+	return err
+}
+
+// fixedSize is the size of a whole decoded chunk of spec, or 0 for
+// variable-length data (whose size is not known before it is decoded).
+func fixedSize(spec *codec.BatchSpec) int64 {
+	if spec.DataType.VariableLength() {
+		return 0
+	}
+	n := int64(spec.DataType.Size)
+	for _, d := range spec.Shape {
+		n *= d
+	}
+	return n
+}
+
+// selectedSize is the size of the answer to a chunk read through sel.
+func selectedSize(spec *codec.BatchSpec, sel []codec.Selection) func(i int) int64 {
+	whole := fixedSize(spec)
+	if whole == 0 {
+		return nil
+	}
+	return func(i int) int64 {
+		if sel == nil || sel[i].Whole() {
+			return whole
+		}
+		return sel[i].Elems() * int64(spec.DataType.Size)
+	}
 }
 
 var _ codec.FetchDecoder = (*Client)(nil)
@@ -146,7 +209,7 @@ func (c *Client) DecodeFetched(ctx context.Context, spec *codec.BatchSpec, refs 
 			req.Selections = psel[lo:hi]
 		}
 		return req
-	}, func(lo int, chunks []*codecv1.Chunk) {
+	}, selectedSize(spec, sel), func(lo int, chunks []*codecv1.Chunk) {
 		for i, ch := range chunks {
 			found[lo+i] = !ch.GetMissing()
 		}

@@ -23,20 +23,29 @@ import (
 // does. The worker listens on loopback TCP (batch=N), then on a unix
 // socket (unix-batch=N), which a codec worker on the gateway's host can
 // use instead (gateway --codec unix:///path, codec-worker --listen
-// unix:///path).
+// unix:///path); then both again with chunks through a shared-memory
+// segment per stream (shm-batch=N, unix-shm-batch=N: the gateway's
+// default for a worker on its host, --codec-shared-memory-bytes), where
+// wire-B/B counts what still goes on the socket.
 func BenchmarkOffloadOverhead(b *testing.B) {
-	for _, network := range []string{"tcp", "unix"} {
-		offloadOverhead(b, network)
+	for _, shared := range []bool{false, true} {
+		for _, network := range []string{"tcp", "unix"} {
+			offloadOverhead(b, network, shared)
+		}
 	}
 }
 
 // offloadOverhead is BenchmarkOffloadOverhead with the worker on network:
-// loopback TCP (batch=N) or a unix socket (unix-batch=N).
-func offloadOverhead(b *testing.B, network string) {
+// loopback TCP (batch=N) or a unix socket (unix-batch=N), with shared
+// memory or without.
+func offloadOverhead(b *testing.B, network string, shared bool) {
 	ctx := context.Background()
 	l := codecsvc.NewLocal()
 	w := remote.New(serveWorkerOn(b, network))
 	defer w.Close()
+	if shared {
+		w.SetSharedMemory(remote.DefaultSharedMemoryBytes, nil)
+	}
 	s := spec(zstdChain, 256, 256)
 	for _, n := range []int{1, 16} {
 		chunks := make([]codec.Chunk, n)
@@ -60,11 +69,25 @@ func offloadOverhead(b *testing.B, network string) {
 			return time.Since(t0), cpuTime(b) - c0
 		}
 		name := fmt.Sprintf("batch=%d", n)
+		if shared {
+			name = "shm-" + name
+		}
 		if network != "tcp" {
 			name = network + "-" + name
 		}
 		b.Run(name, func(b *testing.B) {
-			run(w) // the stream is open before timing
+			// The streams (4, one per batch in turn) are open before
+			// timing, and with shared memory their offers answered.
+			for range 4 {
+				run(w)
+			}
+			for shared {
+				if a, _ := w.SharedStreams(); a == 4 {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			_, via0 := w.SharedStreams()
 			var wall, cpu time.Duration
 			for range b.N {
 				lw, lc := run(l)
@@ -75,7 +98,13 @@ func offloadOverhead(b *testing.B, network string) {
 			per := float64(b.N * n)
 			b.ReportMetric(float64(wall.Microseconds())/per, "added-µs/chunk")
 			b.ReportMetric(float64(cpu.Microseconds())/per, "added-cpu-µs/chunk")
-			b.ReportMetric(float64(encBytes+n*256*256*4)/float64(n*256*256*4), "wire-B/B")
+			wire := float64(encBytes + n*256*256*4)
+			if _, via := w.SharedStreams(); shared && via-via0 == uint64(b.N*n) {
+				wire = 0 // every chunk, there and back, through the segment
+			} else if shared {
+				b.Fatalf("%d of %d chunks through shared memory", via-via0, b.N*n)
+			}
+			b.ReportMetric(wire/float64(n*256*256*4), "wire-B/B")
 		})
 	}
 }

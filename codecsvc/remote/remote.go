@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -30,6 +32,7 @@ import (
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/grpcerr"
+	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/internal/tracing"
 	"github.com/zarrgate/zarrgate/internal/wire"
 )
@@ -83,6 +86,11 @@ type Client struct {
 	// workers: they still answer their batches, and Close ends them too.
 	retired []*procStream
 	drains  atomic.Uint64
+
+	// Shared memory with workers on this host (shared.go).
+	sharedBytes                  int64
+	sharedBudget                 *membudget.Budget
+	sharedAttached, sharedChunks atomic.Uint64
 }
 
 // worker is the open streams of one worker.
@@ -141,6 +149,15 @@ type procStream struct {
 	// worker end it.
 	draining, closed bool
 	onDrain          func()
+
+	// shared is the stream's segment once its worker attached it (nil:
+	// batches carry bytes); offer the one offered, until answered (its id
+	// offerID). regions are the segments' allocations of the batches sent
+	// and not answered, by id.
+	shared  atomic.Pointer[sharedSeg]
+	offer   *sharedSeg
+	offerID uint64
+	regions map[uint64]*regions
 }
 
 func (ps *procStream) alive() bool {
@@ -331,16 +348,32 @@ func (c *Client) openStream(key string) (*procStream, error) {
 		return nil, grpcerr.FromStatus(err)
 	}
 	addr := "unknown"
+	var paddr net.Addr
 	if p, ok := peer.FromContext(s.Context()); ok && p.Addr != nil {
-		addr = p.Addr.String()
+		addr, paddr = p.Addr.String(), p.Addr
 	}
 	ps := &procStream{s: s, addr: addr, worker: placed(), cancel: cancel, waiting: make(map[uint64]chan *codecv1.ProcessResponse), done: make(chan struct{}),
-		onDrain: func() { c.drains.Add(1) }}
-	go ps.receive()
+		onDrain: func() { c.drains.Add(1) }, regions: make(map[uint64]*regions)}
+	if c.sharedBytes > 0 && sameHost(paddr) {
+		// Offered before any batch; batches go as bytes until the worker
+		// answers (receive).
+		if seg := newSharedSeg(c.sharedBytes, c.sharedBudget); seg != nil {
+			ps.offer, ps.offerID = seg, c.nextID.Add(1)
+			err := s.Send(&codecv1.ProcessRequest{Id: ps.offerID, Work: &codecv1.ProcessRequest_Attach{Attach: &codecv1.SharedMemoryOffer{
+				Path: seg.seg.Path, Size: uint64(len(seg.seg.Data)), Token: seg.seg.Token}}})
+			if err != nil {
+				seg.end()
+				cancel()
+				return nil, grpcerr.FromStatus(err)
+			}
+		}
+	}
+	attached := &c.sharedAttached
+	go ps.receive(attached)
 	return ps, nil
 }
 
-func (ps *procStream) receive() {
+func (ps *procStream) receive(attached *atomic.Uint64) {
 	for {
 		resp, err := recvResponse(ps.s)
 		if err != nil {
@@ -362,10 +395,53 @@ func (ps *procStream) receive() {
 			ps.closeIfDrained()
 			continue
 		}
+		if ps.offerID != 0 && resp.GetId() == ps.offerID {
+			// The answer to the offer: an error (a worker that does not know
+			// offers) is a refusal too. (offerID is set before receive
+			// starts; offer is cleared by fail too, under ps.mu.)
+			ps.mu.Lock()
+			seg := ps.offer
+			ps.offer = nil
+			if seg == nil {
+				ps.mu.Unlock()
+				continue
+			}
+			ok := resp.GetAttached().GetAttached() && ps.err == nil
+			size := len(seg.seg.Data) // fail, which may unmap it, holds ps.mu too
+			if ok {
+				ps.shared.Store(seg)
+				attached.Add(1)
+			} else {
+				seg.end()
+			}
+			ps.mu.Unlock()
+			// One line per stream, which lives as long as its worker.
+			if ok {
+				slog.Info("codec stream: the worker attached shared memory", "worker", ps.addr, "bytes", size)
+			} else {
+				reason := resp.GetAttached().GetReason()
+				if be := resp.GetError(); be != nil {
+					reason = be.GetMessage()
+				}
+				slog.Info("codec stream: the worker declined shared memory; chunks go on the stream", "worker", ps.addr, "reason", reason)
+			}
+			continue
+		}
 		ps.mu.Lock()
 		ch := ps.waiting[resp.GetId()]
 		delete(ps.waiting, resp.GetId())
+		r := ps.regions[resp.GetId()]
+		delete(ps.regions, resp.GetId())
 		ps.mu.Unlock()
+		if r != nil {
+			// The worker is done with the batch's regions: what its caller
+			// does not take is free.
+			if ch == nil || resp.GetError() != nil {
+				r.done()
+			} else {
+				r.freeIn()
+			}
+		}
 		if ch != nil {
 			ch <- resp
 		}
@@ -397,11 +473,27 @@ func (ps *procStream) fail(err error) {
 		ps.err = err
 		close(ps.done)
 		ps.cancel()
+		// Batches unanswered leave their regions to the worker for good:
+		// the segment takes no more and goes once nothing lent is left.
+		for id, r := range ps.regions {
+			r.finish()
+			delete(ps.regions, id)
+		}
+		if ps.offer != nil {
+			ps.offer.end()
+			ps.offer = nil
+		}
+		if seg := ps.shared.Load(); seg != nil {
+			seg.end()
+		}
 	}
 }
 
-// do sends one batch and waits for its answer.
-func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest) (*codecv1.ProcessResponse, error) {
+// do sends one batch and waits for its answer. A decode batch given
+// outSizes, the size of each chunk's answer (0: unknown), on a stream with
+// a shared-memory segment, gets regions of it (shared.go): the caller
+// lends its answer's chunks from them and then calls done.
+func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest, outSizes []int64) (*codecv1.ProcessResponse, *regions, error) {
 	req.Id = c.nextID.Add(1)
 	if d, ok := ctx.Deadline(); ok {
 		req.DeadlineUnixNanos = d.UnixNano()
@@ -412,15 +504,24 @@ func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest) (*codecv1.
 	req.RequestId = tracing.RequestID(ctx)
 	ch := make(chan *codecv1.ProcessResponse, 1)
 	var ps *procStream
+	var r *regions
 	for {
 		var err error
 		if ps, err = c.open(); err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		if seg := ps.shared.Load(); seg != nil && outSizes != nil && r == nil {
+			if d := req.GetDecode(); d != nil {
+				r = seg.place(d, outSizes)
+			}
 		}
 		ps.mu.Lock()
 		if ps.err != nil {
 			ps.mu.Unlock()
-			return nil, ps.err
+			if r != nil {
+				r.done() // never sent
+			}
+			return nil, nil, ps.err
 		}
 		if !ps.draining {
 			break
@@ -428,44 +529,77 @@ func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest) (*codecv1.
 		// Its worker began draining since open chose it: another stream
 		// (open replaces this one).
 		ps.mu.Unlock()
+		if r != nil {
+			d := req.GetDecode()
+			d.Encoded, d.SharedEncoded, d.Outputs = r.encoded, nil, nil
+			r.done() // never sent
+			r = nil
+		}
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	ps.waiting[req.Id] = ch
+	if r != nil {
+		ps.regions[req.Id] = r
+	}
 	ps.mu.Unlock()
 	ps.sendMu.Lock()
 	// Batch data is sent without a copy: callers hand over chunks they do
 	// not modify while the batch is out (the answer arrives only after
 	// every byte was read).
-	err := ps.s.SendMsg(wire.ByRef{Msg: req})
+	var msg any = wire.ByRef{Msg: req}
+	if r != nil && r.in >= 0 {
+		// The chunks are in the segment: nothing large to send by
+		// reference, and looking for it (by reflection) costs more than
+		// marshalling the rest.
+		msg = req
+	}
+	err := ps.s.SendMsg(msg)
 	ps.sendMu.Unlock()
 	if err != nil {
 		ps.fail(errs.New(errs.Unavailable, "codec stream: %v", err))
-		return nil, ps.err
+		if r != nil {
+			r.finish() // the worker may have read part of it: abandoned
+		}
+		return nil, nil, ps.err
 	}
 	select {
 	case resp := <-ch:
 		if be := resp.GetError(); be != nil {
-			return nil, batchError(be)
+			return nil, nil, batchError(be) // receive freed the regions
 		}
-		return resp, nil
+		return resp, r, nil
 	case <-ps.done:
-		return nil, ps.err
+		if r != nil {
+			r.finish() // abandoned with the stream (or answered just now)
+		}
+		return nil, nil, ps.err
 	case <-ctx.Done():
 		// Tell the worker to abandon the batch (best effort), unless the
-		// stream's side is closed already.
+		// stream's side is closed already. Its regions stay with the
+		// stream until the worker answers.
 		ps.sendMu.Lock()
 		ps.mu.Lock()
+		_, waiting := ps.waiting[req.Id]
 		delete(ps.waiting, req.Id)
 		closed := ps.closed
 		ps.mu.Unlock()
-		if !closed {
+		if !closed && waiting {
 			ps.s.Send(&codecv1.ProcessRequest{Id: req.Id, Work: &codecv1.ProcessRequest_Cancel{Cancel: &codecv1.CancelRequest{}}})
 		}
 		ps.sendMu.Unlock()
+		if !waiting && r != nil {
+			// The answer is on its way to ch: its regions are ours to free.
+			select {
+			case <-ch:
+				r.done()
+			case <-ps.done:
+				r.finish()
+			}
+		}
 		ps.closeIfDrained()
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 }
 
@@ -510,8 +644,11 @@ func (c *Client) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]
 	out := make([]codec.Chunk, len(encoded))
 	err = c.decodeParts(ctx, spec, out, func(lo, hi int) *codecv1.DecodeRequest {
 		return &codecv1.DecodeRequest{Spec: ps, Encoded: encoded[lo:hi]}
-	}, nil)
-	return out, err
+	}, selectedSize(spec, nil), nil)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Encode implements codec.Engine.
@@ -524,7 +661,7 @@ func (c *Client) Encode(ctx context.Context, spec *codec.BatchSpec, chunks []cod
 	g, gctx := errgroup.WithContext(ctx)
 	for _, r := range split(spec, len(chunks)) {
 		g.Go(func() error {
-			resp, err := c.do(gctx, &codecv1.ProcessRequest{Work: &codecv1.ProcessRequest_Encode{Encode: &codecv1.EncodeRequest{Spec: ps, Chunks: codecsvc.ChunksToProto(chunks[r[0]:r[1]])}}})
+			resp, _, err := c.do(gctx, &codecv1.ProcessRequest{Work: &codecv1.ProcessRequest_Encode{Encode: &codecv1.EncodeRequest{Spec: ps, Chunks: codecsvc.ChunksToProto(chunks[r[0]:r[1]])}}}, nil)
 			if err != nil {
 				return shift(err, r[0])
 			}

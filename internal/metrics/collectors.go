@@ -169,6 +169,35 @@ func (c fileSyncCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(d), "dir")
 }
 
+// CodecSharedMemory exports a gateway's use of shared memory with codec
+// workers on its host (codecsvc/remote.Client.SharedStreams) as
+// zarrgate_codec_shared_memory_streams_total (codec streams whose worker
+// attached a segment) and zarrgate_codec_shared_memory_chunks_total
+// (decoded chunks answered through one).
+func (r *Registry) CodecSharedMemory(shared func() (streams, chunks uint64)) {
+	r.reg.MustRegister(codecShmCollector{shared})
+}
+
+var (
+	codecShmStreamsDesc = prometheus.NewDesc("zarrgate_codec_shared_memory_streams_total", "codec streams whose worker (on the gateway's host) attached a shared-memory segment", nil, nil)
+	codecShmChunksDesc  = prometheus.NewDesc("zarrgate_codec_shared_memory_chunks_total", "decoded chunks a codec worker answered through shared memory instead of the stream", nil, nil)
+)
+
+type codecShmCollector struct {
+	shared func() (streams, chunks uint64)
+}
+
+func (c codecShmCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- codecShmStreamsDesc
+	ch <- codecShmChunksDesc
+}
+
+func (c codecShmCollector) Collect(ch chan<- prometheus.Metric) {
+	s, n := c.shared()
+	ch <- prometheus.MustNewConstMetric(codecShmStreamsDesc, prometheus.CounterValue, float64(s))
+	ch <- prometheus.MustNewConstMetric(codecShmChunksDesc, prometheus.CounterValue, float64(n))
+}
+
 // Bulk exports a bulk listener's connections as
 // zarrgate_bulk_connections_total with the label result (bulk.Results):
 // accepted (handed to its read), bad_hello, unknown_ticket (never issued,

@@ -38,12 +38,21 @@ type Segment struct {
 
 // Create makes a segment of size bytes: a memory file with its pages
 // reserved (so that a lack of memory is an error here, not a fault later),
-// mapped, with a fresh token.
-func Create(size int64) (*Segment, error) {
+// mapped, with a fresh token. It is not sealed: a client's destination
+// must be (OpenDest), so that a client cannot name a segment of the
+// gateway's, lent to another read, as its destination.
+func Create(size int64) (*Segment, error) { return create(size, false) }
+
+// CreateSealed is Create sealed against shrinking and growing: a segment
+// that another process maps read-write (AttachWritable: a codec worker)
+// and that its owner therefore must not be able to cut pages off.
+func CreateSealed(size int64) (*Segment, error) { return create(size, true) }
+
+func create(size int64, sealed bool) (*Segment, error) {
 	if size < DataOffset+1 {
 		return nil, fmt.Errorf("shared memory segment of %d bytes is too small", size)
 	}
-	f, err := memfd(size)
+	f, err := memfd(size, sealed)
 	if err != nil {
 		return nil, err
 	}
@@ -77,10 +86,31 @@ type Mapping struct {
 // Attach maps the segment at path read-only and checks that it is size
 // bytes long and starts with token.
 func Attach(path string, size int64, token []byte) (*Mapping, error) {
-	if len(token) != TokenBytes || size < DataOffset {
+	return attach(path, size, token, false)
+}
+
+// AttachWritable is Attach mapping the segment read-write: for a codec
+// worker that writes decoded chunks into the gateway's segment. Only an
+// anonymous memory file (a memfd, as Create makes: no name in any
+// directory, shared-memory backed) at /proc/<pid>/fd/<n> is mapped, so
+// that a caller cannot have a file of the host written through it, and
+// only one sealed against shrinking (CreateSealed), so that its
+// owner cannot cut pages off under this process's reads and writes. The
+// segment's owner may write into it at any time too, so what is read from
+// it must be copied out before it is trusted (checked, decoded).
+func AttachWritable(path string, size int64, token []byte) (*Mapping, error) {
+	return attach(path, size, token, true)
+}
+
+// MaxAttachBytes bounds the size of a segment a peer may offer (1 TiB): a
+// larger size is refused before anything is opened.
+const MaxAttachBytes = 1 << 40
+
+func attach(path string, size int64, token []byte, write bool) (*Mapping, error) {
+	if len(token) != TokenBytes || size < DataOffset || size > MaxAttachBytes {
 		return nil, fmt.Errorf("shared memory segment %s: bad offer (%d bytes, %d-byte token)", path, size, len(token))
 	}
-	f, err := openSegment(path)
+	f, err := openSegment(path, write)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +122,14 @@ func Attach(path string, size int64, token []byte) (*Mapping, error) {
 	if !st.Mode().IsRegular() || st.Size() != size {
 		return nil, fmt.Errorf("shared memory segment %s: not a regular file of %d bytes", path, size)
 	}
-	data, err := mapFile(f, size, false)
+	if write {
+		// Written through: only an anonymous memory file, never a file
+		// of the host that a caller who knows its first bytes names.
+		if err := anonymous(path, f, st); err != nil {
+			return nil, fmt.Errorf("shared memory segment %s: %w", path, err)
+		}
+	}
+	data, err := mapFile(f, size, write)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,12 @@
 package shm
 
 import (
+	"fmt"
+	"os"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestSegmentAttach(t *testing.T) {
@@ -62,5 +66,111 @@ func TestSegmentAttach(t *testing.T) {
 	}
 	if _, err := Attach(dir+"/missing", 1<<16, seg2.Token); err == nil {
 		t.Fatal("attached a missing file")
+	}
+}
+
+// TestSegmentAttachWritable: a codec worker's read-write mapping writes
+// into the gateway's segment, and is refused like a read-only one with a
+// wrong token, size or a size past MaxAttachBytes.
+func TestSegmentAttachWritable(t *testing.T) {
+	seg, err := CreateSealed(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	m, err := AttachWritable(seg.Path, 1<<16, seg.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	copy(m.Data[DataOffset:], "decoded")
+	if string(seg.Data[DataOffset:DataOffset+7]) != "decoded" {
+		t.Fatalf("gateway sees %q", seg.Data[DataOffset:DataOffset+7])
+	}
+	bad := append([]byte(nil), seg.Token...)
+	bad[1] ^= 1
+	if _, err := AttachWritable(seg.Path, 1<<16, bad); err == nil {
+		t.Fatal("attached with a wrong token")
+	}
+	if _, err := AttachWritable(seg.Path, 1<<15, seg.Token); err == nil {
+		t.Fatal("attached with a wrong size")
+	}
+	if _, err := AttachWritable(seg.Path, MaxAttachBytes+1, seg.Token); err == nil {
+		t.Fatal("attached with a huge size")
+	}
+}
+
+// A writable mapping is only of an anonymous memory file: a regular file
+// of the host (on disk, or on tmpfs with a name) that starts with the
+// token and has the size is refused, through its path or through
+// /proc/self/fd.
+func TestAttachWritableOnlyMemoryFiles(t *testing.T) {
+	seg, err := CreateSealed(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	for _, dir := range []string{t.TempDir(), "/dev/shm"} {
+		f, err := os.CreateTemp(dir, "segment")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(f.Name())
+		defer f.Close()
+		f.Write(seg.Data) // the token, and the size
+		for _, path := range []string{f.Name(), fmt.Sprintf("/proc/self/fd/%d", f.Fd()), fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), f.Fd())} {
+			if m, err := AttachWritable(path, 1<<16, seg.Token); err == nil {
+				m.Close()
+				t.Errorf("%s (%s) attached read-write", path, f.Name())
+			}
+		}
+		// Read-only (a client of ReadSlabShared) it may be mapped.
+		m, err := Attach(f.Name(), 1<<16, seg.Token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Close()
+	}
+}
+
+// A writable mapping is only of a memory file sealed against shrinking:
+// one its owner could truncate while the worker writes into it would
+// fault the worker. A segment of CreateSealed cannot be truncated; one of
+// Create (ReadSlabShared's, which a client must not be able to name as its
+// destination: OpenDest wants seals) is refused.
+func TestAttachWritableOnlySealed(t *testing.T) {
+	seg, err := CreateSealed(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	if err := seg.f.Truncate(1 << 12); err == nil {
+		t.Fatal("a segment could be shrunk")
+	}
+	fd, err := unix.MemfdCreate("unsealed", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "unsealed")
+	defer f.Close()
+	f.Write(seg.Data)
+	path := fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), f.Fd())
+	if m, err := AttachWritable(path, 1<<16, seg.Token); err == nil {
+		m.Close()
+		t.Fatal("an unsealed memory file attached read-write")
+	}
+	if m, err := AttachWritable(seg.Path, 1<<16, seg.Token); err != nil {
+		t.Fatalf("a segment of CreateSealed: %v", err)
+	} else {
+		m.Close()
+	}
+	plain, err := Create(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if m, err := AttachWritable(plain.Path, 1<<16, plain.Token); err == nil {
+		m.Close()
+		t.Fatal("an unsealed segment of Create attached read-write")
 	}
 }

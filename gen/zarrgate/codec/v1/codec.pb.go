@@ -106,7 +106,12 @@ type Chunk struct {
 	Offsets []int64 `protobuf:"varint,2,rep,packed,name=offsets,proto3" json:"offsets,omitempty"`
 	// missing says the chunk's key held no value (a DecodeRequest with refs):
 	// the caller fills it with the fill value. data and offsets are empty.
-	Missing       bool `protobuf:"varint,3,opt,name=missing,proto3" json:"missing,omitempty"`
+	Missing bool `protobuf:"varint,3,opt,name=missing,proto3" json:"missing,omitempty"`
+	// shared_length, when set (an answer to a DecodeRequest with outputs),
+	// says the chunk's data was written to the start of its output region
+	// of the stream's shared-memory segment, this many bytes, instead of
+	// into data (which is then empty). Fixed-size data types only.
+	SharedLength  *uint64 `protobuf:"varint,4,opt,name=shared_length,json=sharedLength,proto3,oneof" json:"shared_length,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -160,6 +165,13 @@ func (x *Chunk) GetMissing() bool {
 		return x.Missing
 	}
 	return false
+}
+
+func (x *Chunk) GetSharedLength() uint64 {
+	if x != nil && x.SharedLength != nil {
+		return *x.SharedLength
+	}
+	return 0
 }
 
 // EncodeRequest is a batch of chunks to encode.
@@ -286,7 +298,23 @@ type DecodeRequest struct {
 	// Chunk is missing when its key holds no value. Keys are checked by the
 	// store tier's rules; a worker without a store tier answers
 	// FailedPrecondition; both encoded and refs set is InvalidArgument.
-	Refs          []*ChunkRef `protobuf:"bytes,4,rep,name=refs,proto3" json:"refs,omitempty"`
+	Refs []*ChunkRef `protobuf:"bytes,4,rep,name=refs,proto3" json:"refs,omitempty"`
+	// shared_encoded, instead of encoded and refs, places the encoded chunks
+	// in the stream's shared-memory segment (SharedMemoryOffer), one region
+	// each: for a worker on the caller's host. A region that is not inside
+	// the segment's data area, or a stream without an attached segment, is
+	// InvalidArgument. The worker copies each region out before decoding it.
+	SharedEncoded []*SharedRegion `protobuf:"bytes,5,rep,name=shared_encoded,json=sharedEncoded,proto3" json:"shared_encoded,omitempty"`
+	// outputs, when set, has one entry per chunk: a region of the stream's
+	// segment that the worker writes the chunk's answer (the decoded chunk,
+	// or its selection, as Chunk.data would hold it) into, answering with
+	// Chunk.shared_length instead of the bytes. An answer that does not fit
+	// its region, a region of length 0 and variable-length data go in
+	// Chunk.data as without outputs. The worker writes into a batch's
+	// regions only until it answers the batch (its result, its error, or its
+	// answer after a cancel). Regions are checked like shared_encoded's; a
+	// count of entries other than the chunks' is InvalidArgument.
+	Outputs       []*SharedRegion `protobuf:"bytes,6,rep,name=outputs,proto3" json:"outputs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -349,6 +377,203 @@ func (x *DecodeRequest) GetRefs() []*ChunkRef {
 	return nil
 }
 
+func (x *DecodeRequest) GetSharedEncoded() []*SharedRegion {
+	if x != nil {
+		return x.SharedEncoded
+	}
+	return nil
+}
+
+func (x *DecodeRequest) GetOutputs() []*SharedRegion {
+	if x != nil {
+		return x.Outputs
+	}
+	return nil
+}
+
+// SharedRegion is length bytes at offset of a Process stream's
+// shared-memory segment; regions lie in the segment's data area, past its
+// token (offset >= 64).
+type SharedRegion struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// offset of the region's first byte from the segment's start.
+	Offset uint64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	// length of the region in bytes.
+	Length        uint64 `protobuf:"varint,2,opt,name=length,proto3" json:"length,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedRegion) Reset() {
+	*x = SharedRegion{}
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedRegion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedRegion) ProtoMessage() {}
+
+func (x *SharedRegion) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedRegion.ProtoReflect.Descriptor instead.
+func (*SharedRegion) Descriptor() ([]byte, []int) {
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SharedRegion) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *SharedRegion) GetLength() uint64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+// SharedMemoryOffer offers a Process stream a shared-memory segment of the
+// caller: an anonymous memory file at path (/proc/<pid>/fd/<n>), size bytes
+// long, whose first bytes are token. A worker on the same host, of a user
+// allowed to open it, maps it read-write; batches on the stream may then
+// carry chunks as regions of it (DecodeRequest.shared_encoded, outputs)
+// instead of bytes. The worker answers with SharedMemoryAnswer; a worker
+// that cannot map it (another host, another user, another PID namespace,
+// no support) says so and the caller keeps sending bytes.
+type SharedMemoryOffer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path where the segment can be opened.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// size of the segment in bytes.
+	Size uint64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// token is the segment's first 16 bytes.
+	Token         []byte `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedMemoryOffer) Reset() {
+	*x = SharedMemoryOffer{}
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedMemoryOffer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedMemoryOffer) ProtoMessage() {}
+
+func (x *SharedMemoryOffer) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedMemoryOffer.ProtoReflect.Descriptor instead.
+func (*SharedMemoryOffer) Descriptor() ([]byte, []int) {
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SharedMemoryOffer) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SharedMemoryOffer) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *SharedMemoryOffer) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+// SharedMemoryAnswer answers a SharedMemoryOffer.
+type SharedMemoryAnswer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// attached says the worker mapped the segment and found its token.
+	Attached bool `protobuf:"varint,1,opt,name=attached,proto3" json:"attached,omitempty"`
+	// reason says why not, when not attached.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedMemoryAnswer) Reset() {
+	*x = SharedMemoryAnswer{}
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedMemoryAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedMemoryAnswer) ProtoMessage() {}
+
+func (x *SharedMemoryAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedMemoryAnswer.ProtoReflect.Descriptor instead.
+func (*SharedMemoryAnswer) Descriptor() ([]byte, []int) {
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SharedMemoryAnswer) GetAttached() bool {
+	if x != nil {
+		return x.Attached
+	}
+	return false
+}
+
+func (x *SharedMemoryAnswer) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // ChunkRef names one encoded chunk in the store tier: the value under key,
 // or a byte range of it (a shard's inner chunk).
 type ChunkRef struct {
@@ -370,7 +595,7 @@ type ChunkRef struct {
 
 func (x *ChunkRef) Reset() {
 	*x = ChunkRef{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[5]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +607,7 @@ func (x *ChunkRef) String() string {
 func (*ChunkRef) ProtoMessage() {}
 
 func (x *ChunkRef) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[5]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +620,7 @@ func (x *ChunkRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChunkRef.ProtoReflect.Descriptor instead.
 func (*ChunkRef) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{5}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ChunkRef) GetKey() string {
@@ -443,7 +668,7 @@ type Selection struct {
 
 func (x *Selection) Reset() {
 	*x = Selection{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[6]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +680,7 @@ func (x *Selection) String() string {
 func (*Selection) ProtoMessage() {}
 
 func (x *Selection) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[6]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +693,7 @@ func (x *Selection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Selection.ProtoReflect.Descriptor instead.
 func (*Selection) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{6}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Selection) GetDims() []*DimSelection {
@@ -499,7 +724,7 @@ type DimSelection struct {
 
 func (x *DimSelection) Reset() {
 	*x = DimSelection{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[7]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +736,7 @@ func (x *DimSelection) String() string {
 func (*DimSelection) ProtoMessage() {}
 
 func (x *DimSelection) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[7]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +749,7 @@ func (x *DimSelection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DimSelection.ProtoReflect.Descriptor instead.
 func (*DimSelection) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{7}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DimSelection) GetStart() uint64 {
@@ -559,7 +784,7 @@ type DecodeResponse struct {
 
 func (x *DecodeResponse) Reset() {
 	*x = DecodeResponse{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[8]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -571,7 +796,7 @@ func (x *DecodeResponse) String() string {
 func (*DecodeResponse) ProtoMessage() {}
 
 func (x *DecodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[8]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -584,7 +809,7 @@ func (x *DecodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeResponse.ProtoReflect.Descriptor instead.
 func (*DecodeResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{8}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DecodeResponse) GetChunks() []*Chunk {
@@ -610,7 +835,7 @@ type BatchError struct {
 
 func (x *BatchError) Reset() {
 	*x = BatchError{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[9]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +847,7 @@ func (x *BatchError) String() string {
 func (*BatchError) ProtoMessage() {}
 
 func (x *BatchError) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[9]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +860,7 @@ func (x *BatchError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchError.ProtoReflect.Descriptor instead.
 func (*BatchError) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{9}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BatchError) GetCode() int32 {
@@ -672,6 +897,7 @@ type ProcessRequest struct {
 	//	*ProcessRequest_Encode
 	//	*ProcessRequest_Decode
 	//	*ProcessRequest_Cancel
+	//	*ProcessRequest_Attach
 	Work isProcessRequest_Work `protobuf_oneof:"work"`
 	// deadline_unix_nanos, when not zero, is when the caller stops waiting
 	// for this batch (its call's deadline): the worker abandons it then.
@@ -690,7 +916,7 @@ type ProcessRequest struct {
 
 func (x *ProcessRequest) Reset() {
 	*x = ProcessRequest{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[10]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +928,7 @@ func (x *ProcessRequest) String() string {
 func (*ProcessRequest) ProtoMessage() {}
 
 func (x *ProcessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[10]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +941,7 @@ func (x *ProcessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessRequest.ProtoReflect.Descriptor instead.
 func (*ProcessRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{10}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ProcessRequest) GetId() uint64 {
@@ -754,6 +980,15 @@ func (x *ProcessRequest) GetCancel() *CancelRequest {
 	if x != nil {
 		if x, ok := x.Work.(*ProcessRequest_Cancel); ok {
 			return x.Cancel
+		}
+	}
+	return nil
+}
+
+func (x *ProcessRequest) GetAttach() *SharedMemoryOffer {
+	if x != nil {
+		if x, ok := x.Work.(*ProcessRequest_Attach); ok {
+			return x.Attach
 		}
 	}
 	return nil
@@ -799,11 +1034,21 @@ type ProcessRequest_Cancel struct {
 	Cancel *CancelRequest `protobuf:"bytes,5,opt,name=cancel,proto3,oneof"`
 }
 
+type ProcessRequest_Attach struct {
+	// attach offers the stream a shared-memory segment (at most once per
+	// stream, before any batch that uses it); the worker answers with
+	// attached, under the same id. A worker that does not know the offer
+	// answers it with an error, which the caller takes as a refusal.
+	Attach *SharedMemoryOffer `protobuf:"bytes,8,opt,name=attach,proto3,oneof"`
+}
+
 func (*ProcessRequest_Encode) isProcessRequest_Work() {}
 
 func (*ProcessRequest_Decode) isProcessRequest_Work() {}
 
 func (*ProcessRequest_Cancel) isProcessRequest_Work() {}
+
+func (*ProcessRequest_Attach) isProcessRequest_Work() {}
 
 // CancelRequest abandons the batch named by the request's id.
 type CancelRequest struct {
@@ -814,7 +1059,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[11]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +1071,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[11]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +1084,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{11}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{14}
 }
 
 // ProcessResponse answers one batch of a Process stream.
@@ -855,6 +1100,7 @@ type ProcessResponse struct {
 	//	*ProcessResponse_Decode
 	//	*ProcessResponse_Error
 	//	*ProcessResponse_Draining
+	//	*ProcessResponse_Attached
 	Result        isProcessResponse_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -862,7 +1108,7 @@ type ProcessResponse struct {
 
 func (x *ProcessResponse) Reset() {
 	*x = ProcessResponse{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[12]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +1120,7 @@ func (x *ProcessResponse) String() string {
 func (*ProcessResponse) ProtoMessage() {}
 
 func (x *ProcessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[12]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +1133,7 @@ func (x *ProcessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessResponse.ProtoReflect.Descriptor instead.
 func (*ProcessResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{12}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ProcessResponse) GetId() uint64 {
@@ -940,6 +1186,15 @@ func (x *ProcessResponse) GetDraining() *Draining {
 	return nil
 }
 
+func (x *ProcessResponse) GetAttached() *SharedMemoryAnswer {
+	if x != nil {
+		if x, ok := x.Result.(*ProcessResponse_Attached); ok {
+			return x.Attached
+		}
+	}
+	return nil
+}
+
 type isProcessResponse_Result interface {
 	isProcessResponse_Result()
 }
@@ -968,6 +1223,11 @@ type ProcessResponse_Draining struct {
 	Draining *Draining `protobuf:"bytes,5,opt,name=draining,proto3,oneof"`
 }
 
+type ProcessResponse_Attached struct {
+	// attached answers a SharedMemoryOffer.
+	Attached *SharedMemoryAnswer `protobuf:"bytes,6,opt,name=attached,proto3,oneof"`
+}
+
 func (*ProcessResponse_Encode) isProcessResponse_Result() {}
 
 func (*ProcessResponse_Decode) isProcessResponse_Result() {}
@@ -975,6 +1235,8 @@ func (*ProcessResponse_Decode) isProcessResponse_Result() {}
 func (*ProcessResponse_Error) isProcessResponse_Result() {}
 
 func (*ProcessResponse_Draining) isProcessResponse_Result() {}
+
+func (*ProcessResponse_Attached) isProcessResponse_Result() {}
 
 // Draining is the notice of a worker that is shutting down gracefully.
 type Draining struct {
@@ -985,7 +1247,7 @@ type Draining struct {
 
 func (x *Draining) Reset() {
 	*x = Draining{}
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[13]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1259,7 @@ func (x *Draining) String() string {
 func (*Draining) ProtoMessage() {}
 
 func (x *Draining) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[13]
+	mi := &file_zarrgate_codec_v1_codec_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1272,7 @@ func (x *Draining) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Draining.ProtoReflect.Descriptor instead.
 func (*Draining) Descriptor() ([]byte, []int) {
-	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{13}
+	return file_zarrgate_codec_v1_codec_proto_rawDescGZIP(), []int{16}
 }
 
 var File_zarrgate_codec_v1_codec_proto protoreflect.FileDescriptor
@@ -1025,23 +1287,37 @@ const file_zarrgate_codec_v1_codec_proto_rawDesc = "" +
 	"\n" +
 	"fill_value\x18\x03 \x01(\fR\tfillValue\x12\x1f\n" +
 	"\vcodecs_json\x18\x04 \x01(\tR\n" +
-	"codecsJson\"O\n" +
+	"codecsJson\"\x8b\x01\n" +
 	"\x05Chunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x18\n" +
 	"\aoffsets\x18\x02 \x03(\x03R\aoffsets\x12\x18\n" +
-	"\amissing\x18\x03 \x01(\bR\amissing\"s\n" +
+	"\amissing\x18\x03 \x01(\bR\amissing\x12(\n" +
+	"\rshared_length\x18\x04 \x01(\x04H\x00R\fsharedLength\x88\x01\x01B\x10\n" +
+	"\x0e_shared_length\"s\n" +
 	"\rEncodeRequest\x120\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1c.zarrgate.codec.v1.ChunkSpecR\x04spec\x120\n" +
 	"\x06chunks\x18\x02 \x03(\v2\x18.zarrgate.codec.v1.ChunkR\x06chunks\"*\n" +
 	"\x0eEncodeResponse\x12\x18\n" +
-	"\aencoded\x18\x01 \x03(\fR\aencoded\"\xca\x01\n" +
+	"\aencoded\x18\x01 \x03(\fR\aencoded\"\xcd\x02\n" +
 	"\rDecodeRequest\x120\n" +
 	"\x04spec\x18\x01 \x01(\v2\x1c.zarrgate.codec.v1.ChunkSpecR\x04spec\x12\x18\n" +
 	"\aencoded\x18\x02 \x03(\fR\aencoded\x12<\n" +
 	"\n" +
 	"selections\x18\x03 \x03(\v2\x1c.zarrgate.codec.v1.SelectionR\n" +
 	"selections\x12/\n" +
-	"\x04refs\x18\x04 \x03(\v2\x1b.zarrgate.codec.v1.ChunkRefR\x04refs\"l\n" +
+	"\x04refs\x18\x04 \x03(\v2\x1b.zarrgate.codec.v1.ChunkRefR\x04refs\x12F\n" +
+	"\x0eshared_encoded\x18\x05 \x03(\v2\x1f.zarrgate.codec.v1.SharedRegionR\rsharedEncoded\x129\n" +
+	"\aoutputs\x18\x06 \x03(\v2\x1f.zarrgate.codec.v1.SharedRegionR\aoutputs\">\n" +
+	"\fSharedRegion\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x16\n" +
+	"\x06length\x18\x02 \x01(\x04R\x06length\"Q\n" +
+	"\x11SharedMemoryOffer\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x04R\x04size\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\fR\x05token\"H\n" +
+	"\x12SharedMemoryAnswer\x12\x1a\n" +
+	"\battached\x18\x01 \x01(\bR\battached\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"l\n" +
 	"\bChunkRef\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x16\n" +
@@ -1064,12 +1340,13 @@ const file_zarrgate_codec_v1_codec_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\"\n" +
 	"\n" +
 	"item_index\x18\x03 \x01(\x05H\x00R\titemIndex\x88\x01\x01B\r\n" +
-	"\v_item_index\"\xc6\x03\n" +
+	"\v_item_index\"\x86\x04\n" +
 	"\x0eProcessRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12:\n" +
 	"\x06encode\x18\x02 \x01(\v2 .zarrgate.codec.v1.EncodeRequestH\x00R\x06encode\x12:\n" +
 	"\x06decode\x18\x03 \x01(\v2 .zarrgate.codec.v1.DecodeRequestH\x00R\x06decode\x12:\n" +
-	"\x06cancel\x18\x05 \x01(\v2 .zarrgate.codec.v1.CancelRequestH\x00R\x06cancel\x12.\n" +
+	"\x06cancel\x18\x05 \x01(\v2 .zarrgate.codec.v1.CancelRequestH\x00R\x06cancel\x12>\n" +
+	"\x06attach\x18\b \x01(\v2$.zarrgate.codec.v1.SharedMemoryOfferH\x00R\x06attach\x12.\n" +
 	"\x13deadline_unix_nanos\x18\x04 \x01(\x03R\x11deadlineUnixNanos\x12X\n" +
 	"\rtrace_context\x18\x06 \x03(\v23.zarrgate.codec.v1.ProcessRequest.TraceContextEntryR\ftraceContext\x12\x1d\n" +
 	"\n" +
@@ -1078,13 +1355,14 @@ const file_zarrgate_codec_v1_codec_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x06\n" +
 	"\x04work\"\x0f\n" +
-	"\rCancelRequest\"\x97\x02\n" +
+	"\rCancelRequest\"\xdc\x02\n" +
 	"\x0fProcessResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12;\n" +
 	"\x06encode\x18\x02 \x01(\v2!.zarrgate.codec.v1.EncodeResponseH\x00R\x06encode\x12;\n" +
 	"\x06decode\x18\x03 \x01(\v2!.zarrgate.codec.v1.DecodeResponseH\x00R\x06decode\x125\n" +
 	"\x05error\x18\x04 \x01(\v2\x1d.zarrgate.codec.v1.BatchErrorH\x00R\x05error\x129\n" +
-	"\bdraining\x18\x05 \x01(\v2\x1b.zarrgate.codec.v1.DrainingH\x00R\bdrainingB\b\n" +
+	"\bdraining\x18\x05 \x01(\v2\x1b.zarrgate.codec.v1.DrainingH\x00R\bdraining\x12C\n" +
+	"\battached\x18\x06 \x01(\v2%.zarrgate.codec.v1.SharedMemoryAnswerH\x00R\battachedB\b\n" +
 	"\x06result\"\n" +
 	"\n" +
 	"\bDraining2\x82\x02\n" +
@@ -1105,51 +1383,58 @@ func file_zarrgate_codec_v1_codec_proto_rawDescGZIP() []byte {
 	return file_zarrgate_codec_v1_codec_proto_rawDescData
 }
 
-var file_zarrgate_codec_v1_codec_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_zarrgate_codec_v1_codec_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_zarrgate_codec_v1_codec_proto_goTypes = []any{
-	(*ChunkSpec)(nil),       // 0: zarrgate.codec.v1.ChunkSpec
-	(*Chunk)(nil),           // 1: zarrgate.codec.v1.Chunk
-	(*EncodeRequest)(nil),   // 2: zarrgate.codec.v1.EncodeRequest
-	(*EncodeResponse)(nil),  // 3: zarrgate.codec.v1.EncodeResponse
-	(*DecodeRequest)(nil),   // 4: zarrgate.codec.v1.DecodeRequest
-	(*ChunkRef)(nil),        // 5: zarrgate.codec.v1.ChunkRef
-	(*Selection)(nil),       // 6: zarrgate.codec.v1.Selection
-	(*DimSelection)(nil),    // 7: zarrgate.codec.v1.DimSelection
-	(*DecodeResponse)(nil),  // 8: zarrgate.codec.v1.DecodeResponse
-	(*BatchError)(nil),      // 9: zarrgate.codec.v1.BatchError
-	(*ProcessRequest)(nil),  // 10: zarrgate.codec.v1.ProcessRequest
-	(*CancelRequest)(nil),   // 11: zarrgate.codec.v1.CancelRequest
-	(*ProcessResponse)(nil), // 12: zarrgate.codec.v1.ProcessResponse
-	(*Draining)(nil),        // 13: zarrgate.codec.v1.Draining
-	nil,                     // 14: zarrgate.codec.v1.ProcessRequest.TraceContextEntry
+	(*ChunkSpec)(nil),          // 0: zarrgate.codec.v1.ChunkSpec
+	(*Chunk)(nil),              // 1: zarrgate.codec.v1.Chunk
+	(*EncodeRequest)(nil),      // 2: zarrgate.codec.v1.EncodeRequest
+	(*EncodeResponse)(nil),     // 3: zarrgate.codec.v1.EncodeResponse
+	(*DecodeRequest)(nil),      // 4: zarrgate.codec.v1.DecodeRequest
+	(*SharedRegion)(nil),       // 5: zarrgate.codec.v1.SharedRegion
+	(*SharedMemoryOffer)(nil),  // 6: zarrgate.codec.v1.SharedMemoryOffer
+	(*SharedMemoryAnswer)(nil), // 7: zarrgate.codec.v1.SharedMemoryAnswer
+	(*ChunkRef)(nil),           // 8: zarrgate.codec.v1.ChunkRef
+	(*Selection)(nil),          // 9: zarrgate.codec.v1.Selection
+	(*DimSelection)(nil),       // 10: zarrgate.codec.v1.DimSelection
+	(*DecodeResponse)(nil),     // 11: zarrgate.codec.v1.DecodeResponse
+	(*BatchError)(nil),         // 12: zarrgate.codec.v1.BatchError
+	(*ProcessRequest)(nil),     // 13: zarrgate.codec.v1.ProcessRequest
+	(*CancelRequest)(nil),      // 14: zarrgate.codec.v1.CancelRequest
+	(*ProcessResponse)(nil),    // 15: zarrgate.codec.v1.ProcessResponse
+	(*Draining)(nil),           // 16: zarrgate.codec.v1.Draining
+	nil,                        // 17: zarrgate.codec.v1.ProcessRequest.TraceContextEntry
 }
 var file_zarrgate_codec_v1_codec_proto_depIdxs = []int32{
 	0,  // 0: zarrgate.codec.v1.EncodeRequest.spec:type_name -> zarrgate.codec.v1.ChunkSpec
 	1,  // 1: zarrgate.codec.v1.EncodeRequest.chunks:type_name -> zarrgate.codec.v1.Chunk
 	0,  // 2: zarrgate.codec.v1.DecodeRequest.spec:type_name -> zarrgate.codec.v1.ChunkSpec
-	6,  // 3: zarrgate.codec.v1.DecodeRequest.selections:type_name -> zarrgate.codec.v1.Selection
-	5,  // 4: zarrgate.codec.v1.DecodeRequest.refs:type_name -> zarrgate.codec.v1.ChunkRef
-	7,  // 5: zarrgate.codec.v1.Selection.dims:type_name -> zarrgate.codec.v1.DimSelection
-	1,  // 6: zarrgate.codec.v1.DecodeResponse.chunks:type_name -> zarrgate.codec.v1.Chunk
-	2,  // 7: zarrgate.codec.v1.ProcessRequest.encode:type_name -> zarrgate.codec.v1.EncodeRequest
-	4,  // 8: zarrgate.codec.v1.ProcessRequest.decode:type_name -> zarrgate.codec.v1.DecodeRequest
-	11, // 9: zarrgate.codec.v1.ProcessRequest.cancel:type_name -> zarrgate.codec.v1.CancelRequest
-	14, // 10: zarrgate.codec.v1.ProcessRequest.trace_context:type_name -> zarrgate.codec.v1.ProcessRequest.TraceContextEntry
-	3,  // 11: zarrgate.codec.v1.ProcessResponse.encode:type_name -> zarrgate.codec.v1.EncodeResponse
-	8,  // 12: zarrgate.codec.v1.ProcessResponse.decode:type_name -> zarrgate.codec.v1.DecodeResponse
-	9,  // 13: zarrgate.codec.v1.ProcessResponse.error:type_name -> zarrgate.codec.v1.BatchError
-	13, // 14: zarrgate.codec.v1.ProcessResponse.draining:type_name -> zarrgate.codec.v1.Draining
-	2,  // 15: zarrgate.codec.v1.CodecService.Encode:input_type -> zarrgate.codec.v1.EncodeRequest
-	4,  // 16: zarrgate.codec.v1.CodecService.Decode:input_type -> zarrgate.codec.v1.DecodeRequest
-	10, // 17: zarrgate.codec.v1.CodecService.Process:input_type -> zarrgate.codec.v1.ProcessRequest
-	3,  // 18: zarrgate.codec.v1.CodecService.Encode:output_type -> zarrgate.codec.v1.EncodeResponse
-	8,  // 19: zarrgate.codec.v1.CodecService.Decode:output_type -> zarrgate.codec.v1.DecodeResponse
-	12, // 20: zarrgate.codec.v1.CodecService.Process:output_type -> zarrgate.codec.v1.ProcessResponse
-	18, // [18:21] is the sub-list for method output_type
-	15, // [15:18] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	9,  // 3: zarrgate.codec.v1.DecodeRequest.selections:type_name -> zarrgate.codec.v1.Selection
+	8,  // 4: zarrgate.codec.v1.DecodeRequest.refs:type_name -> zarrgate.codec.v1.ChunkRef
+	5,  // 5: zarrgate.codec.v1.DecodeRequest.shared_encoded:type_name -> zarrgate.codec.v1.SharedRegion
+	5,  // 6: zarrgate.codec.v1.DecodeRequest.outputs:type_name -> zarrgate.codec.v1.SharedRegion
+	10, // 7: zarrgate.codec.v1.Selection.dims:type_name -> zarrgate.codec.v1.DimSelection
+	1,  // 8: zarrgate.codec.v1.DecodeResponse.chunks:type_name -> zarrgate.codec.v1.Chunk
+	2,  // 9: zarrgate.codec.v1.ProcessRequest.encode:type_name -> zarrgate.codec.v1.EncodeRequest
+	4,  // 10: zarrgate.codec.v1.ProcessRequest.decode:type_name -> zarrgate.codec.v1.DecodeRequest
+	14, // 11: zarrgate.codec.v1.ProcessRequest.cancel:type_name -> zarrgate.codec.v1.CancelRequest
+	6,  // 12: zarrgate.codec.v1.ProcessRequest.attach:type_name -> zarrgate.codec.v1.SharedMemoryOffer
+	17, // 13: zarrgate.codec.v1.ProcessRequest.trace_context:type_name -> zarrgate.codec.v1.ProcessRequest.TraceContextEntry
+	3,  // 14: zarrgate.codec.v1.ProcessResponse.encode:type_name -> zarrgate.codec.v1.EncodeResponse
+	11, // 15: zarrgate.codec.v1.ProcessResponse.decode:type_name -> zarrgate.codec.v1.DecodeResponse
+	12, // 16: zarrgate.codec.v1.ProcessResponse.error:type_name -> zarrgate.codec.v1.BatchError
+	16, // 17: zarrgate.codec.v1.ProcessResponse.draining:type_name -> zarrgate.codec.v1.Draining
+	7,  // 18: zarrgate.codec.v1.ProcessResponse.attached:type_name -> zarrgate.codec.v1.SharedMemoryAnswer
+	2,  // 19: zarrgate.codec.v1.CodecService.Encode:input_type -> zarrgate.codec.v1.EncodeRequest
+	4,  // 20: zarrgate.codec.v1.CodecService.Decode:input_type -> zarrgate.codec.v1.DecodeRequest
+	13, // 21: zarrgate.codec.v1.CodecService.Process:input_type -> zarrgate.codec.v1.ProcessRequest
+	3,  // 22: zarrgate.codec.v1.CodecService.Encode:output_type -> zarrgate.codec.v1.EncodeResponse
+	11, // 23: zarrgate.codec.v1.CodecService.Decode:output_type -> zarrgate.codec.v1.DecodeResponse
+	15, // 24: zarrgate.codec.v1.CodecService.Process:output_type -> zarrgate.codec.v1.ProcessResponse
+	22, // [22:25] is the sub-list for method output_type
+	19, // [19:22] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_zarrgate_codec_v1_codec_proto_init() }
@@ -1157,17 +1442,20 @@ func file_zarrgate_codec_v1_codec_proto_init() {
 	if File_zarrgate_codec_v1_codec_proto != nil {
 		return
 	}
-	file_zarrgate_codec_v1_codec_proto_msgTypes[9].OneofWrappers = []any{}
-	file_zarrgate_codec_v1_codec_proto_msgTypes[10].OneofWrappers = []any{
+	file_zarrgate_codec_v1_codec_proto_msgTypes[1].OneofWrappers = []any{}
+	file_zarrgate_codec_v1_codec_proto_msgTypes[12].OneofWrappers = []any{}
+	file_zarrgate_codec_v1_codec_proto_msgTypes[13].OneofWrappers = []any{
 		(*ProcessRequest_Encode)(nil),
 		(*ProcessRequest_Decode)(nil),
 		(*ProcessRequest_Cancel)(nil),
+		(*ProcessRequest_Attach)(nil),
 	}
-	file_zarrgate_codec_v1_codec_proto_msgTypes[12].OneofWrappers = []any{
+	file_zarrgate_codec_v1_codec_proto_msgTypes[15].OneofWrappers = []any{
 		(*ProcessResponse_Encode)(nil),
 		(*ProcessResponse_Decode)(nil),
 		(*ProcessResponse_Error)(nil),
 		(*ProcessResponse_Draining)(nil),
+		(*ProcessResponse_Attached)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1175,7 +1463,7 @@ func file_zarrgate_codec_v1_codec_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_zarrgate_codec_v1_codec_proto_rawDesc), len(file_zarrgate_codec_v1_codec_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

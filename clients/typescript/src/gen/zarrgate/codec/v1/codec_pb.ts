@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file zarrgate/codec/v1/codec.proto.
  */
 export const file_zarrgate_codec_v1_codec: GenFile = /*@__PURE__*/
-  fileDesc("Ch16YXJyZ2F0ZS9jb2RlYy92MS9jb2RlYy5wcm90bxIRemFycmdhdGUuY29kZWMudjEiXAoJQ2h1bmtTcGVjEhEKCWRhdGFfdHlwZRgBIAEoCRITCgtjaHVua19zaGFwZRgCIAMoBBISCgpmaWxsX3ZhbHVlGAMgASgMEhMKC2NvZGVjc19qc29uGAQgASgJIjcKBUNodW5rEgwKBGRhdGEYASABKAwSDwoHb2Zmc2V0cxgCIAMoAxIPCgdtaXNzaW5nGAMgASgIImUKDUVuY29kZVJlcXVlc3QSKgoEc3BlYxgBIAEoCzIcLnphcnJnYXRlLmNvZGVjLnYxLkNodW5rU3BlYxIoCgZjaHVua3MYAiADKAsyGC56YXJyZ2F0ZS5jb2RlYy52MS5DaHVuayIhCg5FbmNvZGVSZXNwb25zZRIPCgdlbmNvZGVkGAEgAygMIqkBCg1EZWNvZGVSZXF1ZXN0EioKBHNwZWMYASABKAsyHC56YXJyZ2F0ZS5jb2RlYy52MS5DaHVua1NwZWMSDwoHZW5jb2RlZBgCIAMoDBIwCgpzZWxlY3Rpb25zGAMgAygLMhwuemFycmdhdGUuY29kZWMudjEuU2VsZWN0aW9uEikKBHJlZnMYBCADKAsyGy56YXJyZ2F0ZS5jb2RlYy52MS5DaHVua1JlZiJLCghDaHVua1JlZhILCgNrZXkYASABKAkSDgoGb2Zmc2V0GAIgASgEEg4KBmxlbmd0aBgDIAEoBBISCgpnZW5lcmF0aW9uGAQgASgJIlAKCVNlbGVjdGlvbhItCgRkaW1zGAEgAygLMh8uemFycmdhdGUuY29kZWMudjEuRGltU2VsZWN0aW9uEhQKDGVsZW1lbnRfc2l6ZRgCIAEoDSI5CgxEaW1TZWxlY3Rpb24SDQoFc3RhcnQYASABKAQSDAoEc3RvcBgCIAEoBBIMCgRzdGVwGAMgASgEIjoKDkRlY29kZVJlc3BvbnNlEigKBmNodW5rcxgBIAMoCzIYLnphcnJnYXRlLmNvZGVjLnYxLkNodW5rIlMKCkJhdGNoRXJyb3ISDAoEY29kZRgBIAEoBRIPCgdtZXNzYWdlGAIgASgJEhcKCml0ZW1faW5kZXgYAyABKAVIAIgBAUINCgtfaXRlbV9pbmRleCLyAgoOUHJvY2Vzc1JlcXVlc3QSCgoCaWQYASABKAQSMgoGZW5jb2RlGAIgASgLMiAuemFycmdhdGUuY29kZWMudjEuRW5jb2RlUmVxdWVzdEgAEjIKBmRlY29kZRgDIAEoCzIgLnphcnJnYXRlLmNvZGVjLnYxLkRlY29kZVJlcXVlc3RIABIyCgZjYW5jZWwYBSABKAsyIC56YXJyZ2F0ZS5jb2RlYy52MS5DYW5jZWxSZXF1ZXN0SAASGwoTZGVhZGxpbmVfdW5peF9uYW5vcxgEIAEoAxJKCg10cmFjZV9jb250ZXh0GAYgAygLMjMuemFycmdhdGUuY29kZWMudjEuUHJvY2Vzc1JlcXVlc3QuVHJhY2VDb250ZXh0RW50cnkSEgoKcmVxdWVzdF9pZBgHIAEoCRozChFUcmFjZUNvbnRleHRFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBHdvcmsiDwoNQ2FuY2VsUmVxdWVzdCLyAQoPUHJvY2Vzc1Jlc3BvbnNlEgoKAmlkGAEgASgEEjMKBmVuY29kZRgCIAEoCzIhLnphcnJnYXRlLmNvZGVjLnYxLkVuY29kZVJlc3BvbnNlSAASMwoGZGVjb2RlGAMgASgLMiEuemFycmdhdGUuY29kZWMudjEuRGVjb2RlUmVzcG9uc2VIABIuCgVlcnJvchgEIAEoCzIdLnphcnJnYXRlLmNvZGVjLnYxLkJhdGNoRXJyb3JIABIvCghkcmFpbmluZxgFIAEoCzIbLnphcnJnYXRlLmNvZGVjLnYxLkRyYWluaW5nSABCCAoGcmVzdWx0IgoKCERyYWluaW5nMoICCgxDb2RlY1NlcnZpY2USTQoGRW5jb2RlEiAuemFycmdhdGUuY29kZWMudjEuRW5jb2RlUmVxdWVzdBohLnphcnJnYXRlLmNvZGVjLnYxLkVuY29kZVJlc3BvbnNlEk0KBkRlY29kZRIgLnphcnJnYXRlLmNvZGVjLnYxLkRlY29kZVJlcXVlc3QaIS56YXJyZ2F0ZS5jb2RlYy52MS5EZWNvZGVSZXNwb25zZRJUCgdQcm9jZXNzEiEuemFycmdhdGUuY29kZWMudjEuUHJvY2Vzc1JlcXVlc3QaIi56YXJyZ2F0ZS5jb2RlYy52MS5Qcm9jZXNzUmVzcG9uc2UoATABQjxaOmdpdGh1Yi5jb20vemFycmdhdGUvemFycmdhdGUvZ2VuL3phcnJnYXRlL2NvZGVjL3YxO2NvZGVjdjFiBnByb3RvMw");
+  fileDesc("Ch16YXJyZ2F0ZS9jb2RlYy92MS9jb2RlYy5wcm90bxIRemFycmdhdGUuY29kZWMudjEiXAoJQ2h1bmtTcGVjEhEKCWRhdGFfdHlwZRgBIAEoCRITCgtjaHVua19zaGFwZRgCIAMoBBISCgpmaWxsX3ZhbHVlGAMgASgMEhMKC2NvZGVjc19qc29uGAQgASgJImUKBUNodW5rEgwKBGRhdGEYASABKAwSDwoHb2Zmc2V0cxgCIAMoAxIPCgdtaXNzaW5nGAMgASgIEhoKDXNoYXJlZF9sZW5ndGgYBCABKARIAIgBAUIQCg5fc2hhcmVkX2xlbmd0aCJlCg1FbmNvZGVSZXF1ZXN0EioKBHNwZWMYASABKAsyHC56YXJyZ2F0ZS5jb2RlYy52MS5DaHVua1NwZWMSKAoGY2h1bmtzGAIgAygLMhguemFycmdhdGUuY29kZWMudjEuQ2h1bmsiIQoORW5jb2RlUmVzcG9uc2USDwoHZW5jb2RlZBgBIAMoDCKUAgoNRGVjb2RlUmVxdWVzdBIqCgRzcGVjGAEgASgLMhwuemFycmdhdGUuY29kZWMudjEuQ2h1bmtTcGVjEg8KB2VuY29kZWQYAiADKAwSMAoKc2VsZWN0aW9ucxgDIAMoCzIcLnphcnJnYXRlLmNvZGVjLnYxLlNlbGVjdGlvbhIpCgRyZWZzGAQgAygLMhsuemFycmdhdGUuY29kZWMudjEuQ2h1bmtSZWYSNwoOc2hhcmVkX2VuY29kZWQYBSADKAsyHy56YXJyZ2F0ZS5jb2RlYy52MS5TaGFyZWRSZWdpb24SMAoHb3V0cHV0cxgGIAMoCzIfLnphcnJnYXRlLmNvZGVjLnYxLlNoYXJlZFJlZ2lvbiIuCgxTaGFyZWRSZWdpb24SDgoGb2Zmc2V0GAEgASgEEg4KBmxlbmd0aBgCIAEoBCI+ChFTaGFyZWRNZW1vcnlPZmZlchIMCgRwYXRoGAEgASgJEgwKBHNpemUYAiABKAQSDQoFdG9rZW4YAyABKAwiNgoSU2hhcmVkTWVtb3J5QW5zd2VyEhAKCGF0dGFjaGVkGAEgASgIEg4KBnJlYXNvbhgCIAEoCSJLCghDaHVua1JlZhILCgNrZXkYASABKAkSDgoGb2Zmc2V0GAIgASgEEg4KBmxlbmd0aBgDIAEoBBISCgpnZW5lcmF0aW9uGAQgASgJIlAKCVNlbGVjdGlvbhItCgRkaW1zGAEgAygLMh8uemFycmdhdGUuY29kZWMudjEuRGltU2VsZWN0aW9uEhQKDGVsZW1lbnRfc2l6ZRgCIAEoDSI5CgxEaW1TZWxlY3Rpb24SDQoFc3RhcnQYASABKAQSDAoEc3RvcBgCIAEoBBIMCgRzdGVwGAMgASgEIjoKDkRlY29kZVJlc3BvbnNlEigKBmNodW5rcxgBIAMoCzIYLnphcnJnYXRlLmNvZGVjLnYxLkNodW5rIlMKCkJhdGNoRXJyb3ISDAoEY29kZRgBIAEoBRIPCgdtZXNzYWdlGAIgASgJEhcKCml0ZW1faW5kZXgYAyABKAVIAIgBAUINCgtfaXRlbV9pbmRleCKqAwoOUHJvY2Vzc1JlcXVlc3QSCgoCaWQYASABKAQSMgoGZW5jb2RlGAIgASgLMiAuemFycmdhdGUuY29kZWMudjEuRW5jb2RlUmVxdWVzdEgAEjIKBmRlY29kZRgDIAEoCzIgLnphcnJnYXRlLmNvZGVjLnYxLkRlY29kZVJlcXVlc3RIABIyCgZjYW5jZWwYBSABKAsyIC56YXJyZ2F0ZS5jb2RlYy52MS5DYW5jZWxSZXF1ZXN0SAASNgoGYXR0YWNoGAggASgLMiQuemFycmdhdGUuY29kZWMudjEuU2hhcmVkTWVtb3J5T2ZmZXJIABIbChNkZWFkbGluZV91bml4X25hbm9zGAQgASgDEkoKDXRyYWNlX2NvbnRleHQYBiADKAsyMy56YXJyZ2F0ZS5jb2RlYy52MS5Qcm9jZXNzUmVxdWVzdC5UcmFjZUNvbnRleHRFbnRyeRISCgpyZXF1ZXN0X2lkGAcgASgJGjMKEVRyYWNlQ29udGV4dEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCBgoEd29yayIPCg1DYW5jZWxSZXF1ZXN0Iq0CCg9Qcm9jZXNzUmVzcG9uc2USCgoCaWQYASABKAQSMwoGZW5jb2RlGAIgASgLMiEuemFycmdhdGUuY29kZWMudjEuRW5jb2RlUmVzcG9uc2VIABIzCgZkZWNvZGUYAyABKAsyIS56YXJyZ2F0ZS5jb2RlYy52MS5EZWNvZGVSZXNwb25zZUgAEi4KBWVycm9yGAQgASgLMh0uemFycmdhdGUuY29kZWMudjEuQmF0Y2hFcnJvckgAEi8KCGRyYWluaW5nGAUgASgLMhsuemFycmdhdGUuY29kZWMudjEuRHJhaW5pbmdIABI5CghhdHRhY2hlZBgGIAEoCzIlLnphcnJnYXRlLmNvZGVjLnYxLlNoYXJlZE1lbW9yeUFuc3dlckgAQggKBnJlc3VsdCIKCghEcmFpbmluZzKCAgoMQ29kZWNTZXJ2aWNlEk0KBkVuY29kZRIgLnphcnJnYXRlLmNvZGVjLnYxLkVuY29kZVJlcXVlc3QaIS56YXJyZ2F0ZS5jb2RlYy52MS5FbmNvZGVSZXNwb25zZRJNCgZEZWNvZGUSIC56YXJyZ2F0ZS5jb2RlYy52MS5EZWNvZGVSZXF1ZXN0GiEuemFycmdhdGUuY29kZWMudjEuRGVjb2RlUmVzcG9uc2USVAoHUHJvY2VzcxIhLnphcnJnYXRlLmNvZGVjLnYxLlByb2Nlc3NSZXF1ZXN0GiIuemFycmdhdGUuY29kZWMudjEuUHJvY2Vzc1Jlc3BvbnNlKAEwAUI8WjpnaXRodWIuY29tL3phcnJnYXRlL3phcnJnYXRlL2dlbi96YXJyZ2F0ZS9jb2RlYy92MTtjb2RlY3YxYgZwcm90bzM");
 
 /**
  * ChunkSpec describes the chunks of one array and how they are encoded.
@@ -84,6 +84,16 @@ export type Chunk = Message<"zarrgate.codec.v1.Chunk"> & {
    * @generated from field: bool missing = 3;
    */
   missing: boolean;
+
+  /**
+   * shared_length, when set (an answer to a DecodeRequest with outputs),
+   * says the chunk's data was written to the start of its output region
+   * of the stream's shared-memory segment, this many bytes, instead of
+   * into data (which is then empty). Fixed-size data types only.
+   *
+   * @generated from field: optional uint64 shared_length = 4;
+   */
+  sharedLength?: bigint | undefined;
 };
 
 /**
@@ -188,6 +198,32 @@ export type DecodeRequest = Message<"zarrgate.codec.v1.DecodeRequest"> & {
    * @generated from field: repeated zarrgate.codec.v1.ChunkRef refs = 4;
    */
   refs: ChunkRef[];
+
+  /**
+   * shared_encoded, instead of encoded and refs, places the encoded chunks
+   * in the stream's shared-memory segment (SharedMemoryOffer), one region
+   * each: for a worker on the caller's host. A region that is not inside
+   * the segment's data area, or a stream without an attached segment, is
+   * InvalidArgument. The worker copies each region out before decoding it.
+   *
+   * @generated from field: repeated zarrgate.codec.v1.SharedRegion shared_encoded = 5;
+   */
+  sharedEncoded: SharedRegion[];
+
+  /**
+   * outputs, when set, has one entry per chunk: a region of the stream's
+   * segment that the worker writes the chunk's answer (the decoded chunk,
+   * or its selection, as Chunk.data would hold it) into, answering with
+   * Chunk.shared_length instead of the bytes. An answer that does not fit
+   * its region, a region of length 0 and variable-length data go in
+   * Chunk.data as without outputs. The worker writes into a batch's
+   * regions only until it answers the batch (its result, its error, or its
+   * answer after a cancel). Regions are checked like shared_encoded's; a
+   * count of entries other than the chunks' is InvalidArgument.
+   *
+   * @generated from field: repeated zarrgate.codec.v1.SharedRegion outputs = 6;
+   */
+  outputs: SharedRegion[];
 };
 
 /**
@@ -196,6 +232,106 @@ export type DecodeRequest = Message<"zarrgate.codec.v1.DecodeRequest"> & {
  */
 export const DecodeRequestSchema: GenMessage<DecodeRequest> = /*@__PURE__*/
   messageDesc(file_zarrgate_codec_v1_codec, 4);
+
+/**
+ * SharedRegion is length bytes at offset of a Process stream's
+ * shared-memory segment; regions lie in the segment's data area, past its
+ * token (offset >= 64).
+ *
+ * @generated from message zarrgate.codec.v1.SharedRegion
+ */
+export type SharedRegion = Message<"zarrgate.codec.v1.SharedRegion"> & {
+  /**
+   * offset of the region's first byte from the segment's start.
+   *
+   * @generated from field: uint64 offset = 1;
+   */
+  offset: bigint;
+
+  /**
+   * length of the region in bytes.
+   *
+   * @generated from field: uint64 length = 2;
+   */
+  length: bigint;
+};
+
+/**
+ * Describes the message zarrgate.codec.v1.SharedRegion.
+ * Use `create(SharedRegionSchema)` to create a new message.
+ */
+export const SharedRegionSchema: GenMessage<SharedRegion> = /*@__PURE__*/
+  messageDesc(file_zarrgate_codec_v1_codec, 5);
+
+/**
+ * SharedMemoryOffer offers a Process stream a shared-memory segment of the
+ * caller: an anonymous memory file at path (/proc/<pid>/fd/<n>), size bytes
+ * long, whose first bytes are token. A worker on the same host, of a user
+ * allowed to open it, maps it read-write; batches on the stream may then
+ * carry chunks as regions of it (DecodeRequest.shared_encoded, outputs)
+ * instead of bytes. The worker answers with SharedMemoryAnswer; a worker
+ * that cannot map it (another host, another user, another PID namespace,
+ * no support) says so and the caller keeps sending bytes.
+ *
+ * @generated from message zarrgate.codec.v1.SharedMemoryOffer
+ */
+export type SharedMemoryOffer = Message<"zarrgate.codec.v1.SharedMemoryOffer"> & {
+  /**
+   * path where the segment can be opened.
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * size of the segment in bytes.
+   *
+   * @generated from field: uint64 size = 2;
+   */
+  size: bigint;
+
+  /**
+   * token is the segment's first 16 bytes.
+   *
+   * @generated from field: bytes token = 3;
+   */
+  token: Uint8Array;
+};
+
+/**
+ * Describes the message zarrgate.codec.v1.SharedMemoryOffer.
+ * Use `create(SharedMemoryOfferSchema)` to create a new message.
+ */
+export const SharedMemoryOfferSchema: GenMessage<SharedMemoryOffer> = /*@__PURE__*/
+  messageDesc(file_zarrgate_codec_v1_codec, 6);
+
+/**
+ * SharedMemoryAnswer answers a SharedMemoryOffer.
+ *
+ * @generated from message zarrgate.codec.v1.SharedMemoryAnswer
+ */
+export type SharedMemoryAnswer = Message<"zarrgate.codec.v1.SharedMemoryAnswer"> & {
+  /**
+   * attached says the worker mapped the segment and found its token.
+   *
+   * @generated from field: bool attached = 1;
+   */
+  attached: boolean;
+
+  /**
+   * reason says why not, when not attached.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message zarrgate.codec.v1.SharedMemoryAnswer.
+ * Use `create(SharedMemoryAnswerSchema)` to create a new message.
+ */
+export const SharedMemoryAnswerSchema: GenMessage<SharedMemoryAnswer> = /*@__PURE__*/
+  messageDesc(file_zarrgate_codec_v1_codec, 7);
 
 /**
  * ChunkRef names one encoded chunk in the store tier: the value under key,
@@ -241,7 +377,7 @@ export type ChunkRef = Message<"zarrgate.codec.v1.ChunkRef"> & {
  * Use `create(ChunkRefSchema)` to create a new message.
  */
 export const ChunkRefSchema: GenMessage<ChunkRef> = /*@__PURE__*/
-  messageDesc(file_zarrgate_codec_v1_codec, 5);
+  messageDesc(file_zarrgate_codec_v1_codec, 8);
 
 /**
  * Selection is a strided box of one chunk, in chunk-local element
@@ -273,7 +409,7 @@ export type Selection = Message<"zarrgate.codec.v1.Selection"> & {
  * Use `create(SelectionSchema)` to create a new message.
  */
 export const SelectionSchema: GenMessage<Selection> = /*@__PURE__*/
-  messageDesc(file_zarrgate_codec_v1_codec, 6);
+  messageDesc(file_zarrgate_codec_v1_codec, 9);
 
 /**
  * DimSelection selects the indices start, start+step, ... below stop of
@@ -304,7 +440,7 @@ export type DimSelection = Message<"zarrgate.codec.v1.DimSelection"> & {
  * Use `create(DimSelectionSchema)` to create a new message.
  */
 export const DimSelectionSchema: GenMessage<DimSelection> = /*@__PURE__*/
-  messageDesc(file_zarrgate_codec_v1_codec, 7);
+  messageDesc(file_zarrgate_codec_v1_codec, 10);
 
 /**
  * DecodeResponse carries the decoded chunks, in request order.
@@ -325,7 +461,7 @@ export type DecodeResponse = Message<"zarrgate.codec.v1.DecodeResponse"> & {
  * Use `create(DecodeResponseSchema)` to create a new message.
  */
 export const DecodeResponseSchema: GenMessage<DecodeResponse> = /*@__PURE__*/
-  messageDesc(file_zarrgate_codec_v1_codec, 8);
+  messageDesc(file_zarrgate_codec_v1_codec, 11);
 
 /**
  * BatchError is why one batch of a Process stream failed.
@@ -361,7 +497,7 @@ export type BatchError = Message<"zarrgate.codec.v1.BatchError"> & {
  * Use `create(BatchErrorSchema)` to create a new message.
  */
 export const BatchErrorSchema: GenMessage<BatchError> = /*@__PURE__*/
-  messageDesc(file_zarrgate_codec_v1_codec, 9);
+  messageDesc(file_zarrgate_codec_v1_codec, 12);
 
 /**
  * ProcessRequest is one batch on a Process stream, or the cancellation of
@@ -406,6 +542,17 @@ export type ProcessRequest = Message<"zarrgate.codec.v1.ProcessRequest"> & {
      */
     value: CancelRequest;
     case: "cancel";
+  } | {
+    /**
+     * attach offers the stream a shared-memory segment (at most once per
+     * stream, before any batch that uses it); the worker answers with
+     * attached, under the same id. A worker that does not know the offer
+     * answers it with an error, which the caller takes as a refusal.
+     *
+     * @generated from field: zarrgate.codec.v1.SharedMemoryOffer attach = 8;
+     */
+    value: SharedMemoryOffer;
+    case: "attach";
   } | { case: undefined; value?: undefined };
 
   /**
@@ -440,7 +587,7 @@ export type ProcessRequest = Message<"zarrgate.codec.v1.ProcessRequest"> & {
  * Use `create(ProcessRequestSchema)` to create a new message.
  */
 export const ProcessRequestSchema: GenMessage<ProcessRequest> = /*@__PURE__*/
-  messageDesc(file_zarrgate_codec_v1_codec, 10);
+  messageDesc(file_zarrgate_codec_v1_codec, 13);
 
 /**
  * CancelRequest abandons the batch named by the request's id.
@@ -455,7 +602,7 @@ export type CancelRequest = Message<"zarrgate.codec.v1.CancelRequest"> & {
  * Use `create(CancelRequestSchema)` to create a new message.
  */
 export const CancelRequestSchema: GenMessage<CancelRequest> = /*@__PURE__*/
-  messageDesc(file_zarrgate_codec_v1_codec, 11);
+  messageDesc(file_zarrgate_codec_v1_codec, 14);
 
 /**
  * ProcessResponse answers one batch of a Process stream.
@@ -511,6 +658,14 @@ export type ProcessResponse = Message<"zarrgate.codec.v1.ProcessResponse"> & {
      */
     value: Draining;
     case: "draining";
+  } | {
+    /**
+     * attached answers a SharedMemoryOffer.
+     *
+     * @generated from field: zarrgate.codec.v1.SharedMemoryAnswer attached = 6;
+     */
+    value: SharedMemoryAnswer;
+    case: "attached";
   } | { case: undefined; value?: undefined };
 };
 
@@ -519,7 +674,7 @@ export type ProcessResponse = Message<"zarrgate.codec.v1.ProcessResponse"> & {
  * Use `create(ProcessResponseSchema)` to create a new message.
  */
 export const ProcessResponseSchema: GenMessage<ProcessResponse> = /*@__PURE__*/
-  messageDesc(file_zarrgate_codec_v1_codec, 12);
+  messageDesc(file_zarrgate_codec_v1_codec, 15);
 
 /**
  * Draining is the notice of a worker that is shutting down gracefully.
@@ -534,7 +689,7 @@ export type Draining = Message<"zarrgate.codec.v1.Draining"> & {
  * Use `create(DrainingSchema)` to create a new message.
  */
 export const DrainingSchema: GenMessage<Draining> = /*@__PURE__*/
-  messageDesc(file_zarrgate_codec_v1_codec, 13);
+  messageDesc(file_zarrgate_codec_v1_codec, 16);
 
 /**
  * CodecService encodes and decodes chunks through a Zarr codec chain, so that
