@@ -56,6 +56,13 @@ func region(seg []byte, r *codecv1.SharedRegion, what string, i int) ([]byte, er
 	return seg[off : off+n : off+n], nil
 }
 
+// maxSharedEncoded bounds the encoded bytes of one batch's shared_encoded
+// regions, which the worker copies into memory of its own before it
+// reserves anything: as much as one batch sent as bytes can carry (a
+// message of at most rpc.MaxMessageSize), whatever size of segment the
+// caller offered. A variable for tests.
+var maxSharedEncoded uint64 = 64 << 20
+
 // sharedInputs replaces a decode batch's shared_encoded regions by copies
 // of their bytes (in one pooled buffer, returned for the caller to hand
 // back once the answer is written: decoded chunks may alias it) and checks
@@ -93,6 +100,9 @@ func sharedInputs(m *shm.Mapping, req *codecv1.DecodeRequest) (buf []byte, err e
 		total += r.GetLength() // no overflow: each length <= area
 		if total > area {
 			return nil, errs.New(errs.InvalidArgument, "decode: shared_encoded regions of more than the segment's %d bytes of data", area)
+		}
+		if total > maxSharedEncoded {
+			return nil, errs.New(errs.InvalidArgument, "decode: shared_encoded regions of more than %d bytes in one batch", maxSharedEncoded)
 		}
 	}
 	if len(in) == 0 {

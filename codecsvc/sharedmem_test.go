@@ -191,6 +191,13 @@ func TestSharedMemoryAdversarialRegions(t *testing.T) {
 			t.Errorf("%s: %v, want InvalidArgument", name, e)
 		}
 	}
+	// A batch cannot make the worker copy more than a message's worth,
+	// whatever the segment's size.
+	restore := codecsvc.SetMaxSharedEncoded(3 << 10)
+	if e := r.decode(&codecv1.DecodeRequest{Spec: ps, SharedEncoded: []*codecv1.SharedRegion{{Offset: 64, Length: 2 << 10}, {Offset: 64, Length: 2 << 10}}}).GetError(); codes.Code(e.GetCode()) != codes.InvalidArgument {
+		t.Errorf("regions of more than maxSharedEncoded: %v, want InvalidArgument", e)
+	}
+	restore()
 	// Regions in a unary Decode, which has no segment, are refused.
 	c := codecv1.NewCodecServiceClient(budgetWorker(t, membudget.New(64<<20, time.Second)))
 	if _, err := c.Decode(context.Background(), &codecv1.DecodeRequest{Spec: ps, SharedEncoded: []*codecv1.SharedRegion{in}}); status.Code(err) != codes.InvalidArgument {
