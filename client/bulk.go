@@ -394,45 +394,9 @@ func (c *prefixCursor) varint() (uint64, error) {
 
 // rowsOf appends to rows the runs of out (a dense slab of shape shape,
 // elem bytes per element) that a block covers, in the block's C order,
-// adjacent runs joined, and returns them and the length of a run before
-// joining. The block has been checked against the slab (checkBox).
+// adjacent runs joined, and returns them and the length of a run. The
+// block has been checked against the slab (checkBox).
 func rowsOf(rows [][]byte, out []byte, shape []int64, b Block, elem int) ([][]byte, int64) {
-	nd := len(shape)
-	if product(b.Shape) == 0 {
-		return rows, 0
-	}
-	run := nd
-	rowBytes := int64(elem)
-	for run > 0 {
-		rowBytes *= b.Shape[run-1]
-		run--
-		if b.Shape[run] != shape[run] {
-			break
-		}
-	}
-	strides := make([]int64, nd)
-	acc := int64(elem)
-	for d := nd - 1; d >= 0; d-- {
-		strides[d] = acc
-		acc *= shape[d]
-	}
-	idx := make([]int64, nd)
-	for {
-		off := int64(0)
-		for d := range nd {
-			off += (b.Origin[d] + idx[d]) * strides[d]
-		}
-		rows = append(rows, out[off:off+rowBytes:off+rowBytes])
-		d := run - 1
-		for ; d >= 0; d-- {
-			idx[d]++
-			if idx[d] < b.Shape[d] {
-				break
-			}
-			idx[d] = 0
-		}
-		if d < 0 {
-			return rows, rowBytes
-		}
-	}
+	n := eachRow(out, shape, b, elem, func(row []byte) { rows = append(rows, row) })
+	return rows, n
 }

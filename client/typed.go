@@ -225,16 +225,23 @@ func bands(shape []int64, data []byte, elem int, limit int64) iter.Seq2[Block, e
 // placeBlock copies a block's rows into a dense slab of the given shape;
 // the block has been checked against the slab (checkBlock).
 func placeBlock(out []byte, shape []int64, b Block, elem int) {
-	nd := len(shape)
 	src := source{pieces: b.pieces}
 	if b.pieces == nil {
 		src.pieces = [][]byte{b.Data}
 	}
+	eachRow(out, shape, b, elem, src.read)
+}
+
+// eachRow calls f with each run of out (a dense slab of shape shape, elem
+// bytes per element) that a block covers, in the block's C order: the
+// rows over the trailing dimensions the block spans whole, joined. It
+// returns the length of a run. The block has been checked against the
+// slab.
+func eachRow(out []byte, shape []int64, b Block, elem int, f func(row []byte)) int64 {
+	nd := len(shape)
 	if product(b.Shape) == 0 {
-		return
+		return 0
 	}
-	// Rows run over the trailing dimensions the block spans whole: one
-	// copy per row.
 	run := nd
 	rowBytes := int64(elem)
 	for run > 0 {
@@ -256,7 +263,7 @@ func placeBlock(out []byte, shape []int64, b Block, elem int) {
 		for d := range nd {
 			off += (b.Origin[d] + idx[d]) * strides[d]
 		}
-		src.read(out[off : off+rowBytes])
+		f(out[off : off+rowBytes : off+rowBytes])
 		d := run - 1
 		for ; d >= 0; d-- {
 			idx[d]++
@@ -266,7 +273,7 @@ func placeBlock(out []byte, shape []int64, b Block, elem int) {
 			idx[d] = 0
 		}
 		if d < 0 {
-			return
+			return rowBytes
 		}
 	}
 }
