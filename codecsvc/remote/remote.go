@@ -489,6 +489,10 @@ func (ps *procStream) fail(err error) {
 	}
 }
 
+// testHookPlaced, if set (by tests only), sees the stream do chose and
+// the regions the batch was given, before do checks the stream.
+var testHookPlaced func(*procStream, *regions)
+
 // do sends one batch and waits for its answer. A decode batch given
 // outSizes, the size of each chunk's answer (0: unknown), on a stream with
 // a shared-memory segment, gets regions of it (shared.go): the caller
@@ -514,6 +518,9 @@ func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest, outSizes [
 			if d := req.GetDecode(); d != nil {
 				r = seg.place(d, outSizes)
 			}
+		}
+		if testHookPlaced != nil {
+			testHookPlaced(ps, r)
 		}
 		ps.mu.Lock()
 		if ps.err != nil {

@@ -462,3 +462,28 @@ func TestSharedMemoryRingFull(t *testing.T) {
 		}
 	}
 }
+
+// A batch given regions of a stream's segment whose worker turns out to
+// be draining before the batch is sent goes to another stream, and the
+// regions it was given are freed: the draining stream's ring has all its
+// space back (it would otherwise hold them until the stream ends).
+func TestSharedMemoryDrainingStreamFreesRegions(t *testing.T) {
+	ctx := context.Background()
+	cc := serveWorkerOn(t, "unix")
+	r := remote.New(cc)
+	defer r.Close()
+	sharedClient(t, r, 4<<20, nil, true)
+	spaceBack, restore := remote.DrainAfterPlace()
+	defer restore()
+	s := spec(zstdChain, 256, 256)
+	want := floats(256*256, 9)
+	enc, _ := codecsvc.NewLocal().Encode(ctx, s, []codec.Chunk{{Data: want}})
+	out, err := r.Decode(ctx, s, enc)
+	if err != nil || !bytes.Equal(out[0].Data, want) {
+		t.Fatalf("decode after its stream turned draining: %v", err)
+	}
+	out[0].Release()
+	if !spaceBack() {
+		t.Fatal("the draining stream's segment keeps the regions of a batch never sent on it")
+	}
+}
