@@ -91,6 +91,7 @@ type Client struct {
 	sharedBytes                  int64
 	sharedBudget                 *membudget.Budget
 	sharedAttached, sharedChunks atomic.Uint64
+	stagedSent                   atomic.Uint64
 }
 
 // worker is the open streams of one worker.
@@ -511,8 +512,21 @@ func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest, outSizes [
 	var r *regions
 	for {
 		var err error
-		if ps, err = c.open(); err != nil {
-			return nil, nil, err
+		ps = nil
+		if r == nil && outSizes != nil {
+			// A batch of chunks staged in a stream's segment goes on that
+			// stream while it takes batches (Stage chose it the way open
+			// would have).
+			if d := req.GetDecode(); d != nil {
+				if s := c.stagedStream(d); s != nil && s.usable() {
+					ps = s
+				}
+			}
+		}
+		if ps == nil {
+			if ps, err = c.open(); err != nil {
+				return nil, nil, err
+			}
 		}
 		if seg := ps.shared.Load(); seg != nil && outSizes != nil && r == nil {
 			if d := req.GetDecode(); d != nil {
@@ -549,6 +563,7 @@ func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest, outSizes [
 	ps.waiting[req.Id] = ch
 	if r != nil {
 		ps.regions[req.Id] = r
+		c.stagedSent.Add(uint64(len(r.staged)))
 	}
 	ps.mu.Unlock()
 	ps.sendMu.Lock()
@@ -556,7 +571,7 @@ func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest, outSizes [
 	// not modify while the batch is out (the answer arrives only after
 	// every byte was read).
 	var msg any = wire.ByRef{Msg: req}
-	if r != nil && r.in >= 0 {
+	if r != nil && r.inPlace() {
 		// The chunks are in the segment: nothing large to send by
 		// reference, and looking for it (by reflection) costs more than
 		// marshalling the rest.

@@ -487,3 +487,65 @@ func TestSharedMemoryDrainingStreamFreesRegions(t *testing.T) {
 		t.Fatal("the draining stream's segment keeps the regions of a batch never sent on it")
 	}
 }
+
+// Encoded chunks read straight into room Stage lent (as the gateway does
+// from a store in its process) go to the worker where they are, decode to
+// the bytes they hold, and their room comes back once released and
+// answered: many more batches than the segment holds at once run through
+// it. A chunk staged but sent with one that was not is fine too, as is a
+// batch mixing chunks staged on two streams.
+func TestStagedChunksGoInPlace(t *testing.T) {
+	ctx := context.Background()
+	for _, network := range []string{"tcp", "unix"} {
+		cc := serveWorkerOn(t, network)
+		r := remote.New(cc)
+		defer r.Close()
+		sharedClient(t, r, 8<<20, nil, true)
+		s := spec(zstdChain, 256, 256)
+		const n = 4
+		want := make([][]byte, n)
+		enc := make([][]byte, n)
+		for i := range want {
+			want[i] = floats(256*256, float64(i)+0.5)
+			e, err := codecsvc.NewLocal().Encode(ctx, s, []codec.Chunk{{Data: want[i]}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			enc[i] = e[0]
+		}
+		for round := range 40 { // 40 × 4 × (encoded + 256 KiB out) ≫ 8 MiB
+			before := r.StagedChunks()
+			batch := make([][]byte, n)
+			var releases []func()
+			for i, e := range enc {
+				buf, release := r.Stage(int64(len(e)))
+				if buf == nil || (round%5 == 4 && i == 0) {
+					if release != nil {
+						release()
+					}
+					batch[i] = e // not staged: copied as before
+					continue
+				}
+				copy(buf, e)
+				batch[i] = buf
+				releases = append(releases, release)
+			}
+			out, err := r.Decode(ctx, s, batch)
+			for _, rel := range releases {
+				rel()
+			}
+			if err != nil {
+				t.Fatalf("%s round %d: %v", network, round, err)
+			}
+			for i := range out {
+				if !bytes.Equal(out[i].Data, want[i]) {
+					t.Fatalf("%s round %d: chunk %d differs", network, round, i)
+				}
+				out[i].Release()
+			}
+			if got := r.StagedChunks() - before; got != uint64(len(releases)) || got == 0 {
+				t.Fatalf("%s round %d: %d chunks sent in place, %d staged", network, round, got, len(releases))
+			}
+		}
+	}
+}
