@@ -616,12 +616,31 @@ func (g *Gateway) readChunksHeld(ctx context.Context, l *layout, batch []readTas
 		reqs[i] = storesvc.KeyRange{Key: l.key(t.coords)}
 	}
 	fctx, span := startSpan(ctx, "gateway.fetch", len(reqs))
+	st := g.stager(l)
+	var staged []func() // with st: per value, what frees its buffer
 	vals, err := retry(fctx, g.cfg.StoreRetries, func() ([]storesvc.PartialValue, error) {
+		if st != nil {
+			var vals []storesvc.PartialValue
+			var err error
+			vals, staged, err = g.readStaged(fctx, reqs, g.maxEncodedUnit(l), st)
+			return vals, err
+		}
 		return g.store.GetPartialValuesMax(fctx, reqs, g.maxEncodedUnit(l))
 	})
 	endSpan(span, err)
 	if err != nil {
 		return err
+	}
+	if staged != nil {
+		// The buffers are freed once the batch is done with them (a
+		// decoded chunk that aliases its buffer frees it when released).
+		defer func() {
+			for _, release := range staged {
+				if release != nil {
+					release()
+				}
+			}
+		}()
 	}
 	var encoded [][]byte
 	var dims [][]zarr.DimProjection
@@ -681,6 +700,16 @@ func (g *Gateway) readChunksHeld(ctx context.Context, l *layout, batch []readTas
 				}
 				u := decoded[d]
 				d++
+				if staged != nil && staged[i] != nil && bufpool.Overlaps(u.data, vals[i].Data) {
+					release, prev := staged[i], u.release
+					staged[i] = nil
+					u.release = func() {
+						if prev != nil {
+							prev()
+						}
+						release()
+					}
+				}
 				recycle(vals[i], []*chunk{&u})
 				b, err := place(l, u, t.dims, selected)
 				if err != nil {

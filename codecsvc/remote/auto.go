@@ -166,11 +166,6 @@ func wholeSize(spec *codec.BatchSpec) int64 {
 	return n
 }
 
-// Stage implements codec.Stager: room in a worker's segment, whichever
-// way the batch then goes (in process, the staged chunk is read where it
-// is).
-func (a *Auto) Stage(n int64) ([]byte, func()) { return a.remote.Stage(n) }
-
 // Decode implements codec.Engine.
 func (a *Auto) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte) ([]codec.Chunk, error) {
 	if a.offload(spec, encoded, int64(len(encoded))*wholeSize(spec)) {

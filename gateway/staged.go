@@ -1,0 +1,96 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/zarrgate/zarrgate/codec"
+	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/bufpool"
+	"github.com/zarrgate/zarrgate/storesvc"
+)
+
+// Encoded chunks read straight into shared memory. With the store's reads
+// in this process (storesvc.LocalReads: file, zip, memory) and the codecs
+// on workers on this host that took a shared-memory segment (codec.Stager,
+// codecsvc/remote), readChunksHeld reads each whole encoded chunk straight
+// into room of a segment the batch is then sent in, instead of into a
+// buffer of its own that the engine copies into the segment: one copy of
+// every encoded byte fewer. A chunk for which there is no room is read
+// into a pooled buffer as before (the engine copies it in, or the batch
+// goes as bytes). Shards (index and inner-chunk ranges), remote stores and
+// worker-fetch read as before.
+
+// readStagedFanout bounds the chunks of one batch read at once.
+const readStagedFanout = 8
+
+// stager is the engine's Stager when l's chunks read from a store in
+// this process may go to codec workers through shared memory, else nil.
+func (g *Gateway) stager(l *layout) codec.Stager {
+	if !g.localReads || l.codec.inProcess() {
+		return nil
+	}
+	ec, ok := l.codec.(engineCodec)
+	if !ok {
+		return nil
+	}
+	st, _ := ec.c.(codec.Stager)
+	return st
+}
+
+// readStaged is GetPartialValuesMax for whole values (reqs name no
+// ranges) read into room st lends, where it has some: release[i] frees
+// value i's buffer (nil for a value not found). The values are not pooled
+// (their buffers are released through release only). On an error every
+// buffer is freed.
+func (g *Gateway) readStaged(ctx context.Context, reqs []storesvc.KeyRange, max int64, st codec.Stager) (_ []storesvc.PartialValue, release []func(), err error) {
+	out := make([]storesvc.PartialValue, len(reqs))
+	release = make([]func(), len(reqs))
+	read := func(ctx context.Context, i int) error {
+		obj, err := g.store.Get(ctx, reqs[i].Key, reqs[i].Range)
+		switch {
+		case errors.Is(err, storesvc.ErrNotFound):
+			return nil
+		case err != nil:
+			return err
+		}
+		defer obj.Close()
+		if max > 0 && obj.Length > max {
+			return errs.New(errs.DataLoss, "%q holds %d bytes, more than any value stored there can (%d)", reqs[i].Key, obj.Length, max)
+		}
+		buf, free := st.Stage(obj.Length)
+		if buf == nil {
+			b := bufpool.Get(int(obj.Length))
+			buf, free = b, func() { bufpool.Put(b) }
+		}
+		if _, err := io.ReadFull(obj, buf); err != nil {
+			free()
+			return err
+		}
+		out[i] = storesvc.PartialValue{Data: buf, Found: true, Generation: obj.Generation}
+		release[i] = free
+		return nil
+	}
+	if len(reqs) == 1 {
+		err = read(ctx, 0)
+	} else {
+		eg, gctx := errgroup.WithContext(ctx)
+		eg.SetLimit(readStagedFanout)
+		for i := range reqs {
+			eg.Go(func() error { return read(gctx, i) })
+		}
+		err = eg.Wait()
+	}
+	if err != nil {
+		for _, free := range release {
+			if free != nil {
+				free()
+			}
+		}
+		return nil, nil, err
+	}
+	return out, release, nil
+}
