@@ -43,44 +43,63 @@ func (g *Gateway) stager(l *layout) codec.Stager {
 
 // readStaged is GetPartialValuesMax for whole values (reqs name no
 // ranges) read into room st lends, where it has some: release[i] frees
-// value i's buffer (nil for a value not found). The values are not pooled
-// (their buffers are released through release only). On an error every
-// buffer is freed.
+// value i's buffer (nil for a value not found). The values are opened
+// first, so that the batch's room is asked for at once (in one segment),
+// then read. The values are not pooled (their buffers are released
+// through release only). On an error every buffer is freed.
 func (g *Gateway) readStaged(ctx context.Context, reqs []storesvc.KeyRange, max int64, st codec.Stager) (_ []storesvc.PartialValue, release []func(), err error) {
-	out := make([]storesvc.PartialValue, len(reqs))
-	release = make([]func(), len(reqs))
-	read := func(ctx context.Context, i int) error {
-		obj, err := g.store.Get(ctx, reqs[i].Key, reqs[i].Range)
+	objs := make([]*storesvc.Object, len(reqs))
+	defer func() {
+		for _, o := range objs {
+			if o != nil {
+				o.Close()
+			}
+		}
+	}()
+	sizes := make([]int64, len(reqs))
+	for i, r := range reqs {
+		obj, err := g.store.Get(ctx, r.Key, r.Range)
 		switch {
 		case errors.Is(err, storesvc.ErrNotFound):
-			return nil
+			continue
 		case err != nil:
-			return err
+			return nil, nil, err
 		}
-		defer obj.Close()
+		objs[i] = obj
 		if max > 0 && obj.Length > max {
-			return errs.New(errs.DataLoss, "%q holds %d bytes, more than any value stored there can (%d)", reqs[i].Key, obj.Length, max)
+			return nil, nil, errs.New(errs.DataLoss, "%q holds %d bytes, more than any value stored there can (%d)", r.Key, obj.Length, max)
 		}
-		buf, free := st.Stage(obj.Length)
-		if buf == nil {
+		sizes[i] = obj.Length
+	}
+	bufs, release := st.Stage(sizes)
+	if bufs == nil {
+		bufs, release = make([][]byte, len(reqs)), make([]func(), len(reqs))
+	}
+	out := make([]storesvc.PartialValue, len(reqs))
+	for i, obj := range objs {
+		if obj == nil {
+			continue
+		}
+		if bufs[i] == nil {
 			b := bufpool.Get(int(obj.Length))
-			buf, free = b, func() { bufpool.Put(b) }
+			bufs[i], release[i] = b, func() { bufpool.Put(b) }
 		}
-		if _, err := io.ReadFull(obj, buf); err != nil {
-			free()
-			return err
+		out[i] = storesvc.PartialValue{Data: bufs[i], Found: true, Generation: obj.Generation}
+	}
+	read := func(i int) error {
+		if objs[i] == nil {
+			return nil
 		}
-		out[i] = storesvc.PartialValue{Data: buf, Found: true, Generation: obj.Generation}
-		release[i] = free
-		return nil
+		_, err := io.ReadFull(objs[i], bufs[i])
+		return err
 	}
 	if len(reqs) == 1 {
-		err = read(ctx, 0)
+		err = read(0)
 	} else {
-		eg, gctx := errgroup.WithContext(ctx)
+		var eg errgroup.Group
 		eg.SetLimit(readStagedFanout)
 		for i := range reqs {
-			eg.Go(func() error { return read(gctx, i) })
+			eg.Go(func() error { return read(i) })
 		}
 		err = eg.Wait()
 	}

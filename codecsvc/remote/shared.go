@@ -244,28 +244,32 @@ func (s *sharedSeg) free(off int64) {
 
 var _ codec.Stager = (*Client)(nil)
 
-// Stage implements codec.Stager: n bytes in the segment of the stream
-// with a segment and the fewest batches in flight, for an encoded chunk
-// its caller reads straight into them (a store in the gateway's process),
-// which a batch on that stream then sends as a region instead of copying
-// it in (place; do sends the batch on that stream while it takes
-// batches). nil when no stream has a segment or its ring has no room.
-func (c *Client) Stage(n int64) ([]byte, func()) {
-	if c.sharedBytes == 0 || n <= 0 {
+// Stage implements codec.Stager: room for a batch's encoded chunks in the
+// segment of one stream, the one with a segment and the fewest batches in
+// flight (then the fewest allocations), for chunks its caller reads
+// straight into it (a store in the gateway's process), which a batch on
+// that stream then sends as regions instead of copying them in (place;
+// do sends the batch on that stream while it takes batches). nil where
+// no stream has a segment or its ring has no room.
+func (c *Client) Stage(sizes []int64) ([][]byte, []func()) {
+	if c.sharedBytes == 0 || len(sizes) == 0 {
 		return nil, nil
 	}
 	var best *procStream
-	least := 0
+	least, fewest := 0, 0
 	c.mu.Lock()
-	// In the workers' order, so that the chunks of one batch, staged one
-	// after another, land in one segment.
 	for _, k := range c.order {
 		for _, s := range c.workers[k].streams {
-			if s.shared.Load() == nil || !s.usable() {
+			seg := s.shared.Load()
+			if seg == nil || !s.usable() {
 				continue
 			}
-			if k := s.inflight(); best == nil || k < least {
-				best, least = s, k
+			k := s.inflight()
+			seg.mu.Lock()
+			n := len(seg.live)
+			seg.mu.Unlock()
+			if best == nil || k < least || (k == least && n < fewest) {
+				best, least, fewest = s, k, n
 			}
 		}
 	}
@@ -274,20 +278,24 @@ func (c *Client) Stage(n int64) ([]byte, func()) {
 		return nil, nil
 	}
 	seg := best.shared.Load()
-	if !seg.hold() {
-		return nil, nil
+	bufs, release := make([][]byte, len(sizes)), make([]func(), len(sizes))
+	for i, n := range sizes {
+		if n <= 0 || !seg.hold() {
+			continue
+		}
+		off := seg.alloc(n)
+		if off < 0 {
+			seg.drop()
+			continue
+		}
+		b := &stagedBuf{off: off}
+		b.refs.Store(1)
+		seg.mu.Lock()
+		seg.staged[off] = b
+		seg.mu.Unlock()
+		bufs[i], release[i] = seg.seg.Data[off:off+n:off+n], func() { seg.unstage(b) }
 	}
-	off := seg.alloc(n)
-	if off < 0 {
-		seg.drop()
-		return nil, nil
-	}
-	b := &stagedBuf{off: off}
-	b.refs.Store(1)
-	seg.mu.Lock()
-	seg.staged[off] = b
-	seg.mu.Unlock()
-	return seg.seg.Data[off : off+n : off+n], func() { seg.unstage(b) }
+	return bufs, release
 }
 
 // unstage ends one use of a staged allocation; the last frees it.

@@ -517,8 +517,17 @@ func TestStagedChunksGoInPlace(t *testing.T) {
 			before := r.StagedChunks()
 			batch := make([][]byte, n)
 			var releases []func()
+			sizes := make([]int64, n)
 			for i, e := range enc {
-				buf, release := r.Stage(int64(len(e)))
+				sizes[i] = int64(len(e))
+			}
+			bufs, rels := r.Stage(sizes)
+			for i, e := range enc {
+				var buf []byte
+				var release func()
+				if bufs != nil {
+					buf, release = bufs[i], rels[i]
+				}
 				if buf == nil || (round%5 == 4 && i == 0) {
 					if release != nil {
 						release()

@@ -379,9 +379,9 @@ func (e *engine) EncodesOwned() bool {
 }
 
 // Stage forwards the engine's (codec.Stager), or lends nothing.
-func (e *engine) Stage(n int64) ([]byte, func()) {
+func (e *engine) Stage(sizes []int64) ([][]byte, []func()) {
 	if st, ok := e.Engine.(codec.Stager); ok {
-		return st.Stage(n)
+		return st.Stage(sizes)
 	}
 	return nil, nil
 }
