@@ -179,8 +179,18 @@ type readTask struct {
 // size. Cancelling ctx, or an error from emit, stops all work.
 func (g *Gateway) ReadSlab(ctx context.Context, path string, sel []zarr.Range, start func(SlabInfo) error, emit func(Block) error) error {
 	return g.ReadSlabTo(ctx, path, sel, start, nil, func(b Block) error {
-		// The caller may keep the data (its buffer is never recycled), but
-		// the memory it stands for is the caller's from here on.
+		// The caller may keep the data, but the memory it stands for is
+		// the caller's from here on. A buffer that must be given back (a
+		// decoded chunk lent from a codec worker's shared memory, whose
+		// room the segment needs again; a pooled buffer) is copied and
+		// given back first.
+		if b.release != nil {
+			if b.Data != nil {
+				b.Data = append([]byte(nil), b.Data...)
+			}
+			b.release()
+			b.release = nil
+		}
 		err := emit(b)
 		if b.held != nil {
 			b.held()
