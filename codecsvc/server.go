@@ -90,7 +90,7 @@ func (s *Server) Register(r grpc.ServiceRegistrar) { codecv1.RegisterCodecServic
 
 // SpecToProto converts a batch spec for the wire.
 func SpecToProto(s *codec.BatchSpec) (*codecv1.ChunkSpec, error) {
-	codecs, err := json.Marshal(s.Codecs)
+	codecs, err := codecsJSON(s)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func SpecToProto(s *codec.BatchSpec) (*codecv1.ChunkSpec, error) {
 	for i, d := range s.Shape {
 		shape[i] = uint64(d)
 	}
-	return &codecv1.ChunkSpec{DataType: s.DataType.Name, ChunkShape: shape, FillValue: s.FillValue, CodecsJson: string(codecs)}, nil
+	return &codecv1.ChunkSpec{DataType: s.DataType.Name, ChunkShape: shape, FillValue: s.FillValue, CodecsJson: codecs}, nil
 }
 
 // SpecFromProto converts a spec from the wire.
@@ -111,7 +111,7 @@ func SpecFromProto(p *codecv1.ChunkSpec) (*codec.BatchSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &codec.BatchSpec{Codecs: codecs, DataType: dt, FillValue: p.GetFillValue(), Shape: make([]int64, len(p.GetChunkShape()))}
+	s := &codec.BatchSpec{Codecs: codecs, CodecsJSON: p.GetCodecsJson(), DataType: dt, FillValue: p.GetFillValue(), Shape: make([]int64, len(p.GetChunkShape()))}
 	elems := uint64(1)
 	for i, d := range p.GetChunkShape() {
 		if d > 1<<40 {
