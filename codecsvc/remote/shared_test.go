@@ -558,3 +558,44 @@ func TestStagedChunksGoInPlace(t *testing.T) {
 		}
 	}
 }
+
+// A batch of staged chunks whose worker is SIGKILLed while it works on
+// it fails with UNAVAILABLE; its staged room is never freed for reuse
+// (the worker may have been reading it), but once its caller released it
+// the dead stream's segment goes, its memory back in the budget.
+func TestStagedChunksWorkerKilled(t *testing.T) {
+	ctx := context.Background()
+	sock := filepath.Join(t.TempDir(), "w.sock")
+	worker := startWorkerProcess(t, sock)
+	cc, err := rpc.Dial("unix://" + sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	b := membudget.New(1<<30, 0)
+	r := remote.New(cc)
+	defer r.Close()
+	sharedClient(t, r, 4<<20, b, true)
+	block := spec(zstdChain, 13)
+	enc, _ := codecsvc.NewLocal().Encode(ctx, block, []codec.Chunk{{Data: floats(13, 1)}})
+	bufs, rels := r.Stage([]int64{int64(len(enc[0]))})
+	if bufs == nil || bufs[0] == nil {
+		t.Fatal("no room staged")
+	}
+	copy(bufs[0], enc[0])
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Decode(ctx, block, [][]byte{bufs[0]})
+		done <- err
+	}()
+	waitFor(func() bool { _, err := os.Stat(sock + ".started"); return err == nil })
+	if r.StagedChunks() != 1 {
+		t.Fatalf("%d chunks sent in place, want 1", r.StagedChunks())
+	}
+	worker.Process.Kill()
+	if err := <-done; errs.CodeOf(err) != errs.CodeUnavailable {
+		t.Fatalf("batch of a killed worker: %v, want UNAVAILABLE", err)
+	}
+	rels[0]()
+	waitFor(func() bool { return b.InUse() == 0 })
+}
