@@ -66,6 +66,12 @@ type BatchSpec struct {
 	Shape     []int64
 	DataType  zarr.DataType
 	FillValue []byte
+	// CodecsJSON, if set, is Codecs as JSON (as it came on the wire, or
+	// marshalled once for the spec's array): engines then key their built
+	// chains by it, and send it to codec workers, instead of marshalling
+	// Codecs for every batch. Whoever sets it keeps it in step with
+	// Codecs.
+	CodecsJSON string
 }
 
 // Chunk is a decoded chunk: fixed-size elements in C order, little-endian,

@@ -16,14 +16,23 @@ import (
 // specKey identifies a batch spec, for caching built chains.
 func specKey(s *codec.BatchSpec) string {
 	var b strings.Builder
-	codecs, _ := json.Marshal(s.Codecs)
-	b.Write(codecs)
+	codecs, _ := codecsJSON(s)
+	b.WriteString(codecs)
 	b.WriteString("|" + s.DataType.Name + "|")
 	for _, d := range s.Shape {
 		b.WriteString(strconv.FormatInt(d, 10) + ",")
 	}
 	b.WriteString("|" + string(s.FillValue))
 	return b.String()
+}
+
+// codecsJSON is s's codecs as JSON: s.CodecsJSON, or marshalled.
+func codecsJSON(s *codec.BatchSpec) (string, error) {
+	if s.CodecsJSON != "" {
+		return s.CodecsJSON, nil
+	}
+	b, err := json.Marshal(s.Codecs)
+	return string(b), err
 }
 
 // Local is the in-process engine. Built chains are cached by spec, the

@@ -265,3 +265,35 @@ func TestBudgetServerStrings(t *testing.T) {
 	}
 	waitIdle(t, b)
 }
+
+// A spec's codecs are parsed once and kept by their JSON: each batch
+// gets the same chain, its own slice of it (a caller changing it changes
+// no later batch's), and JSON that is not a chain is InvalidArgument each
+// time.
+func TestSpecFromProtoKeepsParsedCodecs(t *testing.T) {
+	ps := protoSpec(t, zstdChain, "float32", 64)
+	if _, err := codecsvc.SpecFromProto(ps); err != nil { // parsed, kept
+		t.Fatal(err)
+	}
+	first, err := codecsvc.SpecFromProto(ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := first.Codecs[len(first.Codecs)-1].Name
+	first.Codecs[len(first.Codecs)-1].Name = "changed"
+	for range 3 {
+		again, err := codecsvc.SpecFromProto(ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(again.Codecs) != len(first.Codecs) || again.Codecs[len(again.Codecs)-1].Name != want {
+			t.Fatalf("codecs %+v, want the chain parsed (last %q)", again.Codecs, want)
+		}
+	}
+	bad := &codecv1.ChunkSpec{DataType: "float32", ChunkShape: []uint64{4}, CodecsJson: `{"name":`}
+	for range 2 {
+		if _, err := codecsvc.SpecFromProto(bad); errs.CodeOf(err) != errs.CodeInvalidArgument {
+			t.Fatalf("bad codecs: %v, want InvalidArgument", err)
+		}
+	}
+}

@@ -198,10 +198,18 @@ func TestSharedMemoryAdversarialRegions(t *testing.T) {
 		t.Errorf("regions of more than maxSharedEncoded: %v, want InvalidArgument", e)
 	}
 	restore()
-	// Regions in a unary Decode, which has no segment, are refused.
+	// Regions in a unary Decode, which has no segment, are refused:
+	// encoded chunks named by region, or output regions for chunks sent
+	// as bytes (whose answer would otherwise go inline, silently).
 	c := codecv1.NewCodecServiceClient(budgetWorker(t, membudget.New(64<<20, time.Second)))
-	if _, err := c.Decode(context.Background(), &codecv1.DecodeRequest{Spec: ps, SharedEncoded: []*codecv1.SharedRegion{in}}); status.Code(err) != codes.InvalidArgument {
-		t.Errorf("unary Decode with regions: %v, want InvalidArgument", err)
+	for name, d := range map[string]*codecv1.DecodeRequest{
+		"encoded regions": {Spec: ps, SharedEncoded: []*codecv1.SharedRegion{in}},
+		"output regions":  {Spec: ps, Encoded: [][]byte{enc}, Outputs: []*codecv1.SharedRegion{out}},
+		"both":            {Spec: ps, SharedEncoded: []*codecv1.SharedRegion{in}, Outputs: []*codecv1.SharedRegion{out}},
+	} {
+		if _, err := c.Decode(context.Background(), d); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("unary Decode with %s: %v, want InvalidArgument", name, err)
+		}
 	}
 	// The worker is up, and the stream works through the segment.
 	resp := r.decode(&codecv1.DecodeRequest{Spec: ps, SharedEncoded: []*codecv1.SharedRegion{in}, Outputs: []*codecv1.SharedRegion{out}})

@@ -167,6 +167,10 @@ func (g *Gateway) newLayout(n *node) (*layout, error) {
 	// anything of their size is allocated (sharded ones by the shard
 	// layouts above, which check inner chunks and the index).
 	spec := &ChunkSpec{Codecs: chain, Shape: l.unit, DataType: a.DataType, FillValue: a.FillValue}
+	// Marshalled once for the array, not for every batch (codec.BatchSpec).
+	if js, err := json.Marshal(chain); err == nil {
+		spec.CodecsJSON = string(js)
+	}
 	if l.shard == nil {
 		raw, err := g.codecs.ChunkLayout(spec, g.cfg.limits())
 		if err != nil {

@@ -179,8 +179,18 @@ type readTask struct {
 // size. Cancelling ctx, or an error from emit, stops all work.
 func (g *Gateway) ReadSlab(ctx context.Context, path string, sel []zarr.Range, start func(SlabInfo) error, emit func(Block) error) error {
 	return g.ReadSlabTo(ctx, path, sel, start, nil, func(b Block) error {
-		// The caller may keep the data (its buffer is never recycled), but
-		// the memory it stands for is the caller's from here on.
+		// The caller may keep the data, but the memory it stands for is
+		// the caller's from here on. A buffer that must be given back (a
+		// decoded chunk lent from a codec worker's shared memory, whose
+		// room the segment needs again; a pooled buffer) is copied and
+		// given back first.
+		if b.release != nil {
+			if b.Data != nil {
+				b.Data = append([]byte(nil), b.Data...)
+			}
+			b.release()
+			b.release = nil
+		}
 		err := emit(b)
 		if b.held != nil {
 			b.held()
@@ -616,12 +626,31 @@ func (g *Gateway) readChunksHeld(ctx context.Context, l *layout, batch []readTas
 		reqs[i] = storesvc.KeyRange{Key: l.key(t.coords)}
 	}
 	fctx, span := startSpan(ctx, "gateway.fetch", len(reqs))
+	st := g.stager(l)
+	var staged []func() // with st: per value, what frees its buffer
 	vals, err := retry(fctx, g.cfg.StoreRetries, func() ([]storesvc.PartialValue, error) {
+		if st != nil {
+			var vals []storesvc.PartialValue
+			var err error
+			vals, staged, err = g.readStaged(fctx, reqs, g.maxEncodedUnit(l), st)
+			return vals, err
+		}
 		return g.store.GetPartialValuesMax(fctx, reqs, g.maxEncodedUnit(l))
 	})
 	endSpan(span, err)
 	if err != nil {
 		return err
+	}
+	if staged != nil {
+		// The buffers are freed once the batch is done with them (a
+		// decoded chunk that aliases its buffer frees it when released).
+		defer func() {
+			for _, release := range staged {
+				if release != nil {
+					release()
+				}
+			}
+		}()
 	}
 	var encoded [][]byte
 	var dims [][]zarr.DimProjection
@@ -681,6 +710,16 @@ func (g *Gateway) readChunksHeld(ctx context.Context, l *layout, batch []readTas
 				}
 				u := decoded[d]
 				d++
+				if staged != nil && staged[i] != nil && bufpool.Overlaps(u.data, vals[i].Data) {
+					release, prev := staged[i], u.release
+					staged[i] = nil
+					u.release = func() {
+						if prev != nil {
+							prev()
+						}
+						release()
+					}
+				}
 				recycle(vals[i], []*chunk{&u})
 				b, err := place(l, u, t.dims, selected)
 				if err != nil {

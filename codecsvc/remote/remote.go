@@ -91,6 +91,7 @@ type Client struct {
 	sharedBytes                  int64
 	sharedBudget                 *membudget.Budget
 	sharedAttached, sharedChunks atomic.Uint64
+	stagedSent                   atomic.Uint64
 }
 
 // worker is the open streams of one worker.
@@ -489,6 +490,10 @@ func (ps *procStream) fail(err error) {
 	}
 }
 
+// testHookPlaced, if set (by tests only), sees the stream do chose and
+// the regions the batch was given, before do checks the stream.
+var testHookPlaced func(*procStream, *regions)
+
 // do sends one batch and waits for its answer. A decode batch given
 // outSizes, the size of each chunk's answer (0: unknown), on a stream with
 // a shared-memory segment, gets regions of it (shared.go): the caller
@@ -507,13 +512,29 @@ func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest, outSizes [
 	var r *regions
 	for {
 		var err error
-		if ps, err = c.open(); err != nil {
-			return nil, nil, err
+		ps = nil
+		if r == nil && outSizes != nil {
+			// A batch of chunks staged in a stream's segment goes on that
+			// stream while it takes batches (Stage chose it the way open
+			// would have).
+			if d := req.GetDecode(); d != nil {
+				if s := c.stagedStream(d); s != nil && s.usable() {
+					ps = s
+				}
+			}
+		}
+		if ps == nil {
+			if ps, err = c.open(); err != nil {
+				return nil, nil, err
+			}
 		}
 		if seg := ps.shared.Load(); seg != nil && outSizes != nil && r == nil {
 			if d := req.GetDecode(); d != nil {
 				r = seg.place(d, outSizes)
 			}
+		}
+		if testHookPlaced != nil {
+			testHookPlaced(ps, r)
 		}
 		ps.mu.Lock()
 		if ps.err != nil {
@@ -542,6 +563,7 @@ func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest, outSizes [
 	ps.waiting[req.Id] = ch
 	if r != nil {
 		ps.regions[req.Id] = r
+		c.stagedSent.Add(uint64(len(r.staged)))
 	}
 	ps.mu.Unlock()
 	ps.sendMu.Lock()
@@ -549,7 +571,7 @@ func (c *Client) do(ctx context.Context, req *codecv1.ProcessRequest, outSizes [
 	// not modify while the batch is out (the answer arrives only after
 	// every byte was read).
 	var msg any = wire.ByRef{Msg: req}
-	if r != nil && r.in >= 0 {
+	if r != nil && r.inPlace() {
 		// The chunks are in the segment: nothing large to send by
 		// reference, and looking for it (by reflection) costs more than
 		// marshalling the rest.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
 
@@ -56,6 +57,10 @@ func (c *Client) SetSharedMemory(size int64, b *membudget.Budget) {
 	c.sharedBytes = (size + 4095) &^ 4095
 	c.sharedBudget = b
 }
+
+// StagedChunks is how many encoded chunks batches sent where Stage put
+// them, without a copy.
+func (c *Client) StagedChunks() uint64 { return c.stagedSent.Load() }
 
 // SharedStreams is how many streams have a shared-memory segment their
 // worker attached, and how many chunks were answered through one.
@@ -120,6 +125,19 @@ type sharedSeg struct {
 	live  map[int64]uint64 // allocation offset → its sequence number
 	done  map[uint64]bool  // freed, waiting for older allocations
 	next  uint64           // allocations released to the ring so far
+	// staged are the allocations lent to callers for encoded chunks
+	// (Client.Stage), by offset.
+	staged map[int64]*stagedBuf
+}
+
+// stagedBuf is an encoded chunk's allocation lent by Client.Stage: freed
+// once its caller released it and every batch that sent it was answered.
+type stagedBuf struct {
+	off  int64
+	refs atomic.Int32
+	// abandoned: sent in a batch never answered (its stream broke), so
+	// the worker may still read it: never freed (see regions.finish).
+	abandoned atomic.Bool
 }
 
 // newSharedSeg makes a segment of size bytes reserved against b, or nil.
@@ -143,7 +161,7 @@ func newSharedSeg(size int64, b *membudget.Budget) *sharedSeg {
 		return nil
 	}
 	return &sharedSeg{seg: seg, res: res, ring: shm.NewRing(shm.DataOffset, size), users: 1,
-		live: make(map[int64]uint64), done: make(map[uint64]bool)}
+		live: make(map[int64]uint64), done: make(map[uint64]bool), staged: make(map[int64]*stagedBuf)}
 }
 
 // hold counts a user, unless the segment's stream ended.
@@ -224,15 +242,133 @@ func (s *sharedSeg) free(off int64) {
 	}
 }
 
+var _ codec.Stager = (*Client)(nil)
+
+// Stage implements codec.Stager: room for a batch's encoded chunks in the
+// segment of one stream, the one with a segment and the fewest batches in
+// flight (then the fewest allocations), for chunks its caller reads
+// straight into it (a store in the gateway's process), which a batch on
+// that stream then sends as regions instead of copying them in (place;
+// do sends the batch on that stream while it takes batches). nil where
+// no stream has a segment or its ring has no room.
+func (c *Client) Stage(sizes []int64) ([][]byte, []func()) {
+	if c.sharedBytes == 0 || len(sizes) == 0 {
+		return nil, nil
+	}
+	var best *procStream
+	least, fewest := 0, 0
+	c.mu.Lock()
+	for _, k := range c.order {
+		for _, s := range c.workers[k].streams {
+			seg := s.shared.Load()
+			if seg == nil || !s.usable() {
+				continue
+			}
+			k := s.inflight()
+			seg.mu.Lock()
+			n := len(seg.live)
+			seg.mu.Unlock()
+			if best == nil || k < least || (k == least && n < fewest) {
+				best, least, fewest = s, k, n
+			}
+		}
+	}
+	c.mu.Unlock()
+	if best == nil {
+		return nil, nil
+	}
+	seg := best.shared.Load()
+	bufs, release := make([][]byte, len(sizes)), make([]func(), len(sizes))
+	for i, n := range sizes {
+		if n <= 0 || !seg.hold() {
+			continue
+		}
+		off := seg.alloc(n)
+		if off < 0 {
+			seg.drop()
+			continue
+		}
+		b := &stagedBuf{off: off}
+		b.refs.Store(1)
+		seg.mu.Lock()
+		seg.staged[off] = b
+		seg.mu.Unlock()
+		bufs[i], release[i] = seg.seg.Data[off:off+n:off+n], func() { seg.unstage(b) }
+	}
+	return bufs, release
+}
+
+// unstage ends one use of a staged allocation; the last frees it.
+func (s *sharedSeg) unstage(b *stagedBuf) {
+	if b.refs.Add(-1) != 0 {
+		return
+	}
+	s.mu.Lock()
+	delete(s.staged, b.off)
+	s.mu.Unlock()
+	if !b.abandoned.Load() {
+		s.free(b.off)
+	}
+	s.drop()
+}
+
+// stagedAt returns the staged allocation e starts, holding it for a
+// batch, or nil if e is not one of this segment's.
+func (s *sharedSeg) stagedAt(e []byte) *stagedBuf {
+	if len(e) == 0 {
+		return nil
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(s.seg.Data)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(e)))
+	if p < base || p-base >= uintptr(len(s.seg.Data)) || int(p-base)+len(e) > len(s.seg.Data) {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.staged[int64(p-base)]
+	if b == nil || b.refs.Load() <= 0 {
+		return nil
+	}
+	b.refs.Add(1)
+	return b
+}
+
+// stagedStream returns the stream whose segment holds the first staged
+// encoded chunk of d, if any.
+func (c *Client) stagedStream(d *codecv1.DecodeRequest) *procStream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range d.GetEncoded() {
+		if len(e) == 0 {
+			continue
+		}
+		p := uintptr(unsafe.Pointer(unsafe.SliceData(e)))
+		for _, w := range c.workers {
+			for _, s := range w.streams {
+				seg := s.shared.Load()
+				if seg == nil {
+					continue
+				}
+				base := uintptr(unsafe.Pointer(unsafe.SliceData(seg.seg.Data)))
+				if p >= base && p-base < uintptr(len(seg.seg.Data)) {
+					return s
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // regions are a batch's allocations in its stream's segment. They hold
 // the segment mapped until finish: from place until the batch's answer
 // is dealt with, or the batch is abandoned with its stream.
 type regions struct {
 	s        *sharedSeg
-	in       int64    // the encoded chunks' span, -1: sent as bytes
-	outs     []int64  // per chunk, -1: none
-	lens     []int64  // per chunk, the output region's length
-	encoded  [][]byte // the request's encoded chunks before place
+	in       int64        // the encoded chunks' span, -1: sent as bytes
+	staged   []*stagedBuf // staged encoded chunks the batch sends in place
+	outs     []int64      // per chunk, -1: none
+	lens     []int64      // per chunk, the output region's length
+	encoded  [][]byte     // the request's encoded chunks before place
 	finished atomic.Bool
 }
 
@@ -255,19 +391,39 @@ func (s *sharedSeg) place(req *codecv1.DecodeRequest, outSizes []int64) *regions
 		return nil
 	}
 	if enc := req.GetEncoded(); len(enc) > 0 && len(req.GetRefs()) == 0 {
+		// Chunks staged in this segment (Client.Stage) go where they
+		// are; the others are copied into one span.
+		shared := make([]*codecv1.SharedRegion, len(enc))
 		var total int64
-		for _, e := range enc {
+		for i, e := range enc {
+			if b := s.stagedAt(e); b != nil {
+				r.staged = append(r.staged, b)
+				shared[i] = &codecv1.SharedRegion{Offset: uint64(b.off), Length: uint64(len(e))}
+				continue
+			}
 			total += int64(len(e))
 		}
-		if r.in = s.alloc(total); r.in >= 0 {
-			shared := make([]*codecv1.SharedRegion, len(enc))
-			off := r.in
-			for i, e := range enc {
-				copy(s.seg.Data[off:], e)
-				shared[i] = &codecv1.SharedRegion{Offset: uint64(off), Length: uint64(len(e))}
-				off += int64(len(e))
+		ok := true
+		if total > 0 {
+			if r.in = s.alloc(total); r.in >= 0 {
+				off := r.in
+				for i, e := range enc {
+					if shared[i] != nil {
+						continue
+					}
+					copy(s.seg.Data[off:], e)
+					shared[i] = &codecv1.SharedRegion{Offset: uint64(off), Length: uint64(len(e))}
+					off += int64(len(e))
+				}
+			} else {
+				ok = false
 			}
+		}
+		if ok {
 			req.Encoded, req.SharedEncoded = nil, shared
+		} else {
+			// The rest does not fit: every chunk goes as bytes.
+			r.unstage()
 		}
 	}
 	req.Outputs = make([]*codecv1.SharedRegion, len(outSizes))
@@ -280,11 +436,25 @@ func (s *sharedSeg) place(req *codecv1.DecodeRequest, outSizes []int64) *regions
 	return r
 }
 
-// freeIn frees the encoded chunks' span: the batch was answered.
+// freeIn frees the encoded chunks' span, and ends the batch's use of
+// the staged chunks it sent: the batch was answered.
 func (r *regions) freeIn() {
 	r.s.free(r.in)
 	r.in = -1
+	r.unstage()
 }
+
+// unstage ends the batch's use of the staged chunks it sent.
+func (r *regions) unstage() {
+	for _, b := range r.staged {
+		r.s.unstage(b)
+	}
+	r.staged = nil
+}
+
+// inPlace reports whether the batch's encoded chunks are all in the
+// segment (a span copied in, or staged).
+func (r *regions) inPlace() bool { return r.in >= 0 || len(r.staged) > 0 }
 
 // done frees a batch's regions not lent on, its answer dealt with, and
 // ends its hold on the segment.
@@ -301,6 +471,11 @@ func (r *regions) done() {
 // abandoned batch: the worker may still write into them); at most once.
 func (r *regions) finish() {
 	if !r.finished.Swap(true) {
+		for _, b := range r.staged {
+			b.abandoned.Store(true)
+			r.s.unstage(b)
+		}
+		r.staged = nil
 		r.s.drop()
 	}
 }

@@ -462,3 +462,140 @@ func TestSharedMemoryRingFull(t *testing.T) {
 		}
 	}
 }
+
+// A batch given regions of a stream's segment whose worker turns out to
+// be draining before the batch is sent goes to another stream, and the
+// regions it was given are freed: the draining stream's ring has all its
+// space back (it would otherwise hold them until the stream ends).
+func TestSharedMemoryDrainingStreamFreesRegions(t *testing.T) {
+	ctx := context.Background()
+	cc := serveWorkerOn(t, "unix")
+	r := remote.New(cc)
+	defer r.Close()
+	sharedClient(t, r, 4<<20, nil, true)
+	spaceBack, restore := remote.DrainAfterPlace()
+	defer restore()
+	s := spec(zstdChain, 256, 256)
+	want := floats(256*256, 9)
+	enc, _ := codecsvc.NewLocal().Encode(ctx, s, []codec.Chunk{{Data: want}})
+	out, err := r.Decode(ctx, s, enc)
+	if err != nil || !bytes.Equal(out[0].Data, want) {
+		t.Fatalf("decode after its stream turned draining: %v", err)
+	}
+	out[0].Release()
+	if !spaceBack() {
+		t.Fatal("the draining stream's segment keeps the regions of a batch never sent on it")
+	}
+}
+
+// Encoded chunks read straight into room Stage lent (as the gateway does
+// from a store in its process) go to the worker where they are, decode to
+// the bytes they hold, and their room comes back once released and
+// answered: many more batches than the segment holds at once run through
+// it. A chunk staged but sent with one that was not is fine too, as is a
+// batch mixing chunks staged on two streams.
+func TestStagedChunksGoInPlace(t *testing.T) {
+	ctx := context.Background()
+	for _, network := range []string{"tcp", "unix"} {
+		cc := serveWorkerOn(t, network)
+		r := remote.New(cc)
+		defer r.Close()
+		sharedClient(t, r, 8<<20, nil, true)
+		s := spec(zstdChain, 256, 256)
+		const n = 4
+		want := make([][]byte, n)
+		enc := make([][]byte, n)
+		for i := range want {
+			want[i] = floats(256*256, float64(i)+0.5)
+			e, err := codecsvc.NewLocal().Encode(ctx, s, []codec.Chunk{{Data: want[i]}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			enc[i] = e[0]
+		}
+		for round := range 40 { // 40 × 4 × (encoded + 256 KiB out) ≫ 8 MiB
+			before := r.StagedChunks()
+			batch := make([][]byte, n)
+			var releases []func()
+			sizes := make([]int64, n)
+			for i, e := range enc {
+				sizes[i] = int64(len(e))
+			}
+			bufs, rels := r.Stage(sizes)
+			for i, e := range enc {
+				var buf []byte
+				var release func()
+				if bufs != nil {
+					buf, release = bufs[i], rels[i]
+				}
+				if buf == nil || (round%5 == 4 && i == 0) {
+					if release != nil {
+						release()
+					}
+					batch[i] = e // not staged: copied as before
+					continue
+				}
+				copy(buf, e)
+				batch[i] = buf
+				releases = append(releases, release)
+			}
+			out, err := r.Decode(ctx, s, batch)
+			for _, rel := range releases {
+				rel()
+			}
+			if err != nil {
+				t.Fatalf("%s round %d: %v", network, round, err)
+			}
+			for i := range out {
+				if !bytes.Equal(out[i].Data, want[i]) {
+					t.Fatalf("%s round %d: chunk %d differs", network, round, i)
+				}
+				out[i].Release()
+			}
+			if got := r.StagedChunks() - before; got != uint64(len(releases)) || got == 0 {
+				t.Fatalf("%s round %d: %d chunks sent in place, %d staged", network, round, got, len(releases))
+			}
+		}
+	}
+}
+
+// A batch of staged chunks whose worker is SIGKILLed while it works on
+// it fails with UNAVAILABLE; its staged room is never freed for reuse
+// (the worker may have been reading it), but once its caller released it
+// the dead stream's segment goes, its memory back in the budget.
+func TestStagedChunksWorkerKilled(t *testing.T) {
+	ctx := context.Background()
+	sock := filepath.Join(t.TempDir(), "w.sock")
+	worker := startWorkerProcess(t, sock)
+	cc, err := rpc.Dial("unix://" + sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	b := membudget.New(1<<30, 0)
+	r := remote.New(cc)
+	defer r.Close()
+	sharedClient(t, r, 4<<20, b, true)
+	block := spec(zstdChain, 13)
+	enc, _ := codecsvc.NewLocal().Encode(ctx, block, []codec.Chunk{{Data: floats(13, 1)}})
+	bufs, rels := r.Stage([]int64{int64(len(enc[0]))})
+	if bufs == nil || bufs[0] == nil {
+		t.Fatal("no room staged")
+	}
+	copy(bufs[0], enc[0])
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Decode(ctx, block, [][]byte{bufs[0]})
+		done <- err
+	}()
+	waitFor(func() bool { _, err := os.Stat(sock + ".started"); return err == nil })
+	if r.StagedChunks() != 1 {
+		t.Fatalf("%d chunks sent in place, want 1", r.StagedChunks())
+	}
+	worker.Process.Kill()
+	if err := <-done; errs.CodeOf(err) != errs.CodeUnavailable {
+		t.Fatalf("batch of a killed worker: %v, want UNAVAILABLE", err)
+	}
+	rels[0]()
+	waitFor(func() bool { return b.InUse() == 0 })
+}

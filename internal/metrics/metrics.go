@@ -378,6 +378,14 @@ func (e *engine) EncodesOwned() bool {
 	return ok && o.EncodesOwned()
 }
 
+// Stage forwards the engine's (codec.Stager), or lends nothing.
+func (e *engine) Stage(sizes []int64) ([][]byte, []func()) {
+	if st, ok := e.Engine.(codec.Stager); ok {
+		return st.Stage(sizes)
+	}
+	return nil, nil
+}
+
 func (e *engine) Remote() bool {
 	r, ok := e.Engine.(interface{ Remote() bool })
 	return ok && r.Remote()

@@ -1,0 +1,248 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zarrgate/zarrgate/codecsvc"
+	"github.com/zarrgate/zarrgate/codecsvc/remote"
+	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/rpc"
+	"github.com/zarrgate/zarrgate/storesvc"
+	"github.com/zarrgate/zarrgate/storesvc/file"
+	"github.com/zarrgate/zarrgate/zarr"
+)
+
+// sharedWorker serves a codec worker on a unix socket and returns a
+// client whose four streams took shared-memory segments of size bytes.
+func sharedWorker(t *testing.T, size int64) *remote.Client {
+	t.Helper()
+	lis, err := net.Listen("unix", filepath.Join(t.TempDir(), "w.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	codecsvc.NewServer(codecsvc.NewLocal()).Register(srv)
+	go srv.Serve(lis)
+	cc, err := rpc.Dial("unix://" + lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := remote.New(cc)
+	t.Cleanup(func() { r.Close(); cc.Close(); srv.Stop() })
+	r.SetSharedMemory(size, nil)
+	s := &ChunkSpec{Shape: []int64{4}, DataType: zarr.MustDataType("uint8"), FillValue: []byte{0},
+		Codecs: []zarr.CodecSpec{{Name: "bytes"}}}
+	for range 4 { // a stream per batch until there are four
+		if _, err := r.Decode(ctx, s, [][]byte{{1, 2, 3, 4}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for { // the offers are answered asynchronously (the test's timeout bounds this)
+		if n, _ := r.SharedStreams(); n == 4 {
+			return r
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Chunks read from a file store go to a codec worker on this host read
+// straight into its shared memory, and ReadSlab gives what the embedded
+// gateway gives: random arrays of real chains (sharded ones, whose inner
+// chunks read as before, and strings among them), written in part,
+// read through random strided selections.
+func TestStagedReadsMatchEmbedded(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 23))
+	store, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := sharedWorker(t, 8<<20)
+	embedded := New(store, codecsvc.NewLocal(), Config{})
+	offloaded := New(store, w, Config{})
+	var sharded, strs int
+	for it := range 60 {
+		c := randCaseFor(r, true)
+		if c.shards != nil {
+			sharded++
+		}
+		if c.dtype == "string" {
+			strs++
+		}
+		path := fmt.Sprintf("a%d", it)
+		ref := c.create(t, embedded, path)
+		sel := randSel(r, c.shape)
+		blocks, _ := ref.blocksFor(r, sel, randValue(r, ref.elem))
+		if _, err := embedded.WriteSlab(ctx, path, sel, nextFrom(blocks)); err != nil {
+			t.Fatalf("case %d %+v: %v", it, c, err)
+		}
+		for range 3 {
+			rsel := randSel(r, c.shape)
+			want, wantVals := readAll(t, embedded, path, rsel, ref.elem)
+			got, gotVals := readAll(t, offloaded, path, rsel, ref.elem)
+			if string(got) != string(want) || !slices.Equal(gotVals, wantVals) {
+				t.Fatalf("case %d %+v: ReadSlab(%v) through shared memory differs\n got %v\nwant %v", it, c, rsel, got, want)
+			}
+		}
+	}
+	if w.StagedChunks() == 0 || sharded == 0 || strs == 0 {
+		t.Fatalf("%d chunks read straight into shared memory, %d sharded cases, %d of strings", w.StagedChunks(), sharded, strs)
+	}
+}
+
+// failingReads is a store read in this process whose values under keys
+// containing bad fail part-way through being read.
+type failingReads struct {
+	storesvc.Store
+	bad string
+}
+
+func (s failingReads) LocalReads() bool { return true }
+
+func (s failingReads) Get(ctx context.Context, key string, r storesvc.ByteRange) (*storesvc.Object, error) {
+	obj, err := s.Store.Get(ctx, key, r)
+	if err == nil && strings.Contains(key, s.bad) {
+		obj.ReadCloser = failingReader{obj.ReadCloser}
+	}
+	return obj, err
+}
+
+type failingReader struct{ io.ReadCloser }
+
+func (failingReader) Read(p []byte) (int, error) {
+	return 0, errs.New(errs.DataLoss, "disk says no")
+}
+
+// A chunk whose read fails part-way fails the read as it does without
+// shared memory, and frees the room it was being read into: many such
+// reads later, chunks still go through the segment.
+func TestStagedReadFailureFreesRoom(t *testing.T) {
+	dir := t.TempDir()
+	store, err := file.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := sharedWorker(t, 1<<20)
+	writer := New(store, codecsvc.NewLocal(), Config{})
+	spec := ArraySpec{Shape: []int64{8, 8192}, DataType: "float32", ChunkShape: []int64{2, 8192},
+		Codecs: json.RawMessage(realChains[0]), FillValue: json.RawMessage("0")}
+	if _, err := writer.CreateArray(ctx, "a", spec); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	block := Block{Origin: []int64{0, 0}, Shape: []int64{8, 8192}, Data: make([]byte, 8*8192*4)}
+	for i := range block.Data {
+		block.Data[i] = byte(r.IntN(256)) // incompressible: 64 KiB encoded chunks
+	}
+	if _, err := writer.WriteSlab(ctx, "a", []zarr.Range{{Start: 0, Stop: 8, Step: 1}, {Start: 0, Stop: 8192, Step: 1}}, nextFrom([]Block{block})); err != nil {
+		t.Fatal(err)
+	}
+	all := []zarr.Range{{Start: 0, Stop: 8, Step: 1}, {Start: 0, Stop: 8192, Step: 1}}
+	failing := failingReads{Store: store, bad: "/c/2/"}
+	embedded := New(failing, codecsvc.NewLocal(), Config{})
+	offloaded := New(failing, w, Config{})
+	_, wantErr := readSlabErr(embedded, "a", all)
+	if wantErr == nil {
+		t.Fatal("the failing chunk read without error")
+	}
+	for range 40 { // 40 × 64 KiB ≫ 1 MiB
+		if _, err := readSlabErr(offloaded, "a", all); errs.CodeOf(err) != errs.CodeOf(wantErr) {
+			t.Fatalf("offloaded read of a failing chunk: %v, want %v", err, wantErr)
+		}
+	}
+	before := w.StagedChunks()
+	ok := New(store, w, Config{})
+	if _, err := readSlabErr(ok, "a", all); err != nil {
+		t.Fatal(err)
+	}
+	if w.StagedChunks() == before {
+		t.Fatal("no chunk read into shared memory after reads that failed: their room was not freed")
+	}
+}
+
+// readSlabErr reads sel of path, returning its bytes or the error.
+func readSlabErr(g *Gateway, path string, sel []zarr.Range) ([]byte, error) {
+	var out []byte
+	err := g.ReadSlab(ctx, path, sel, func(SlabInfo) error { return nil }, func(b Block) error {
+		out = append(out, b.Data...)
+		return nil
+	})
+	if err != nil && errors.Is(err, context.Canceled) {
+		return nil, err
+	}
+	return out, err
+}
+
+// ReadSlab, whose caller may keep the blocks, gives back the room of
+// chunks decoded into a codec worker's shared memory (the caller gets a
+// copy): many reads of more than the segments hold still decode through
+// shared memory. (ReadSlab dropped such blocks, as it does pooled
+// buffers, which left their regions taken for good: once the segments
+// were full, every chunk went as bytes.)
+func TestReadSlabGivesSharedMemoryBack(t *testing.T) {
+	store, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := sharedWorker(t, 1<<20)
+	writer := New(store, codecsvc.NewLocal(), Config{})
+	spec := ArraySpec{Shape: []int64{8, 8192}, DataType: "float32", ChunkShape: []int64{2, 8192},
+		Codecs: json.RawMessage(realChains[0]), FillValue: json.RawMessage("0")}
+	if _, err := writer.CreateArray(ctx, "a", spec); err != nil {
+		t.Fatal(err)
+	}
+	all := []zarr.Range{{Start: 0, Stop: 8, Step: 1}, {Start: 0, Stop: 8192, Step: 1}}
+	block := Block{Origin: []int64{0, 0}, Shape: []int64{8, 8192}, Data: make([]byte, 8*8192*4)}
+	for i := range block.Data {
+		block.Data[i] = byte(i / 5)
+	}
+	if _, err := writer.WriteSlab(ctx, "a", all, nextFrom([]Block{block})); err != nil {
+		t.Fatal(err)
+	}
+	// b holds other bytes, read after a's blocks were kept.
+	if _, err := writer.CreateArray(ctx, "b", spec); err != nil {
+		t.Fatal(err)
+	}
+	other := Block{Origin: block.Origin, Shape: block.Shape, Data: make([]byte, len(block.Data))}
+	for i := range other.Data {
+		other.Data[i] = byte(i / 3)
+	}
+	if _, err := writer.WriteSlab(ctx, "b", all, nextFrom([]Block{other})); err != nil {
+		t.Fatal(err)
+	}
+	g := New(store, w, Config{})
+	// Blocks a caller keeps past emit stay its own.
+	var kept, want [][]byte
+	if err := g.ReadSlab(ctx, "a", all, func(SlabInfo) error { return nil }, func(b Block) error {
+		kept, want = append(kept, b.Data), append(want, slices.Clone(b.Data))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 40 { // 40 × 4 × 64 KiB decoded ≫ 4 × 1 MiB
+		_, before := w.SharedStreams()
+		got, _ := readAll(t, g, "b", all, 4)
+		if string(got) != string(other.Data) {
+			t.Fatalf("round %d: read differs", round)
+		}
+		if _, after := w.SharedStreams(); after-before != 4 {
+			t.Fatalf("round %d: %d of 4 chunks through shared memory", round, after-before)
+		}
+	}
+	for i := range kept {
+		if string(kept[i]) != string(want[i]) {
+			t.Fatal("a block kept after its read changed")
+		}
+	}
+}
