@@ -173,25 +173,23 @@ type readTask struct {
 // ReadSlab reads the hyperslab sel (nil: the whole array) of the array at
 // path. It calls start once with the slab's shape, then emit for each block,
 // from the calling goroutine, in no particular order; the blocks tile the
-// slab exactly. Chunks are fetched and decoded in parallel, at most
+// slab exactly. A block's data is valid until emit returns: emit copies
+// what it keeps. Chunks are fetched and decoded in parallel, at most
 // Config.Parallelism at once, and a slow emit holds the workers back rather
 // than letting blocks pile up: memory stays bounded whatever the slab's
 // size. Cancelling ctx, or an error from emit, stops all work.
 func (g *Gateway) ReadSlab(ctx context.Context, path string, sel []zarr.Range, start func(SlabInfo) error, emit func(Block) error) error {
 	return g.ReadSlabTo(ctx, path, sel, start, nil, func(b Block) error {
-		// The caller may keep the data, but the memory it stands for is
-		// the caller's from here on. A buffer that must be given back (a
-		// decoded chunk lent from a codec worker's shared memory, whose
-		// room the segment needs again; a pooled buffer) is copied and
-		// given back first.
-		if b.release != nil {
-			if b.Data != nil {
-				b.Data = append([]byte(nil), b.Data...)
-			}
-			b.release()
-			b.release = nil
-		}
+		// The data is emit's until it returns; then its buffer is given
+		// back (a decoded chunk lent from a codec worker's shared memory,
+		// whose room the segment needs again; a pooled buffer) with the
+		// memory it stands for.
+		release := b.release
+		b.release = nil
 		err := emit(b)
+		if release != nil {
+			release()
+		}
 		if b.held != nil {
 			b.held()
 		}
