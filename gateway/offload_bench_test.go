@@ -88,8 +88,11 @@ func BenchmarkReadSlabOffloadOverhead(b *testing.B) {
 				for range 3 {
 					read(offloaded)
 				}
-				for shared {
-					if a, _ := w.SharedStreams(); a == 4 { // remote.New's streams
+				// Streams open as load asks, up to 4 (remote.New's): give
+				// them a few reads to, but not forever (shm-chunks/chunk
+				// says how many chunks went through shared memory).
+				for i := 0; shared && i < 50; i++ {
+					if a, _ := w.SharedStreams(); a == 4 {
 						break
 					}
 					read(offloaded)
