@@ -90,8 +90,10 @@ func (g *Gateway) readStaged(ctx context.Context, reqs []storesvc.KeyRange, max 
 		if objs[i] == nil {
 			return nil
 		}
-		_, err := io.ReadFull(objs[i], bufs[i])
-		return err
+		if _, err := io.ReadFull(objs[i], bufs[i]); err != nil {
+			return errs.Wrap(errs.DataLoss, err, "get %q: read %d bytes", reqs[i].Key, len(bufs[i]))
+		}
+		return nil
 	}
 	if len(reqs) == 1 {
 		err = read(0)
