@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"regexp"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -62,6 +63,16 @@ func unmap(b []byte) error { return syscall.Munmap(b) }
 func openSegment(path string, write bool) (*os.File, error) {
 	mode := os.O_RDONLY
 	if write {
+		// Opened read-write only if it names a memory file: a descriptor
+		// of some process that leads to a device or a FIFO is not even
+		// opened (opening some devices acts). What it is, is checked
+		// again once open (anonymous).
+		if !procFD.MatchString(path) {
+			return nil, errors.New("not a process's file descriptor (/proc/<pid>/fd/<n>)")
+		}
+		if to, err := os.Readlink(path); err != nil || !strings.HasPrefix(to, "/memfd:") {
+			return nil, fmt.Errorf("not a memory file (%q)", to)
+		}
 		mode = os.O_RDWR
 	}
 	return os.OpenFile(path, mode|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)

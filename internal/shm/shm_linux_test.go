@@ -3,6 +3,8 @@ package shm
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -130,6 +132,26 @@ func TestAttachWritableOnlyMemoryFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.Close()
+	}
+	// A descriptor that leads to a device or a FIFO is not even opened
+	// read-write: refused on where it leads, before the open.
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{os.DevNull, fifo} {
+		f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		path := fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), f.Fd())
+		if m, err := AttachWritable(path, 1<<16, seg.Token); err == nil {
+			m.Close()
+			t.Errorf("%s (%s) attached read-write", path, name)
+		} else if !strings.Contains(err.Error(), "not a memory file") {
+			t.Errorf("%s (%s): %v, want it refused before it is opened (not a memory file)", path, name, err)
+		}
 	}
 }
 
