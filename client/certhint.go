@@ -27,9 +27,13 @@ import (
 // missingCertMessage is the message of such calls.
 const missingCertMessage = "the server requires a client certificate (mTLS) and none was presented: give one (client.LoadTLS with certFile and keyFile; zarrgate's --tls-cert and --tls-key, or ZARRGATE_TLS_CERT and ZARRGATE_TLS_KEY)"
 
-// certHint follows the last connection's handshake.
+// certHint follows the last connection whose handshake completed. (Not
+// the one under way: gRPC reconnects at once after a refused connection,
+// and a call that failed on it must still be explained while the next
+// handshake runs.)
 type certHint struct {
 	mu       sync.Mutex
+	pending  bool // the handshake under way was asked for a certificate
 	asked    bool // the server asked for a certificate and none was sent
 	accepted bool // the server then sent data: it took the connection
 }
@@ -44,7 +48,7 @@ func (h *certHint) credentials(cfg *tls.Config) credentials.TransportCredentials
 	cfg = cfg.Clone()
 	cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 		h.mu.Lock()
-		h.asked = true
+		h.pending = true
 		h.mu.Unlock()
 		return &tls.Certificate{}, nil // no certificate, as without this function
 	}
@@ -66,12 +70,15 @@ type hintCreds struct {
 
 func (c *hintCreds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	c.h.mu.Lock()
-	c.h.asked, c.h.accepted = false, false
+	c.h.pending = false
 	c.h.mu.Unlock()
 	conn, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, raw)
 	if err != nil {
 		return conn, info, err
 	}
+	c.h.mu.Lock()
+	c.h.asked, c.h.accepted = c.h.pending, false
+	c.h.mu.Unlock()
 	return &hintConn{Conn: conn, h: c.h}, info, nil
 }
 
@@ -100,8 +107,7 @@ func (c *hintConn) Read(p []byte) (int, error) {
 // explain replaces the error of a call that failed on a connection the
 // server refused for want of a client certificate.
 // The server's alert itself, when the transport got to read it, says so
-// too: that is checked as well, since a reconnection that began after the
-// failure may already have reset the hint.
+// too: that is checked as well.
 func (h *certHint) explain(err error) error {
 	if err == nil || status.Code(err) != codes.Unavailable {
 		return err
