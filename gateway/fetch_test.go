@@ -97,31 +97,7 @@ func TestWorkerFetchMatchesEmbedded(t *testing.T) {
 	w := fetchingWorker(t, store, &keys)
 	embedded := New(store, codecsvc.NewLocal(), Config{})
 	fetching := New(store, w, Config{WorkerFetch: true})
-	var sharded, strings int
-	for it := range 90 {
-		c := randCaseFor(r, true)
-		if c.shards != nil {
-			sharded++
-		}
-		if c.dtype == "string" {
-			strings++
-		}
-		path := fmt.Sprintf("a%d", it)
-		ref := c.create(t, embedded, path)
-		sel := randSel(r, c.shape)
-		blocks, _ := ref.blocksFor(r, sel, randValue(r, ref.elem))
-		if _, err := embedded.WriteSlab(ctx, path, sel, nextFrom(blocks)); err != nil {
-			t.Fatalf("case %d %+v: %v", it, c, err)
-		}
-		for range 3 {
-			rsel := randSel(r, c.shape)
-			want, wantVals := readAll(t, embedded, path, rsel, ref.elem)
-			got, gotVals := readAll(t, fetching, path, rsel, ref.elem)
-			if string(got) != string(want) || !slices.Equal(gotVals, wantVals) {
-				t.Fatalf("case %d %+v: ReadSlab(%v) through worker-fetch differs\n got %v\nwant %v", it, c, rsel, got, want)
-			}
-		}
-	}
+	sharded, strings := matchEmbedded(t, r, 90, embedded, fetching, "worker-fetch")
 	if keys.Load() == 0 || sharded == 0 || strings == 0 {
 		t.Fatalf("%d chunks fetched by the worker, %d sharded cases, %d of strings", keys.Load(), sharded, strings)
 	}
@@ -306,4 +282,38 @@ func TestAutoWorkerFetch(t *testing.T) {
 			t.Errorf("%s: %d keys fetched by the worker in %d batches, want worker-fetch %v", c.name, keys.Load()-k0, auto.Fetched()-f0, c.fetch)
 		}
 	}
+}
+
+// matchEmbedded writes n random arrays of real chains (sharded ones and
+// strings among them) in part through embedded, reads each back through
+// random strided selections with both gateways, and fails unless other
+// (reading via how) gives what embedded gives. It returns how many cases
+// were sharded and of strings.
+func matchEmbedded(t *testing.T, r *rand.Rand, n int, embedded, other *Gateway, how string) (sharded, strs int) {
+	t.Helper()
+	for it := range n {
+		c := randCaseFor(r, true)
+		if c.shards != nil {
+			sharded++
+		}
+		if c.dtype == "string" {
+			strs++
+		}
+		path := fmt.Sprintf("a%d", it)
+		ref := c.create(t, embedded, path)
+		sel := randSel(r, c.shape)
+		blocks, _ := ref.blocksFor(r, sel, randValue(r, ref.elem))
+		if _, err := embedded.WriteSlab(ctx, path, sel, nextFrom(blocks)); err != nil {
+			t.Fatalf("case %d %+v: %v", it, c, err)
+		}
+		for range 3 {
+			rsel := randSel(r, c.shape)
+			want, wantVals := readAll(t, embedded, path, rsel, ref.elem)
+			got, gotVals := readAll(t, other, path, rsel, ref.elem)
+			if string(got) != string(want) || !slices.Equal(gotVals, wantVals) {
+				t.Fatalf("case %d %+v: ReadSlab(%v) through %s differs\n got %v\nwant %v", it, c, rsel, how, got, want)
+			}
+		}
+	}
+	return sharded, strs
 }

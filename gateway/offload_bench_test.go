@@ -79,7 +79,7 @@ func BenchmarkReadSlabOffloadOverhead(b *testing.B) {
 				name += "-shm"
 			}
 			b.Run(name, func(b *testing.B) {
-				w := benchWorker(b, network)
+				w := localWorker(b, network)
 				if shared {
 					w.SetSharedMemory(remote.DefaultSharedMemoryBytes, nil)
 				}
@@ -115,16 +115,16 @@ func BenchmarkReadSlabOffloadOverhead(b *testing.B) {
 	}
 }
 
-// benchWorker serves a codec worker in this process on loopback TCP or a
+// localWorker serves a codec worker in this process on loopback TCP or a
 // unix socket.
-func benchWorker(b *testing.B, network string) *remote.Client {
+func localWorker(tb testing.TB, network string) *remote.Client {
 	addr := "127.0.0.1:0"
 	if network == "unix" {
-		addr = filepath.Join(b.TempDir(), "w.sock")
+		addr = filepath.Join(tb.TempDir(), "w.sock")
 	}
 	lis, err := net.Listen(network, addr)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	codecsvc.NewServer(codecsvc.NewLocal()).Register(srv)
@@ -135,10 +135,10 @@ func benchWorker(b *testing.B, network string) *remote.Client {
 	}
 	cc, err := rpc.Dial(target)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	w := remote.New(cc)
-	b.Cleanup(func() { w.Close(); cc.Close(); srv.Stop() })
+	tb.Cleanup(func() { w.Close(); cc.Close(); srv.Stop() })
 	return w
 }
 

@@ -4,13 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
-	"net"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +13,6 @@ import (
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/codecsvc/remote"
 	"github.com/zarrgate/zarrgate/errs"
-	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/file"
 	"github.com/zarrgate/zarrgate/zarr"
@@ -28,19 +22,7 @@ import (
 // client whose four streams took shared-memory segments of size bytes.
 func sharedWorker(t *testing.T, size int64) *remote.Client {
 	t.Helper()
-	lis, err := net.Listen("unix", filepath.Join(t.TempDir(), "w.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	codecsvc.NewServer(codecsvc.NewLocal()).Register(srv)
-	go srv.Serve(lis)
-	cc, err := rpc.Dial("unix://" + lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := remote.New(cc)
-	t.Cleanup(func() { r.Close(); cc.Close(); srv.Stop() })
+	r := localWorker(t, "unix")
 	r.SetSharedMemory(size, nil)
 	s := &ChunkSpec{Shape: []int64{4}, DataType: zarr.MustDataType("uint8"), FillValue: []byte{0},
 		Codecs: []zarr.CodecSpec{{Name: "bytes"}}}
@@ -71,31 +53,7 @@ func TestStagedReadsMatchEmbedded(t *testing.T) {
 	w := sharedWorker(t, 8<<20)
 	embedded := New(store, codecsvc.NewLocal(), Config{})
 	offloaded := New(store, w, Config{})
-	var sharded, strs int
-	for it := range 60 {
-		c := randCaseFor(r, true)
-		if c.shards != nil {
-			sharded++
-		}
-		if c.dtype == "string" {
-			strs++
-		}
-		path := fmt.Sprintf("a%d", it)
-		ref := c.create(t, embedded, path)
-		sel := randSel(r, c.shape)
-		blocks, _ := ref.blocksFor(r, sel, randValue(r, ref.elem))
-		if _, err := embedded.WriteSlab(ctx, path, sel, nextFrom(blocks)); err != nil {
-			t.Fatalf("case %d %+v: %v", it, c, err)
-		}
-		for range 3 {
-			rsel := randSel(r, c.shape)
-			want, wantVals := readAll(t, embedded, path, rsel, ref.elem)
-			got, gotVals := readAll(t, offloaded, path, rsel, ref.elem)
-			if string(got) != string(want) || !slices.Equal(gotVals, wantVals) {
-				t.Fatalf("case %d %+v: ReadSlab(%v) through shared memory differs\n got %v\nwant %v", it, c, rsel, got, want)
-			}
-		}
-	}
+	sharded, strs := matchEmbedded(t, r, 60, embedded, offloaded, "shared memory")
 	if w.StagedChunks() == 0 || sharded == 0 || strs == 0 {
 		t.Fatalf("%d chunks read straight into shared memory, %d sharded cases, %d of strings", w.StagedChunks(), sharded, strs)
 	}
