@@ -57,19 +57,24 @@ func (g *Gateway) readStaged(ctx context.Context, reqs []storesvc.KeyRange, max 
 		}
 	}()
 	sizes := make([]int64, len(reqs))
-	for i, r := range reqs {
-		obj, err := g.store.Get(ctx, r.Key, r.Range)
+	open := func(i int) error {
+		obj, err := g.store.Get(ctx, reqs[i].Key, reqs[i].Range)
 		switch {
 		case errors.Is(err, storesvc.ErrNotFound):
-			continue
+			return nil
 		case err != nil:
-			return nil, nil, err
+			return err
 		}
 		objs[i] = obj
 		if max > 0 && obj.Length > max {
-			return nil, nil, errs.New(errs.DataLoss, "%q holds %d bytes, more than any value stored there can (%d)", r.Key, obj.Length, max)
+			return errs.New(errs.DataLoss, "%q holds %d bytes, more than any value stored there can (%d)", reqs[i].Key, obj.Length, max)
 		}
 		sizes[i] = obj.Length
+		return nil
+	}
+	// Opened side by side, as they are then read.
+	if err := eachOf(len(reqs), open); err != nil {
+		return nil, nil, err
 	}
 	bufs, release := st.Stage(sizes)
 	if bufs == nil {
@@ -95,17 +100,7 @@ func (g *Gateway) readStaged(ctx context.Context, reqs []storesvc.KeyRange, max 
 		}
 		return nil
 	}
-	if len(reqs) == 1 {
-		err = read(0)
-	} else {
-		var eg errgroup.Group
-		eg.SetLimit(readStagedFanout)
-		for i := range reqs {
-			eg.Go(func() error { return read(i) })
-		}
-		err = eg.Wait()
-	}
-	if err != nil {
+	if err = eachOf(len(reqs), read); err != nil {
 		for _, free := range release {
 			if free != nil {
 				free()
@@ -114,4 +109,18 @@ func (g *Gateway) readStaged(ctx context.Context, reqs []storesvc.KeyRange, max 
 		return nil, nil, err
 	}
 	return out, release, nil
+}
+
+// eachOf runs f for 0..n-1, readStagedFanout at a time, and returns the
+// first error.
+func eachOf(n int, f func(int) error) error {
+	if n == 1 {
+		return f(0)
+	}
+	var eg errgroup.Group
+	eg.SetLimit(readStagedFanout)
+	for i := range n {
+		eg.Go(func() error { return f(i) })
+	}
+	return eg.Wait()
 }
