@@ -226,6 +226,25 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// killableShared starts a codec worker process on a unix socket (sock)
+// and returns it and a client whose four streams took segments of 4 MiB,
+// reserved against b.
+func killableShared(t *testing.T) (worker *exec.Cmd, sock string, r *remote.Client, b *membudget.Budget) {
+	t.Helper()
+	sock = filepath.Join(t.TempDir(), "w.sock")
+	worker = startWorkerProcess(t, sock)
+	cc, err := rpc.Dial("unix://" + sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	b = membudget.New(1<<30, 0)
+	r = remote.New(cc)
+	t.Cleanup(func() { r.Close() })
+	sharedClient(t, r, 4<<20, b, true)
+	return worker, sock, r, b
+}
+
 // startWorkerProcess runs this test binary as a codec worker on a unix
 // socket at sock, waits for it to listen, and returns it.
 func startWorkerProcess(t *testing.T, sock string) *exec.Cmd {
@@ -261,17 +280,7 @@ func waitFor(cond func() bool) {
 // get new segments and decode through them.
 func TestSharedMemoryWorkerKilledMidBatch(t *testing.T) {
 	ctx := context.Background()
-	sock := filepath.Join(t.TempDir(), "w.sock")
-	worker := startWorkerProcess(t, sock)
-	cc, err := rpc.Dial("unix://" + sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	b := membudget.New(1<<30, 0)
-	r := remote.New(cc)
-	defer r.Close()
-	sharedClient(t, r, 4<<20, b, true)
+	worker, sock, r, b := killableShared(t)
 	if b.InUse() != 4*(4<<20) {
 		t.Fatalf("4 segments of 4 MiB: %d bytes reserved", b.InUse())
 	}
@@ -565,17 +574,7 @@ func TestStagedChunksGoInPlace(t *testing.T) {
 // the dead stream's segment goes, its memory back in the budget.
 func TestStagedChunksWorkerKilled(t *testing.T) {
 	ctx := context.Background()
-	sock := filepath.Join(t.TempDir(), "w.sock")
-	worker := startWorkerProcess(t, sock)
-	cc, err := rpc.Dial("unix://" + sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	b := membudget.New(1<<30, 0)
-	r := remote.New(cc)
-	defer r.Close()
-	sharedClient(t, r, 4<<20, b, true)
+	worker, sock, r, b := killableShared(t)
 	block := spec(zstdChain, 13)
 	enc, _ := codecsvc.NewLocal().Encode(ctx, block, []codec.Chunk{{Data: floats(13, 1)}})
 	bufs, rels := r.Stage([]int64{int64(len(enc[0]))})
