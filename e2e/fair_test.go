@@ -256,9 +256,11 @@ func TestFairSmallReadsBesideSlab(t *testing.T) {
 // trace (runtime/trace, 2 s from its admin endpoint) is saved there during
 // the first round alone (solo.trace) and the first beside the slab
 // (loaded.trace): `go tool trace -pprof=sched loaded.trace` is where its
-// goroutines waited, runnable, for a processor.
+// goroutines waited, runnable, for a processor. $ZARRGATE_FAIR_SERVE_ARGS
+// adds flags to the server's (`--background-nice 0`, to compare).
 func BenchmarkFairSmallReadsBesideSlab(b *testing.B) {
 	args := []string{"--log-level", "debug", "--log-format", "json"}
+	args = append(args, strings.Fields(os.Getenv("ZARRGATE_FAIR_SERVE_ARGS"))...)
 	traceDir := os.Getenv("ZARRGATE_FAIR_TRACE")
 	var admin string
 	if traceDir != "" {

@@ -51,6 +51,13 @@ type Config struct {
 	// at once. Default 4 × GOMAXPROCS. A WriteSlab has up to
 	// max(Parallelism, 32) chunks being stored at once (flushDepth).
 	Parallelism int
+	// BackgroundNice is how much lower than the process's the scheduling
+	// priority (nice value) of a ReadSlab's chunk workers is while the
+	// call shares the gateway with other calls and decodes in this
+	// process, so that the kernel runs the other calls' threads first
+	// when they wake (fair.go; Linux only). Default 10; negative: never
+	// lowered.
+	BackgroundNice int
 	// MaxWriteAttempts bounds the read-modify-write retries of one chunk
 	// under contention. Default 64.
 	MaxWriteAttempts int
@@ -110,6 +117,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Parallelism == 0 {
 		c.Parallelism = 4 * runtime.GOMAXPROCS(0)
+	}
+	if c.BackgroundNice == 0 {
+		c.BackgroundNice = 10
 	}
 	if c.MaxWriteAttempts == 0 {
 		c.MaxWriteAttempts = 64

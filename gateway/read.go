@@ -305,7 +305,14 @@ func (g *Gateway) ReadSlabTo(ctx context.Context, path string, sel []zarr.Range,
 	}
 	for range g.cfg.Parallelism {
 		eg.Go(func() error {
+			// Sharing the gateway, the worker's decodes run on a
+			// thread of lower priority (lowerPriority), which ends
+			// with the worker.
+			tried := g.cfg.BackgroundNice <= 0 || !g.inProcess
 			for batch := range tasks {
+				if !tried && call.shared() {
+					tried = !lowerPriority(g.cfg.BackgroundNice)
+				}
 				if err := g.readBatch(ectx, l, mem, batch, sink, out); err != nil {
 					return err
 				}

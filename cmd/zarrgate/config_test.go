@@ -145,23 +145,23 @@ func TestGatewayFlagsConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	def, _ := gcfg(logger)
-	if def.MetadataTTL != 2*time.Second || def.Parallelism != 0 || def.MaxWriteAttempts != 64 || def.MaxSharedReads != 4 ||
+	if def.MetadataTTL != 2*time.Second || def.Parallelism != 0 || def.BackgroundNice != 10 || def.MaxWriteAttempts != 64 || def.MaxSharedReads != 4 ||
 		def.SharedMemoryBytes != 32<<20 || !def.SharedMemory || def.WriteBufferBytes != 256<<20 || def.SpillDir != "" ||
 		def.MaxSlabBytes != 64<<30 || def.MaxSlabChunks != 1<<20 || def.Budget.Limit() != 1<<30 {
 		t.Errorf("defaults: %+v", def)
 	}
 	fs = newFlags("serve", io.Discard)
 	gcfg = gatewayFlags(fs)
-	if err := parseFlags(fs, []string{"--memory-limit", "1GiB", "--metadata-ttl", "0", "--parallelism", "3", "--max-write-attempts", "5",
+	if err := parseFlags(fs, []string{"--memory-limit", "1GiB", "--metadata-ttl", "0", "--parallelism", "3", "--background-nice", "0", "--max-write-attempts", "5",
 		"--max-shared-reads", "2", "--shared-memory-bytes", "4MiB", "--spill-dir", "/s", "--write-buffer-bytes", "1MiB"}); err != nil {
 		t.Fatal(err)
 	}
 	c, _ := gcfg(logger)
-	if c.MetadataTTL >= 0 || c.Parallelism != 3 || c.MaxWriteAttempts != 5 || c.MaxSharedReads != 2 ||
+	if c.MetadataTTL >= 0 || c.Parallelism != 3 || c.BackgroundNice >= 0 || c.MaxWriteAttempts != 5 || c.MaxSharedReads != 2 ||
 		c.SharedMemoryBytes != 4<<20 || c.SpillDir != "/s" || c.WriteBufferBytes != 1<<20 {
 		t.Errorf("set: %+v", c)
 	}
-	for _, args := range [][]string{{"--metadata-ttl", "-1s"}, {"--parallelism", "-1"}, {"--max-write-attempts", "0"}, {"--max-shared-reads", "0"}, {"--max-slab-chunks", "0"}} {
+	for _, args := range [][]string{{"--metadata-ttl", "-1s"}, {"--parallelism", "-1"}, {"--background-nice", "-1"}, {"--background-nice", "20"}, {"--max-write-attempts", "0"}, {"--max-shared-reads", "0"}, {"--max-slab-chunks", "0"}} {
 		fs := newFlags("serve", io.Discard)
 		gatewayFlags(fs)
 		if err := parseFlags(fs, args); !errors.As(err, new(usageError)) {

@@ -87,6 +87,7 @@ func gatewayFlags(fs *flag.FlagSet) func(*slog.Logger) (gateway.Config, codec.Li
 	spill := fs.String("spill-dir", "", "directory for partial chunks of large WriteSlabs (default: the system's temporary directory)")
 	ttl := fs.Duration("metadata-ttl", 2*time.Second, "how long node metadata and shard indexes are cached: writes through other gateways are seen after at most this long; 0: no caching")
 	parallel := fs.Int("parallelism", 0, "chunks one call fetches and decodes (or encodes) at once; a WriteSlab stores up to 32 (or this many, if more) at once; 0: 4 × the CPUs Go uses (GOMAXPROCS)")
+	nice := fs.Int("background-nice", 10, "while a ReadSlab shares the gateway with other calls, run its chunk decodes on threads this much lower in priority (nice value, Linux), so that the other calls' work runs first; 0: never lowered")
 	attempts := fs.Int("max-write-attempts", 64, "most read-modify-write attempts of one chunk or shard under contention by other writers before the write fails with ABORTED")
 	afterParse(fs, func() error {
 		switch {
@@ -98,6 +99,8 @@ func gatewayFlags(fs *flag.FlagSet) func(*slog.Logger) (gateway.Config, codec.Li
 			return usageError{fmt.Errorf("--metadata-ttl %v: want 0 (no caching) or a positive duration", *ttl)}
 		case *parallel < 0:
 			return usageError{fmt.Errorf("--parallelism %d: want 0 (the default) or more", *parallel)}
+		case *nice < 0 || *nice > 19:
+			return usageError{fmt.Errorf("--background-nice %d: want 0 (off) to 19", *nice)}
 		case *attempts <= 0:
 			return usageError{fmt.Errorf("--max-write-attempts %d: want 1 or more", *attempts)}
 		}
@@ -109,13 +112,17 @@ func gatewayFlags(fs *flag.FlagSet) func(*slog.Logger) (gateway.Config, codec.Li
 		if cacheTTL == 0 {
 			cacheTTL = -1 // gateway.Config: negative is no caching, zero the default
 		}
+		background := *nice
+		if background == 0 {
+			background = -1 // gateway.Config: negative is off, zero the default
+		}
 		return gateway.Config{
 			MetadataTTL:  cacheTTL,
 			SharedMemory: *shared, SharedMemoryBytes: *size, MaxSharedReads: *sharedReads,
 			Budget:        budget(logger),
 			MaxChunkBytes: lim.MaxChunkBytes, MaxVariableBytes: lim.MaxVariableBytes,
 			MaxSlabBytes: *maxSlab, MaxSlabChunks: *maxChunks,
-			Parallelism: *parallel, MaxWriteAttempts: *attempts,
+			Parallelism: *parallel, BackgroundNice: background, MaxWriteAttempts: *attempts,
 			WriteBufferBytes: *writeBuf, SpillDir: *spill,
 		}, lim
 	}

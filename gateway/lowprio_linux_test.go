@@ -1,0 +1,123 @@
+package gateway
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zarrgate/zarrgate/codecsvc"
+	"github.com/zarrgate/zarrgate/storesvc/memory"
+	"github.com/zarrgate/zarrgate/zarr"
+)
+
+// threadNices counts this process's threads by nice value
+// (/proc/self/task/*/stat, field 19).
+func threadNices(t *testing.T) map[int]int {
+	t.Helper()
+	stats, err := filepath.Glob("/proc/self/task/*/stat")
+	if err != nil || len(stats) == 0 {
+		t.Fatalf("no threads under /proc/self/task: %v", err)
+	}
+	nices := map[int]int{}
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended
+		}
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // from field 3, the state
+		n, err := strconv.Atoi(fields[19-3])
+		if err != nil {
+			t.Fatalf("%s: nice %q: %v", f, fields[19-3], err)
+		}
+		nices[n]++
+	}
+	return nices
+}
+
+// TestSharedWorkersRunLowered checks Config.BackgroundNice: a ReadSlab's
+// chunk workers run on threads BackgroundNice above the process's nice
+// value while the call shares the gateway, and only then; once the read
+// ends, no thread of lowered priority is left to run other goroutines.
+func TestSharedWorkersRunLowered(t *testing.T) {
+	base := threadNices(t)
+	if len(base) != 1 {
+		t.Fatalf("threads of several nice values before the test: %v", base)
+	}
+	var nice int
+	for n := range base {
+		nice = n
+	}
+	const lower, rows = 7, 256
+	if nice+lower > 19 {
+		t.Fatalf("the test runs at nice %d: no room to lower a thread's priority by %d", nice, lower)
+	}
+	for _, c := range []struct {
+		name       string
+		background int // Config.BackgroundNice
+		shared     bool
+		want       bool // threads at nice+lower while the read runs
+	}{
+		{"sharing", lower, true, true},
+		{"alone", lower, false, false},
+		{"sharing, lowering off", -1, true, false},
+	} {
+		g := New(memory.New(), codecsvc.NewLocal(), Config{Parallelism: 4, BackgroundNice: c.background})
+		if _, err := g.CreateArray(ctx, "a", ArraySpec{Shape: []int64{rows, 256}, DataType: "uint8", ChunkShape: []int64{1, 256}, Codecs: json.RawMessage(zstdBytes)}); err != nil {
+			t.Fatal(err)
+		}
+		data := make([]byte, rows*256)
+		for i := range data {
+			data[i] = byte(i * 7 / 5)
+		}
+		if _, err := g.WriteSlab(ctx, "a", nil, nextFrom([]Block{{Origin: []int64{0, 0}, Shape: []int64{rows, 256}, Data: data}})); err != nil {
+			t.Fatal(err)
+		}
+		var other *call
+		if c.shared {
+			other = g.sched.begin(true)
+		}
+		lowered := 0
+		got := make([]byte, len(data))
+		err := g.ReadSlab(ctx, "a", []zarr.Range{{Start: 0, Stop: rows, Step: 1}, {Start: 0, Stop: 256, Step: 1}}, func(SlabInfo) error { return nil }, func(b Block) error {
+			// The workers that started a batch hold their threads
+			// meanwhile. (A worker on the process's main thread
+			// does not lower it, and tries again at its next
+			// batch: the test reads 32 batches.)
+			lowered = max(lowered, threadNices(t)[nice+lower])
+			copy(got[b.Origin[0]*256:], b.Data)
+			return nil
+		})
+		if other != nil {
+			other.end()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(data) {
+			t.Fatalf("%s: the slab read differs from what was written", c.name)
+		}
+		if c.want && (lowered == 0 || lowered > 4) {
+			t.Errorf("%s: %d threads at nice %d during the read, want 1 to 4 (its workers')", c.name, lowered, nice+lower)
+		}
+		if !c.want && lowered != 0 {
+			t.Errorf("%s: %d threads at nice %d during the read, want none", c.name, lowered, nice+lower)
+		}
+		// The workers have ended, and their threads with them.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			n := threadNices(t)
+			if len(n) == 1 && n[nice] > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: after the read, threads by nice value %v: lowered threads were left behind", c.name, n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
