@@ -33,9 +33,13 @@ func procCPU(b *testing.B, pid int) time.Duration {
 // the limit: every worker runs with --inject-latency 20ms (a codec worker
 // takes 20 ms per batch, a store worker 20 ms per call, one at a time), so
 // one worker serves 50 batches of 8 chunks a second whatever the cores.
-// The array is small zstd chunks (64×64 float32, 16 KiB; 2048×2048, 16
-// MiB, 1024 chunks), so that the CPU each chunk costs stays small beside
-// the injected latency; the gateway runs with --parallelism 64, enough
+// The array is small zstd chunks (64×64 float32, 16 KiB; 8192×2048, 64
+// MiB, 4096 chunks), so that the CPU each chunk costs stays small beside
+// the injected latency, and many (512 batches), so that 16 workers get 32
+// batches each per read and the read's fixed costs (its first fetch, its
+// last batch's way to the client: ≈ 70–90 ms, which a 16 MiB array's 8
+// batches a worker did not amortise) weigh little beside them; one read
+// with one worker takes 10.5 s. The gateway runs with --parallelism 64, enough
 // batches in flight for 16 workers. codec-workers=N: N delayed codec
 // workers over one plain store worker; store-workers=N: N delayed store
 // workers, codecs in the gateway. Reported beside MB/s: gateway-cores and
@@ -48,7 +52,7 @@ func procCPU(b *testing.B, pid int) time.Duration {
 func BenchmarkLatencyBoundWorkers(b *testing.B) {
 	root := b.TempDir()
 	ctx := context.Background()
-	const rows, cols, chunk = 2048, 2048, 64
+	const rows, cols, chunk = 8192, 2048, 64
 	embedded := startServer(b, "--root", root)
 	c, err := client.Dial(ctx, embedded.addr)
 	if err != nil {
