@@ -23,16 +23,17 @@ import (
 // which the runtime does not end (it parks it for good instead) and whose
 // nice value tools such as ps show as the process's.
 //
-// It reports whether to try again later: true on the main thread (the
-// worker may be on another by its next batch); false once lowered, or
-// when setpriority is refused (a sandbox), when the goroutine is not
+// It reports whether the priority was lowered, and whether the goroutine
+// is on the main thread: then it stays locked to it, for the caller to
+// start the work on another goroutine (which the runtime cannot run on
+// the main thread while this one holds it) and then unlock. When
+// setpriority is refused (a sandbox), neither, and the goroutine is not
 // locked.
-func lowerPriority(n int) (again bool) {
+func lowerPriority(n int) (lowered, onMain bool) {
 	runtime.LockOSThread()
 	tid := unix.Gettid()
 	if tid == unix.Getpid() {
-		runtime.UnlockOSThread()
-		return true
+		return false, true
 	}
 	// The system call returns 20 - nice.
 	cur, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
@@ -41,6 +42,7 @@ func lowerPriority(n int) (again bool) {
 	}
 	if err != nil {
 		runtime.UnlockOSThread()
+		return false, false
 	}
-	return false
+	return true, false
 }

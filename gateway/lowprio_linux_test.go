@@ -60,11 +60,13 @@ func TestSharedWorkersRunLowered(t *testing.T) {
 		name       string
 		background int // Config.BackgroundNice
 		shared     bool
+		alone      bool // the other call ends a quarter into the read
 		want       bool // threads at nice+lower while the read runs
 	}{
-		{"sharing", lower, true, true},
-		{"alone", lower, false, false},
-		{"sharing, lowering off", -1, true, false},
+		{"sharing", lower, true, false, true},
+		{"sharing, then alone", lower, true, true, true},
+		{"alone", lower, false, false, false},
+		{"sharing, lowering off", -1, true, false, false},
 	} {
 		g := New(memory.New(), codecsvc.NewLocal(), Config{Parallelism: 4, BackgroundNice: c.background})
 		if _, err := g.CreateArray(ctx, "a", ArraySpec{Shape: []int64{rows, 256}, DataType: "uint8", ChunkShape: []int64{1, 256}, Codecs: json.RawMessage(zstdBytes)}); err != nil {
@@ -81,14 +83,38 @@ func TestSharedWorkersRunLowered(t *testing.T) {
 		if c.shared {
 			other = g.sched.begin(true)
 		}
-		lowered := 0
+		lowered, blocks := 0, 0
+		afterAlone := 0 // lowered threads seen well after the read is alone again
 		got := make([]byte, len(data))
 		err := g.ReadSlab(ctx, "a", []zarr.Range{{Start: 0, Stop: rows, Step: 1}, {Start: 0, Stop: 256, Step: 1}}, func(SlabInfo) error { return nil }, func(b Block) error {
 			// The workers that started a batch hold their threads
 			// meanwhile. (A worker on the process's main thread
 			// does not lower it, and tries again at its next
 			// batch: the test reads 32 batches.)
-			lowered = max(lowered, threadNices(t)[nice+lower])
+			n := threadNices(t)[nice+lower]
+			blocks++
+			switch {
+			case c.alone && blocks == rows/4:
+				// Alone once the cooldown has passed: each
+				// worker hands on at the end of its batch.
+				other.end()
+				other = nil
+				time.Sleep(fairCooldown + 50*time.Millisecond)
+			case c.alone && blocks > rows/4 && blocks <= rows*5/8:
+				// Time for every worker to run (with one Go
+				// processor, two goroutines handing each other
+				// blocks could keep the others waiting).
+				time.Sleep(time.Millisecond)
+			case c.alone && blocks > rows*5/8 && blocks <= rows*5/8+8:
+				// 96 blocks on: each worker has ended the batch
+				// it was in (8 blocks; at most 36 were in the
+				// workers' hands or queued), and 11 batches are
+				// still to read, by the workers that took over.
+				afterAlone = max(afterAlone, n)
+			}
+			if blocks < rows/4 || !c.alone {
+				lowered = max(lowered, n)
+			}
 			copy(got[b.Origin[0]*256:], b.Data)
 			return nil
 		})
@@ -103,6 +129,9 @@ func TestSharedWorkersRunLowered(t *testing.T) {
 		}
 		if c.want && (lowered == 0 || lowered > 4) {
 			t.Errorf("%s: %d threads at nice %d during the read, want 1 to 4 (its workers')", c.name, lowered, nice+lower)
+		}
+		if c.alone && afterAlone != 0 {
+			t.Errorf("%s: alone again, the read went on with %d threads at nice %d", c.name, afterAlone, nice+lower)
 		}
 		if !c.want && lowered != 0 {
 			t.Errorf("%s: %d threads at nice %d during the read, want none", c.name, lowered, nice+lower)

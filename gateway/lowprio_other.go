@@ -3,4 +3,4 @@
 package gateway
 
 // lowerPriority does nothing where thread priorities are not set.
-func lowerPriority(int) (again bool) { return false }
+func lowerPriority(int) (lowered, onMain bool) { return false, false }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -303,22 +304,53 @@ func (g *Gateway) ReadSlabTo(ctx context.Context, path string, sel []zarr.Range,
 	if sink != nil {
 		out = func(b Block) error { return sink.Place(ectx, b, queue) }
 	}
-	for range g.cfg.Parallelism {
-		eg.Go(func() error {
-			// Sharing the gateway, the worker's decodes run on a
-			// thread of lower priority (lowerPriority), which ends
-			// with the worker.
-			tried := g.cfg.BackgroundNice <= 0 || !g.inProcess
-			for batch := range tasks {
-				if !tried && call.shared() {
-					tried = !lowerPriority(g.cfg.BackgroundNice)
-				}
-				if err := g.readBatch(ectx, l, mem, batch, sink, out); err != nil {
-					return err
+	// Sharing the gateway, a worker's decodes run on a thread of lower
+	// priority (lowerPriority), which ends with the worker; alone again,
+	// the worker hands the call's next batches to a new worker, at the
+	// process's priority, and ends. worker starts with batch (nil: the
+	// next task); tried says the priority was set already, lowered or
+	// not.
+	var worker func(batch []readTask, tried, lowered bool) error
+	worker = func(batch []readTask, tried, lowered bool) error {
+		tried = tried || g.cfg.BackgroundNice <= 0 || !g.inProcess
+		for {
+			if batch == nil {
+				var ok bool
+				if batch, ok = <-tasks; !ok {
+					return nil
 				}
 			}
-			return nil
-		})
+			if !tried && call.shared() {
+				var onMain bool
+				if lowered, onMain = lowerPriority(g.cfg.BackgroundNice); onMain {
+					// This goroutine holds the main thread:
+					// a worker started now runs on another,
+					// whose priority it lowers before this one
+					// lets the main thread go.
+					set := make(chan struct{})
+					eg.Go(func() error {
+						lowered, _ := lowerPriority(g.cfg.BackgroundNice)
+						close(set)
+						return worker(batch, true, lowered)
+					})
+					<-set
+					runtime.UnlockOSThread()
+					return nil
+				}
+				tried = true
+			}
+			if err := g.readBatch(ectx, l, mem, batch, sink, out); err != nil {
+				return err
+			}
+			batch = nil
+			if lowered && !call.shared() {
+				eg.Go(func() error { return worker(nil, false, false) })
+				return nil
+			}
+		}
+	}
+	for range g.cfg.Parallelism {
+		eg.Go(func() error { return worker(nil, false, false) })
 	}
 	done := make(chan error, 1)
 	go func() { done <- eg.Wait(); close(blocks) }()
