@@ -219,21 +219,86 @@ func bigClient(t testing.TB, s *server) func() time.Duration {
 // latency: BenchmarkFairSmallReadsBesideSlab measures that (a timed
 // assertion flaked on the shared machine, with and without the scheduler:
 // docs/benchmarks.md), and the scheduler's shares are asserted by the
-// deterministic tests of gateway/fair_test.go.
+// deterministic tests of gateway/fair_test.go. It checks that the server
+// ran the slab's decodes on threads of lower priority meanwhile
+// (--background-nice) and kept none once the slab was read.
 func TestFairSmallReadsBesideSlab(t *testing.T) {
 	s, a := fairSetup(t)
 	slab := bigClient(t, s)
 	r := rand.New(rand.NewPCG(1, 2))
 	fairSmallReads(t, a, r, 20, nil)
+	// The slab's workers run on threads of lower priority while the
+	// small reads share the server (--background-nice, 10 by default),
+	// and none is left once it is done.
+	pid := s.cmd.Process.Pid
+	base := threadNices(t, pid)
+	if len(base) != 1 {
+		t.Fatalf("the server's threads by nice value before the slab: %v", base)
+	}
+	var nice int
+	for n := range base {
+		nice = n
+	}
+	want := min(19, nice+10)
 	stop := make(chan struct{})
 	got := make(chan []time.Duration)
 	go func() { got <- fairSmallReads(t, a, r, math.MaxInt, stop) }()
+	watched := make(chan int)
+	go func() {
+		most := 0
+		for {
+			select {
+			case <-stop:
+				watched <- most
+				return
+			case <-time.After(5 * time.Millisecond):
+				most = max(most, threadNices(t, pid)[want])
+			}
+		}
+	}()
 	slab()
 	close(stop)
 	// At least one: each loop reads before it looks at stop.
 	if n := len(<-got); n == 0 && !t.Failed() {
 		t.Fatal("no small read beside the slab")
 	}
+	if most := <-watched; most == 0 {
+		t.Errorf("no thread of the server at nice %d during the slab beside small reads", want)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for n := threadNices(t, pid); len(n) != 1 || n[nice] == 0; n = threadNices(t, pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the slab, the server's threads by nice value: %v", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// threadNices counts a process's threads by nice value
+// (/proc/PID/task/*/stat, field 19); nil, and t failed, if it cannot.
+func threadNices(t *testing.T, pid int) map[int]int {
+	t.Helper()
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(stats) == 0 {
+		t.Errorf("no threads of process %d: %v", pid, err)
+		return nil
+	}
+	nices := map[int]int{}
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended
+		}
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // from field 3, the state
+		n, err := strconv.Atoi(fields[19-3])
+		if err != nil {
+			t.Errorf("%s: nice %q: %v", f, fields[19-3], err)
+			return nil
+		}
+		nices[n]++
+	}
+	return nices
 }
 
 // BenchmarkFairSmallReadsBesideSlab is issue 17's fairness measure: one
