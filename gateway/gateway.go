@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zarrgate/zarrgate/internal/membudget"
@@ -156,7 +157,16 @@ type Gateway struct {
 	// too (storesvc.LocalReads: the file and memory stores), so that,
 	// sharing, a call's fetches take its slots as its decodes do.
 	localReads bool
+	// lowered counts the chunk workers on threads of lower priority
+	// (lowerPriority), each a thread of its own: at most maxLowered.
+	lowered atomic.Int64
 }
+
+// maxLowered bounds the chunk workers of all calls on threads of lower
+// priority at once (4 × Parallelism: four calls' worth), so that many
+// calls at once cannot make the process run out of threads (Go stops a
+// process past 10,000); further workers keep the process's priority.
+func (g *Gateway) maxLowered() int64 { return 4 * int64(g.cfg.Parallelism) }
 
 // idleSegment is a shared-memory segment kept for a later call, with the
 // budget reservation for its memory.

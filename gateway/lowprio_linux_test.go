@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -148,5 +149,74 @@ func TestSharedWorkersRunLowered(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// TestLoweredWorkersBounded checks maxLowered: however many calls share
+// the gateway, at most 4 × Parallelism of their workers run on threads
+// of their own at a lower priority (each a thread: the process must not
+// run out of them), and the count returns to 0 once the calls end.
+func TestLoweredWorkersBounded(t *testing.T) {
+	base := threadNices(t)
+	if len(base) != 1 {
+		t.Fatalf("threads of several nice values before the test: %v", base)
+	}
+	var nice int
+	for n := range base {
+		nice = n
+	}
+	const lower, rows, calls = 7, 64, 6
+	g := New(memory.New(), codecsvc.NewLocal(), Config{Parallelism: 2, BackgroundNice: lower})
+	if got := g.maxLowered(); got != 8 {
+		t.Fatalf("maxLowered %d with Parallelism 2, want 8", got)
+	}
+	if _, err := g.CreateArray(ctx, "a", ArraySpec{Shape: []int64{rows, 256}, DataType: "uint8", ChunkShape: []int64{1, 256}, Codecs: json.RawMessage(zstdBytes)}); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, rows*256)
+	for i := range data {
+		data[i] = byte(i * 7 / 5)
+	}
+	if _, err := g.WriteSlab(ctx, "a", nil, nextFrom([]Block{{Origin: []int64{0, 0}, Shape: []int64{rows, 256}, Data: data}})); err != nil {
+		t.Fatal(err)
+	}
+	// calls reads, each with 2 workers (12 in all), held in their first
+	// block's emit meanwhile.
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	for range calls {
+		wg.Go(func() {
+			held := false
+			err := g.ReadSlab(ctx, "a", []zarr.Range{{Start: 0, Stop: rows, Step: 1}, {Start: 0, Stop: 256, Step: 1}}, func(SlabInfo) error { return nil }, func(b Block) error {
+				if !held {
+					held = true
+					<-release
+				}
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	most, counted := 0, int64(0)
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		most = max(most, threadNices(t)[nice+lower])
+		counted = max(counted, g.lowered.Load())
+	}
+	close(release)
+	wg.Wait()
+	if most == 0 || most > 8 || counted > 8 {
+		t.Errorf("%d calls of 2 workers beside each other: %d threads at nice %d (counted %d), want 1 to 8", calls, most, nice+lower, counted)
+	}
+	if n := g.lowered.Load(); n != 0 {
+		t.Errorf("after the calls, %d workers counted as lowered", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for n := threadNices(t); len(n) != 1 || n[nice] == 0; n = threadNices(t) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the calls, threads by nice value %v: lowered threads were left behind", n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -305,13 +305,18 @@ func (g *Gateway) ReadSlabTo(ctx context.Context, path string, sel []zarr.Range,
 		out = func(b Block) error { return sink.Place(ectx, b, queue) }
 	}
 	// Sharing the gateway, a worker's decodes run on a thread of lower
-	// priority (lowerPriority), which ends with the worker; alone again,
-	// the worker hands the call's next batches to a new worker, at the
-	// process's priority, and ends. worker starts with batch (nil: the
-	// next task); tried says the priority was set already, lowered or
-	// not.
+	// priority (lowerPriority), which ends with the worker, while fewer
+	// than maxLowered workers are; alone again, the worker hands the
+	// call's next batches to a new worker, at the process's priority,
+	// and ends. worker starts with batch (nil: the next task); tried
+	// says its priority was set already, lowered or not.
 	var worker func(batch []readTask, tried, lowered bool) error
 	worker = func(batch []readTask, tried, lowered bool) error {
+		defer func() {
+			if lowered {
+				g.lowered.Add(-1)
+			}
+		}()
 		tried = tried || g.cfg.BackgroundNice <= 0 || !g.inProcess
 		for {
 			if batch == nil {
@@ -321,23 +326,40 @@ func (g *Gateway) ReadSlabTo(ctx context.Context, path string, sel []zarr.Range,
 				}
 			}
 			if !tried && call.shared() {
-				var onMain bool
-				if lowered, onMain = lowerPriority(g.cfg.BackgroundNice); onMain {
-					// This goroutine holds the main thread:
-					// a worker started now runs on another,
-					// whose priority it lowers before this one
-					// lets the main thread go.
-					set := make(chan struct{})
-					eg.Go(func() error {
-						lowered, _ := lowerPriority(g.cfg.BackgroundNice)
-						close(set)
-						return worker(batch, true, lowered)
-					})
-					<-set
-					runtime.UnlockOSThread()
-					return nil
+				if g.lowered.Add(1) > g.maxLowered() {
+					// maxLowered workers are lowered: this
+					// one keeps its priority for this batch.
+					g.lowered.Add(-1)
+				} else {
+					var onMain bool
+					lowered, onMain = lowerPriority(g.cfg.BackgroundNice)
+					if onMain {
+						// This goroutine holds the main
+						// thread: a worker started now runs
+						// on another, whose priority it
+						// lowers (counted already) before
+						// this one lets the main thread go.
+						set := make(chan struct{})
+						eg.Go(func() error {
+							lowered, onMain := lowerPriority(g.cfg.BackgroundNice)
+							if onMain { // not while the main thread is held
+								runtime.UnlockOSThread()
+							}
+							if !lowered {
+								g.lowered.Add(-1)
+							}
+							close(set)
+							return worker(batch, true, lowered)
+						})
+						<-set
+						runtime.UnlockOSThread()
+						return nil
+					}
+					if !lowered {
+						g.lowered.Add(-1)
+					}
+					tried = true
 				}
-				tried = true
 			}
 			if err := g.readBatch(ectx, l, mem, batch, sink, out); err != nil {
 				return err
