@@ -30,6 +30,9 @@ func TestStalledSlabsBoundLoweredThreads(t *testing.T) {
 	for n := range base {
 		nice = n
 	}
+	if nice >= 19 {
+		t.Fatalf("the server runs at nice %d: no room to lower a thread's priority", nice)
+	}
 	lowered := min(19, nice+10)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
