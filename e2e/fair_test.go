@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/zarrgate/zarrgate/client"
+	"github.com/zarrgate/zarrgate/internal/testenv"
 )
 
 // The fairness array: 1 GiB of float32, 16384² in 512² chunks of 1 MiB
@@ -231,17 +232,7 @@ func TestFairSmallReadsBesideSlab(t *testing.T) {
 	// small reads share the server (--background-nice, 10 by default),
 	// and none is left once it is done.
 	pid := s.cmd.Process.Pid
-	base := threadNices(t, pid)
-	if len(base) != 1 {
-		t.Fatalf("the server's threads by nice value before the slab: %v", base)
-	}
-	var nice int
-	for n := range base {
-		nice = n
-	}
-	if nice >= 19 {
-		t.Fatalf("the server runs at nice %d: no room to lower a thread's priority", nice)
-	}
+	nice := serverNice(t, pid)
 	want := min(19, nice+10)
 	stop := make(chan struct{})
 	got := make(chan []time.Duration)
@@ -255,7 +246,7 @@ func TestFairSmallReadsBesideSlab(t *testing.T) {
 				watched <- most
 				return
 			case <-time.After(5 * time.Millisecond):
-				most = max(most, threadNices(t, pid)[want])
+				most = max(most, testenv.ThreadNices(t, pid)[want])
 			}
 		}
 	}()
@@ -268,40 +259,7 @@ func TestFairSmallReadsBesideSlab(t *testing.T) {
 	if most := <-watched; most == 0 {
 		t.Errorf("no thread of the server at nice %d during the slab beside small reads", want)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for n := threadNices(t, pid); len(n) != 1 || n[nice] == 0; n = threadNices(t, pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("after the slab, the server's threads by nice value: %v", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// threadNices counts a process's threads by nice value
-// (/proc/PID/task/*/stat, field 19); nil, and t failed, if it cannot.
-func threadNices(t *testing.T, pid int) map[int]int {
-	t.Helper()
-	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-	if err != nil || len(stats) == 0 {
-		t.Errorf("no threads of process %d: %v", pid, err)
-		return nil
-	}
-	nices := map[int]int{}
-	for _, f := range stats {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // the thread ended
-		}
-		s := string(b)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // from field 3, the state
-		n, err := strconv.Atoi(fields[19-3])
-		if err != nil {
-			t.Errorf("%s: nice %q: %v", f, fields[19-3], err)
-			return nil
-		}
-		nices[n]++
-	}
-	return nices
+	awaitNoneLowered(t, pid, nice, "after the slab")
 }
 
 // BenchmarkFairSmallReadsBesideSlab is issue 17's fairness measure: one

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
+	"github.com/zarrgate/zarrgate/internal/testenv"
 )
 
 // TestStalledSlabsBoundLoweredThreads: clients that open many big reads at
@@ -22,17 +23,7 @@ import (
 func TestStalledSlabsBoundLoweredThreads(t *testing.T) {
 	s, _ := fairSetup(t, "--parallelism", "2")
 	pid := s.cmd.Process.Pid
-	base := threadNices(t, pid)
-	if len(base) != 1 {
-		t.Fatalf("the server's threads by nice value at the start: %v", base)
-	}
-	var nice int
-	for n := range base {
-		nice = n
-	}
-	if nice >= 19 {
-		t.Fatalf("the server runs at nice %d: no room to lower a thread's priority", nice)
-	}
+	nice := serverNice(t, pid)
 	lowered := min(19, nice+10)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -53,7 +44,7 @@ func TestStalledSlabsBoundLoweredThreads(t *testing.T) {
 	}
 	most, threads := 0, 0
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		n := threadNices(t, pid)
+		n := testenv.ThreadNices(t, pid)
 		most = max(most, n[lowered])
 		all := 0
 		for _, c := range n {
@@ -66,10 +57,35 @@ func TestStalledSlabsBoundLoweredThreads(t *testing.T) {
 	}
 	t.Logf("%d stalled slab reads: at most %d threads lowered, %d threads in all", calls, most, threads)
 	cancel()
+	awaitNoneLowered(t, pid, nice, "after the calls were cancelled")
+}
+
+// serverNice is the nice value of every thread of the process pid, which
+// leaves room to lower a thread's priority.
+func serverNice(t *testing.T, pid int) int {
+	t.Helper()
+	base := testenv.ThreadNices(t, pid)
+	if len(base) != 1 {
+		t.Fatalf("the server's threads by nice value: %v, want one value", base)
+	}
+	var nice int
+	for n := range base {
+		nice = n
+	}
+	if nice >= 19 {
+		t.Fatalf("the server runs at nice %d: no room to lower a thread's priority", nice)
+	}
+	return nice
+}
+
+// awaitNoneLowered waits up to 10 s for every thread of the process pid to
+// be at nice again.
+func awaitNoneLowered(t *testing.T, pid, nice int, when string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for n := threadNices(t, pid); len(n) != 1 || n[nice] == 0; n = threadNices(t, pid) {
+	for n := testenv.ThreadNices(t, pid); len(n) != 1 || n[nice] == 0; n = testenv.ThreadNices(t, pid) {
 		if time.Now().After(deadline) {
-			t.Fatalf("after the calls were cancelled, the server's threads by nice value: %v", n)
+			t.Fatalf("%s, the server's threads by nice value: %v", when, n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

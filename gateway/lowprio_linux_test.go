@@ -2,42 +2,45 @@ package gateway
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/zarrgate/zarrgate/codecsvc"
+	"github.com/zarrgate/zarrgate/internal/testenv"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
-// threadNices counts this process's threads by nice value
-// (/proc/self/task/*/stat, field 19).
-func threadNices(t *testing.T) map[int]int {
+// processNice is the nice value of every thread of this process.
+func processNice(t *testing.T) int {
 	t.Helper()
-	stats, err := filepath.Glob("/proc/self/task/*/stat")
-	if err != nil || len(stats) == 0 {
-		t.Fatalf("no threads under /proc/self/task: %v", err)
+	base := testenv.ThreadNices(t, 0)
+	if len(base) != 1 {
+		t.Fatalf("threads of several nice values before the test: %v", base)
 	}
-	nices := map[int]int{}
-	for _, f := range stats {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // the thread ended
-		}
-		s := string(b)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // from field 3, the state
-		n, err := strconv.Atoi(fields[19-3])
-		if err != nil {
-			t.Fatalf("%s: nice %q: %v", f, fields[19-3], err)
-		}
-		nices[n]++
+	var nice int
+	for n := range base {
+		nice = n
 	}
-	return nices
+	return nice
+}
+
+// rowsArray writes array "a" of rows × 256 uint8, a zstd chunk per row,
+// and returns its content.
+func rowsArray(t *testing.T, g *Gateway, rows int64) []byte {
+	t.Helper()
+	if _, err := g.CreateArray(ctx, "a", ArraySpec{Shape: []int64{rows, 256}, DataType: "uint8", ChunkShape: []int64{1, 256}, Codecs: json.RawMessage(zstdBytes)}); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, rows*256)
+	for i := range data {
+		data[i] = byte(i * 7 / 5)
+	}
+	if _, err := g.WriteSlab(ctx, "a", nil, nextFrom([]Block{{Origin: []int64{0, 0}, Shape: []int64{rows, 256}, Data: data}})); err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // TestSharedWorkersRunLowered checks Config.BackgroundNice: a ReadSlab's
@@ -46,14 +49,7 @@ func threadNices(t *testing.T) map[int]int {
 // again goes on at the process's priority); once the read ends, no thread
 // of lowered priority is left to run other goroutines.
 func TestSharedWorkersRunLowered(t *testing.T) {
-	base := threadNices(t)
-	if len(base) != 1 {
-		t.Fatalf("threads of several nice values before the test: %v", base)
-	}
-	var nice int
-	for n := range base {
-		nice = n
-	}
+	nice := processNice(t)
 	const rows = 256
 	lower := min(7, 19-nice)
 	if lower == 0 {
@@ -72,16 +68,7 @@ func TestSharedWorkersRunLowered(t *testing.T) {
 		{"sharing, lowering off", -1, true, false, false},
 	} {
 		g := New(memory.New(), codecsvc.NewLocal(), Config{Parallelism: 4, BackgroundNice: c.background})
-		if _, err := g.CreateArray(ctx, "a", ArraySpec{Shape: []int64{rows, 256}, DataType: "uint8", ChunkShape: []int64{1, 256}, Codecs: json.RawMessage(zstdBytes)}); err != nil {
-			t.Fatal(err)
-		}
-		data := make([]byte, rows*256)
-		for i := range data {
-			data[i] = byte(i * 7 / 5)
-		}
-		if _, err := g.WriteSlab(ctx, "a", nil, nextFrom([]Block{{Origin: []int64{0, 0}, Shape: []int64{rows, 256}, Data: data}})); err != nil {
-			t.Fatal(err)
-		}
+		data := rowsArray(t, g, rows)
 		var other *call
 		if c.shared {
 			other = g.sched.begin(true)
@@ -93,7 +80,7 @@ func TestSharedWorkersRunLowered(t *testing.T) {
 			// The workers that started a batch hold their threads
 			// meanwhile. (A worker on the process's main thread
 			// hands its batch to a successor on another.)
-			n := threadNices(t)[nice+lower]
+			n := testenv.ThreadNices(t, 0)[nice+lower]
 			blocks++
 			switch {
 			case c.alone && blocks == rows/4:
@@ -141,7 +128,7 @@ func TestSharedWorkersRunLowered(t *testing.T) {
 		// The workers have ended, and their threads with them.
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			n := threadNices(t)
+			n := testenv.ThreadNices(t, 0)
 			if len(n) == 1 && n[nice] > 0 {
 				break
 			}
@@ -158,14 +145,7 @@ func TestSharedWorkersRunLowered(t *testing.T) {
 // of their own at a lower priority (each a thread: the process must not
 // run out of them), and the count returns to 0 once the calls end.
 func TestLoweredWorkersBounded(t *testing.T) {
-	base := threadNices(t)
-	if len(base) != 1 {
-		t.Fatalf("threads of several nice values before the test: %v", base)
-	}
-	var nice int
-	for n := range base {
-		nice = n
-	}
+	nice := processNice(t)
 	const rows, calls = 64, 6
 	lower := min(7, 19-nice)
 	if lower == 0 {
@@ -175,16 +155,7 @@ func TestLoweredWorkersBounded(t *testing.T) {
 	if got := g.maxLowered(); got != 8 {
 		t.Fatalf("maxLowered %d with Parallelism 2, want 8", got)
 	}
-	if _, err := g.CreateArray(ctx, "a", ArraySpec{Shape: []int64{rows, 256}, DataType: "uint8", ChunkShape: []int64{1, 256}, Codecs: json.RawMessage(zstdBytes)}); err != nil {
-		t.Fatal(err)
-	}
-	data := make([]byte, rows*256)
-	for i := range data {
-		data[i] = byte(i * 7 / 5)
-	}
-	if _, err := g.WriteSlab(ctx, "a", nil, nextFrom([]Block{{Origin: []int64{0, 0}, Shape: []int64{rows, 256}, Data: data}})); err != nil {
-		t.Fatal(err)
-	}
+	rowsArray(t, g, rows)
 	// calls reads, each with 2 workers (12 in all), held in their first
 	// block's emit meanwhile.
 	release := make(chan struct{})
@@ -206,7 +177,7 @@ func TestLoweredWorkersBounded(t *testing.T) {
 	}
 	most, counted := 0, int64(0)
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		most = max(most, threadNices(t)[nice+lower])
+		most = max(most, testenv.ThreadNices(t, 0)[nice+lower])
 		counted = max(counted, g.lowered.Load())
 	}
 	close(release)
@@ -218,7 +189,7 @@ func TestLoweredWorkersBounded(t *testing.T) {
 		t.Errorf("after the calls, %d workers counted as lowered", n)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for n := threadNices(t); len(n) != 1 || n[nice] == 0; n = threadNices(t) {
+	for n := testenv.ThreadNices(t, 0); len(n) != 1 || n[nice] == 0; n = testenv.ThreadNices(t, 0) {
 		if time.Now().After(deadline) {
 			t.Fatalf("after the calls, threads by nice value %v: lowered threads were left behind", n)
 		}
