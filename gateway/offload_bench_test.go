@@ -6,15 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/codecsvc/remote"
-	"github.com/zarrgate/zarrgate/internal/rpc"
+	"github.com/zarrgate/zarrgate/codecsvc/remote/remotetest"
 	"github.com/zarrgate/zarrgate/storesvc/file"
 	"github.com/zarrgate/zarrgate/zarr"
 )
@@ -118,27 +116,8 @@ func BenchmarkReadSlabOffloadOverhead(b *testing.B) {
 // localWorker serves a codec worker in this process on loopback TCP or a
 // unix socket.
 func localWorker(tb testing.TB, network string) *remote.Client {
-	addr := "127.0.0.1:0"
-	if network == "unix" {
-		addr = filepath.Join(tb.TempDir(), "w.sock")
-	}
-	lis, err := net.Listen(network, addr)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	codecsvc.NewServer(codecsvc.NewLocal()).Register(srv)
-	go srv.Serve(lis)
-	target := lis.Addr().String()
-	if network == "unix" {
-		target = "unix://" + target
-	}
-	cc, err := rpc.Dial(target)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	w := remote.New(cc)
-	tb.Cleanup(func() { w.Close(); cc.Close(); srv.Stop() })
+	w := remote.New(remotetest.ServeWorker(tb, network))
+	tb.Cleanup(func() { w.Close() })
 	return w
 }
 

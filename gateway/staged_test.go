@@ -82,12 +82,13 @@ func (failingReader) Read(p []byte) (int, error) {
 	return 0, errs.New(errs.DataLoss, "disk says no")
 }
 
-// A chunk whose read fails part-way fails the read as it does without
-// shared memory, and frees the room it was being read into: many such
-// reads later, chunks still go through the segment.
-func TestStagedReadFailureFreesRoom(t *testing.T) {
-	dir := t.TempDir()
-	store, err := file.New(dir)
+// sharedArray makes a file store holding array "a" (8 × 8192 float32 in
+// 2-row zstd chunks, not yet written), a gateway in front of it with the
+// codecs in process (the writer), and a codec worker client with shared
+// memory (sharedWorker); it returns them and the array's spec.
+func sharedArray(t *testing.T) (*file.Store, *remote.Client, *Gateway, ArraySpec) {
+	t.Helper()
+	store, err := file.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +99,14 @@ func TestStagedReadFailureFreesRoom(t *testing.T) {
 	if _, err := writer.CreateArray(ctx, "a", spec); err != nil {
 		t.Fatal(err)
 	}
+	return store, w, writer, spec
+}
+
+// A chunk whose read fails part-way fails the read as it does without
+// shared memory, and frees the room it was being read into: many such
+// reads later, chunks still go through the segment.
+func TestStagedReadFailureFreesRoom(t *testing.T) {
+	store, w, writer, _ := sharedArray(t)
 	r := rand.New(rand.NewPCG(1, 2))
 	block := Block{Origin: []int64{0, 0}, Shape: []int64{8, 8192}, Data: make([]byte, 8*8192*4)}
 	for i := range block.Data {
@@ -149,17 +158,7 @@ func readSlabErr(g *Gateway, path string, sel []zarr.Range) ([]byte, error) {
 // left their regions taken for good: once the segments were full, every
 // chunk went as bytes.)
 func TestReadSlabGivesSharedMemoryBack(t *testing.T) {
-	store, err := file.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := sharedWorker(t, 1<<20)
-	writer := New(store, codecsvc.NewLocal(), Config{})
-	spec := ArraySpec{Shape: []int64{8, 8192}, DataType: "float32", ChunkShape: []int64{2, 8192},
-		Codecs: json.RawMessage(realChains[0]), FillValue: json.RawMessage("0")}
-	if _, err := writer.CreateArray(ctx, "a", spec); err != nil {
-		t.Fatal(err)
-	}
+	store, w, writer, spec := sharedArray(t)
 	all := []zarr.Range{{Start: 0, Stop: 8, Step: 1}, {Start: 0, Stop: 8192, Step: 1}}
 	block := Block{Origin: []int64{0, 0}, Shape: []int64{8, 8192}, Data: make([]byte, 8*8192*4)}
 	for i := range block.Data {

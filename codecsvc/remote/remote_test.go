@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +24,7 @@ import (
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/codecsvc/remote"
+	"github.com/zarrgate/zarrgate/codecsvc/remote/remotetest"
 	"github.com/zarrgate/zarrgate/errs"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/zarr"
@@ -35,27 +35,7 @@ func serveWorker(t testing.TB) *grpc.ClientConn { return serveWorkerOn(t, "tcp")
 // serveWorkerOn serves a codec worker on loopback TCP or, for "unix", on
 // a unix socket.
 func serveWorkerOn(t testing.TB, network string) *grpc.ClientConn {
-	addr := "127.0.0.1:0"
-	if network == "unix" {
-		addr = filepath.Join(t.TempDir(), "w.sock")
-	}
-	lis, err := net.Listen(network, addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	codecsvc.NewServer(codecsvc.NewLocal()).Register(srv)
-	go srv.Serve(lis)
-	target := lis.Addr().String()
-	if network == "unix" {
-		target = "unix://" + target
-	}
-	cc, err := rpc.Dial(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close(); srv.Stop() })
-	return cc
+	return remotetest.ServeWorker(t, network)
 }
 
 func spec(codecs string, shape ...int64) *codec.BatchSpec {

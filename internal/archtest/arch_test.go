@@ -30,7 +30,7 @@ var floors = [][]string{
 	// their server in one package).
 	{"gen/zarrgate/codec/v1", "gen/zarrgate/gateway/v1", "gen/zarrgate/store/v1", "internal/wire", "internal/grpcerr",
 		"internal/rpc", "internal/metrics", "internal/tracing", "storesvc/internal/storeproto", "storesvc/storeserver", "storesvc/remote",
-		"codecsvc", "codecsvc/remote", "gateway/arrayserver", "internal/authz/authzgrpc", "internal/auth/authgrpc", "internal/security", "internal/tlsbatch", "internal/httpapi", "internal/bulk"},
+		"codecsvc", "codecsvc/remote", "codecsvc/remote/remotetest", "gateway/arrayserver", "internal/authz/authzgrpc", "internal/auth/authgrpc", "internal/security", "internal/tlsbatch", "internal/httpapi", "internal/bulk"},
 	// 5: the Go client of the wire API.
 	// The HTTP handlers over the engine (slab endpoint, browser view) sit
 	// beside it: they parse selections with its grammar.
