@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -23,12 +25,20 @@ import (
 // must come back at the same address.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// Below the kernel's ephemeral range (32768 and up by default), so
+	// that a process listening on port 0 meanwhile (a worker's admin
+	// endpoint) cannot be given the same port before it is used.
+	for range 1000 {
+		lis, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
+		if err != nil {
+			continue
+		}
+		addr := lis.Addr().String()
+		lis.Close()
+		return addr
 	}
-	defer lis.Close()
-	return lis.Addr().String()
+	t.Fatal("no free port in 20000–31999")
+	return ""
 }
 
 // waitFor polls cond every 50ms until it holds or d passes.
