@@ -312,6 +312,10 @@ func (s *sharedSeg) unstage(b *stagedBuf) {
 	s.drop()
 }
 
+// testHookStagedAt, if set (by tests only), runs in stagedAt between
+// reading a staged allocation's count of uses and adding the batch's.
+var testHookStagedAt func(*stagedBuf)
+
 // stagedAt returns the staged allocation e starts, holding it for a
 // batch, or nil if e is not one of this segment's.
 func (s *sharedSeg) stagedAt(e []byte) *stagedBuf {
@@ -326,11 +330,24 @@ func (s *sharedSeg) stagedAt(e []byte) *stagedBuf {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := s.staged[int64(p-base)]
-	if b == nil || b.refs.Load() <= 0 {
+	if b == nil {
 		return nil
 	}
-	b.refs.Add(1)
-	return b
+	// Its caller may release it meanwhile (unstage does not take s.mu
+	// to count down): a use is added only while one is left, never to
+	// an allocation on its way to be freed.
+	for {
+		n := b.refs.Load()
+		if n <= 0 {
+			return nil
+		}
+		if testHookStagedAt != nil {
+			testHookStagedAt(b)
+		}
+		if b.refs.CompareAndSwap(n, n+1) {
+			return b
+		}
+	}
 }
 
 // stagedStream returns the stream whose segment holds the first staged
@@ -363,13 +380,16 @@ func (c *Client) stagedStream(d *codecv1.DecodeRequest) *procStream {
 // the segment mapped until finish: from place until the batch's answer
 // is dealt with, or the batch is abandoned with its stream.
 type regions struct {
-	s        *sharedSeg
-	in       int64        // the encoded chunks' span, -1: sent as bytes
-	staged   []*stagedBuf // staged encoded chunks the batch sends in place
-	outs     []int64      // per chunk, -1: none
-	lens     []int64      // per chunk, the output region's length
-	encoded  [][]byte     // the request's encoded chunks before place
-	finished atomic.Bool
+	s       *sharedSeg
+	in      int64        // the encoded chunks' span, -1: sent as bytes
+	staged  []*stagedBuf // staged encoded chunks the batch sends in place
+	outs    []int64      // per chunk, -1: none
+	lens    []int64      // per chunk, the output region's length
+	encoded [][]byte     // the request's encoded chunks before place
+	// mu orders the answer's receive (freeIn) and the stream's failure
+	// (finish), which a caller waiting on both may run at once.
+	mu       sync.Mutex
+	finished bool
 }
 
 // place gives a decode batch its regions: output regions of outSizes
@@ -439,13 +459,25 @@ func (s *sharedSeg) place(req *codecv1.DecodeRequest, outSizes []int64) *regions
 // freeIn frees the encoded chunks' span, and ends the batch's use of
 // the staged chunks it sent: the batch was answered.
 func (r *regions) freeIn() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.freeInLocked()
+}
+
+func (r *regions) freeInLocked() {
 	r.s.free(r.in)
 	r.in = -1
-	r.unstage()
+	r.unstageLocked()
 }
 
 // unstage ends the batch's use of the staged chunks it sent.
 func (r *regions) unstage() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unstageLocked()
+}
+
+func (r *regions) unstageLocked() {
 	for _, b := range r.staged {
 		r.s.unstage(b)
 	}
@@ -454,23 +486,36 @@ func (r *regions) unstage() {
 
 // inPlace reports whether the batch's encoded chunks are all in the
 // segment (a span copied in, or staged).
-func (r *regions) inPlace() bool { return r.in >= 0 || len(r.staged) > 0 }
+func (r *regions) inPlace() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.in >= 0 || len(r.staged) > 0
+}
 
 // done frees a batch's regions not lent on, its answer dealt with, and
 // ends its hold on the segment.
 func (r *regions) done() {
-	r.freeIn()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.freeInLocked()
 	for i, off := range r.outs {
 		r.s.free(off)
 		r.outs[i] = -1
 	}
-	r.finish()
+	r.finishLocked()
 }
 
 // finish ends the regions' hold on the segment without freeing them (an
 // abandoned batch: the worker may still write into them); at most once.
 func (r *regions) finish() {
-	if !r.finished.Swap(true) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.finishLocked()
+}
+
+func (r *regions) finishLocked() {
+	if !r.finished {
+		r.finished = true
 		for _, b := range r.staged {
 			b.abandoned.Store(true)
 			r.s.unstage(b)
@@ -485,7 +530,9 @@ func (r *regions) finish() {
 // had no region for it or n does not fit (the worker's answer is wrong).
 // Only before done or finish.
 func (r *regions) lend(i int, n uint64) (codec.Chunk, bool) {
-	if i >= len(r.outs) || r.outs[i] < 0 || n > uint64(r.lens[i]) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.finished || i >= len(r.outs) || r.outs[i] < 0 || n > uint64(r.lens[i]) {
 		return codec.Chunk{}, false
 	}
 	off, s := r.outs[i], r.s

@@ -34,8 +34,15 @@ func sharedClient(t *testing.T, r *remote.Client, size int64, b *membudget.Budge
 	s := spec(zstdChain, 8)
 	enc, _ := codecsvc.NewLocal().Encode(context.Background(), s, []codec.Chunk{{Data: floats(8, 0)}})
 	for range 4 { // a stream per batch, in turn, until the client has 4
-		if _, err := r.Decode(context.Background(), s, enc); err != nil {
+		out, err := r.Decode(context.Background(), s, enc)
+		if err != nil {
 			t.Fatal(err)
+		}
+		// Released: a batch sent after its stream's offer was answered
+		// gets its chunks lent from the segment, which stays mapped (its
+		// memory reserved) until they are.
+		for _, c := range out {
+			c.Release()
 		}
 	}
 	if !attached {
