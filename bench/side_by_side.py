@@ -439,6 +439,21 @@ def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, 
                 L.append(f"| compression ratio {c} | {zr[c]:.3f} | numcodecs {nr[c]:.3f} | {zr[c] / nr[c]:.2f} | |")
             if c in nr and c in zcr:
                 L.append(f"| compression ratio {c}, cgocodecs | {zcr[c]:.3f} | numcodecs {nr[c]:.3f} | {zcr[c] / nr[c]:.2f} | |")
+    if "random" in rows:
+        # The random reads by the window's place: what each reader pays per
+        # chunk decoded, and what is left (the call's own cost).
+        classes = ["1 chunk, first block", "1 chunk, both blocks", "2 chunks", "4 chunks"]
+        by = {}
+        for r in results:
+            if r["row"] == "random" and "classes" in r:
+                for c, v in r["classes"].items():
+                    by.setdefault(r["system"], {}).setdefault(c, []).append(v["p50_us"])
+        if by:
+            detail += ["", "Random 64 × 64 reads by the window's place (p50 µs, median over the rounds; a "
+                       "window in one chunk whose rows end in its first 128 rows needs zstd's first block only):", "",
+                       "| system | " + " | ".join(classes) + " |", "| --- |" + " --- |" * len(classes)]
+            for s in sorted(by):
+                detail.append(f"| {s} | " + " | ".join(fmt(med(by[s].get(c, []))) if by[s].get(c) else "" for c in classes) + " |")
     # Every system of every row: median (min–max) over the rounds.
     detail += ["", "Every measurement: median (min–max over the rounds); client cpu: the process's CPU time of "
                "its best timed read (or its write); server cpu: `zarrgate serve`'s CPU time over the whole "

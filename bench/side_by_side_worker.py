@@ -157,14 +157,29 @@ def cmd_random(system, target, name, n=1000):
     a = open_array(system, target, name)
     read_window(system, a, 0, 0)  # warm-up
     rng = random.Random(1)
-    lat = []
+    lat, by_class = [], {}
     for _ in range(n):
         y, x = rng.randrange(ROWS - 64), rng.randrange(COLS - 64)
         t0 = time.perf_counter()
         read_window(system, a, y, x)
-        lat.append(time.perf_counter() - t0)
+        d = time.perf_counter() - t0
+        lat.append(d)
+        by_class.setdefault(window_class(y, x), []).append(d)
     lat.sort()
-    emit(version=version(system), p50_us=round(lat[len(lat) // 2] * 1e6), p99_us=round(lat[len(lat) * 99 // 100] * 1e6))
+    classes = {k: {"n": len(v), "p50_us": round(sorted(v)[len(v) // 2] * 1e6)} for k, v in by_class.items()}
+    emit(version=version(system), p50_us=round(lat[len(lat) // 2] * 1e6), p99_us=round(lat[len(lat) * 99 // 100] * 1e6),
+         classes=classes)
+
+
+def window_class(y, x):
+    """What a 64 × 64 window at (y, x) costs a reader of 256 × 256 chunks
+    (as bench/sidebyside's windowClass): the chunks it touches and, for one
+    chunk, whether its rows end in the chunk's first 128 (a float32 chunk's
+    first zstd block)."""
+    n = (2 if y % CHUNK > CHUNK - 64 else 1) * (2 if x % CHUNK > CHUNK - 64 else 1)
+    if n == 1:
+        return "1 chunk, first block" if y % CHUNK <= 64 else "1 chunk, both blocks"
+    return f"{n} chunks"
 
 
 def cmd_write(system, out, data):

@@ -57,8 +57,10 @@ func decodeUnits(ctx context.Context, l *layout, encoded [][]byte, dims [][]zarr
 	return decodeBatch(ctx, l, encoded, dims)
 }
 
-// decodeSpread is decodeUnits for the batch of a call without workers (a
-// small read: issue 20, random 64×64 reads touch up to four chunks),
+// decodeSpread is decodeUnits for a batch of several units of a call
+// without workers (a small read: issue 20, random 64×64 reads touch up to
+// four chunks; a small read of plain chunks reads each on a goroutine of
+// its own already, readSmall, so this is a shard's inner chunks),
 // decoded in this process: its units are decoded one by one on as many
 // goroutines as there are processors (the caller's among them), so that
 // the read waits for the slowest unit instead of the sum. The units

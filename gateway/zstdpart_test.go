@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,90 +150,101 @@ func TestZstdPartReadsCorrupt(t *testing.T) {
 	}
 }
 
-// meetEngine is codecsvc.Local whose decodes of the chunk first (its
-// encoded bytes) wait until a decode of another chunk has started: a read whose chunks are
-// decoded one after another never gets past it (the test's context ends
-// it), one whose chunks are decoded side by side does.
+// meetEngine is codecsvc.Local whose first decode call waits until
+// another call has started: a read whose chunks are decoded one after
+// another (in one call, or in calls one at a time) never gets past it
+// (the test's context ends it), one whose chunks are decoded side by side
+// does.
 type meetEngine struct {
 	*codecsvc.Local
-	first   []byte // the encoded chunk (0, 0)
+	calls   atomic.Int32
 	started chan struct{}
 }
 
-func (e *meetEngine) wait(ctx context.Context, encoded [][]byte) error {
-	for _, b := range encoded {
-		if !bytes.Equal(b, e.first) {
-			select {
-			case e.started <- struct{}{}:
-			default:
-			}
-			continue
-		}
+func (e *meetEngine) wait(ctx context.Context) error {
+	if e.calls.Add(1) > 1 {
 		select {
-		case <-e.started:
-		case <-ctx.Done():
-			return ctx.Err()
+		case e.started <- struct{}{}:
+		default:
 		}
+		return nil
 	}
-	return nil
+	select {
+	case <-e.started:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (e *meetEngine) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte) ([]codec.Chunk, error) {
-	if err := e.wait(ctx, encoded); err != nil {
+	if err := e.wait(ctx); err != nil {
 		return nil, err
 	}
 	return e.Local.Decode(ctx, spec, encoded)
 }
 
 func (e *meetEngine) DecodeSelected(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte, sel []codec.Selection) ([]codec.Chunk, error) {
-	if err := e.wait(ctx, encoded); err != nil {
+	if err := e.wait(ctx); err != nil {
 		return nil, err
 	}
 	return e.Local.DecodeSelected(ctx, spec, encoded, sel)
 }
 
 // TestSmallReadDecodesSideBySide: a small read of several chunks decodes
-// them side by side (decodeSpread), with two processors: the decode of
-// chunk (0, 0) waits for another chunk's to start. The read's result is
-// the reference's; a damaged chunk among them is DataLoss naming that
-// chunk, not its neighbour.
+// them side by side, with two processors: each chunk read and decoded on
+// a goroutine of its own (readSmall), a shard's inner chunks each decoded
+// on its own (decodeSpread); the first decode waits for another to start.
+// The read's result is the reference's; a damaged chunk among them is
+// DataLoss naming that chunk, not its neighbour.
 func TestSmallReadDecodesSideBySide(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	_, store, ref := zstdPartArray(t, false)
-	obj, err := store.Get(ctx, "z/c/0/0", storesvc.ByteRange{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, _ := io.ReadAll(obj)
-	obj.Close()
-	e := &meetEngine{Local: codecsvc.NewLocal(), first: first, started: make(chan struct{}, 1)}
-	g := New(store, e, Config{})
-	rctx, cancel := context.WithTimeout(ctx, time.Minute) // a read that never decodes side by side fails here, it does not hang
-	defer cancel()
-	sel := []zarr.Range{{Start: 200, Stop: 264, Step: 1}, {Start: 230, Stop: 294, Step: 1}} // chunks (0,0), (0,1), (1,0) (fill), (1,1)
-	var got []byte
-	var blocks []Block
-	err = g.ReadSlab(rctx, "z", sel, func(SlabInfo) error { return nil }, func(b Block) error {
-		blocks = append(blocks, Block{Origin: b.Origin, Shape: b.Shape, Data: bytes.Clone(b.Data)})
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("a read of four chunks: %v", err)
-	}
-	got = make([]byte, 64*64*4)
-	for _, b := range blocks {
-		for i := range b.Shape[0] {
-			copy(got[((b.Origin[0]+i)*64+b.Origin[1])*4:], b.Data[i*b.Shape[1]*4:(i+1)*b.Shape[1]*4])
-		}
-	}
-	if want, _ := ref.expect(sel); !bytes.Equal(got, want) {
-		t.Fatal("the read differs from the reference")
-	}
-	if _, err := store.Set(ctx, "z/c/0/1", bytes.NewReader(first[:len(first)/5]), storesvc.Condition{}); err != nil {
-		t.Fatal(err)
-	}
-	err = g.ReadSlab(rctx, "z", sel, func(SlabInfo) error { return nil }, func(Block) error { return nil })
-	if errs.CodeOf(err) != errs.CodeDataLoss || !strings.Contains(err.Error(), "z/c/0/1") {
-		t.Fatalf("a read of four chunks, one damaged: %v, want DataLoss naming z/c/0/1", err)
+	for _, sharded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sharded=%v", sharded), func(t *testing.T) {
+			_, store, ref := zstdPartArray(t, sharded)
+			e := &meetEngine{Local: codecsvc.NewLocal(), started: make(chan struct{}, 1)}
+			g := New(store, e, Config{})
+			rctx, cancel := context.WithTimeout(ctx, time.Minute) // a read that never decodes side by side fails here, it does not hang
+			defer cancel()
+			// Chunks (0,0), (0,1), (1,0) (fill), (1,1); sharded, inner
+			// chunks of shard (0, 0).
+			sel := []zarr.Range{{Start: 200, Stop: 264, Step: 1}, {Start: 230, Stop: 294, Step: 1}}
+			var blocks []Block
+			err := g.ReadSlab(rctx, "z", sel, func(SlabInfo) error { return nil }, func(b Block) error {
+				blocks = append(blocks, Block{Origin: b.Origin, Shape: b.Shape, Data: bytes.Clone(b.Data)})
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("a read of four chunks: %v", err)
+			}
+			got := make([]byte, 64*64*4)
+			for _, b := range blocks {
+				for i := range b.Shape[0] {
+					copy(got[((b.Origin[0]+i)*64+b.Origin[1])*4:], b.Data[i*b.Shape[1]*4:(i+1)*b.Shape[1]*4])
+				}
+			}
+			if want, _ := ref.expect(sel); !bytes.Equal(got, want) {
+				t.Fatal("the read differs from the reference")
+			}
+			if e.calls.Load() < 2 {
+				t.Fatalf("%d decode calls, want one per chunk", e.calls.Load())
+			}
+			if sharded {
+				return
+			}
+			obj, err := store.Get(ctx, "z/c/0/0", storesvc.ByteRange{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, _ := io.ReadAll(obj)
+			obj.Close()
+			if _, err := store.Set(ctx, "z/c/0/1", bytes.NewReader(first[:len(first)/5]), storesvc.Condition{}); err != nil {
+				t.Fatal(err)
+			}
+			err = g.ReadSlab(rctx, "z", sel, func(SlabInfo) error { return nil }, func(Block) error { return nil })
+			if errs.CodeOf(err) != errs.CodeDataLoss || !strings.Contains(err.Error(), "z/c/0/1") {
+				t.Fatalf("a read of four chunks, one damaged: %v, want DataLoss naming z/c/0/1", err)
+			}
+		})
 	}
 }

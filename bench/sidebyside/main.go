@@ -110,11 +110,14 @@ func main() {
 		check(client.ReadInto(ctx, a, sel(0, 0), buf)) // warm-up
 		r := rand.New(rand.NewPCG(1, 2))
 		lat := make([]float64, 0, *n)
+		byClass := map[string][]float64{}
 		for range *n {
 			y, x := r.Int64N(rows-64), r.Int64N(cols-64)
 			t0 := time.Now()
 			check(client.ReadInto(ctx, a, sel(y, x), buf))
-			lat = append(lat, time.Since(t0).Seconds())
+			d := time.Since(t0).Seconds()
+			lat = append(lat, d)
+			byClass[windowClass(y, x)] = append(byClass[windowClass(y, x)], d)
 			// The data is zarr-python's: numpy's sin may differ from Go's
 			// in the last bit.
 			if want := benchValue(int(y), int(x)); math.Abs(float64(buf[0]-want)) > 1e-3 {
@@ -122,7 +125,12 @@ func main() {
 			}
 		}
 		sort.Float64s(lat)
-		emit(map[string]any{"p50_us": math.Round(lat[len(lat)/2] * 1e6), "p99_us": math.Round(lat[len(lat)*99/100] * 1e6)})
+		classes := map[string]any{}
+		for k, v := range byClass {
+			sort.Float64s(v)
+			classes[k] = map[string]any{"n": len(v), "p50_us": math.Round(v[len(v)/2] * 1e6)}
+		}
+		emit(map[string]any{"p50_us": math.Round(lat[len(lat)/2] * 1e6), "p99_us": math.Round(lat[len(lat)*99/100] * 1e6), "classes": classes})
 	case "write":
 		c, err := client.Dial(ctx, *addr)
 		check(err)
@@ -170,6 +178,28 @@ func main() {
 // benchValue is e2e/slab_bench_test.go's: the benchmark array's content.
 func benchValue(i, j int) float32 {
 	return float32(math.Sin(float64(i)*0.001)*1000 + math.Cos(float64(j)*0.002)*100 + float64((i*131+j*71)%17))
+}
+
+// windowClass names what a 64 × 64 window at (y, x) costs a reader of
+// 256 × 256 chunks: the chunks it touches, and for one chunk whether its
+// rows end in the chunk's first 128 rows (a float32 chunk's first zstd
+// block, all that zarrgate decodes of it then; bench/side_by_side_worker.py
+// names them the same way).
+func windowClass(y, x int64) string {
+	n := 1
+	if y%256 > 192 {
+		n *= 2
+	}
+	if x%256 > 192 {
+		n *= 2
+	}
+	switch {
+	case n == 1 && y%256 <= 64:
+		return "1 chunk, first block"
+	case n == 1:
+		return "1 chunk, both blocks"
+	}
+	return fmt.Sprintf("%d chunks", n)
 }
 
 func sel(y, x int64) client.Selection {

@@ -37,7 +37,7 @@ var floors = [][]string{
 	{"client", "gateway/httpslab", "internal/webui"},
 	// 6: wiring and the tests that drive the binary (the TypeScript
 	// client's test writes its arrays with clients/typescript/test/gowriter).
-	{"cmd/zarrgate", "e2e", "internal/archtest", "clients/typescript/test/gowriter", "bench/sidebyside", "bench/rawtcp", "bench/clientread"},
+	{"cmd/zarrgate", "e2e", "internal/archtest", "clients/typescript/test/gowriter", "bench/sidebyside", "bench/rawtcp", "bench/clientread", "bench/pingpong"},
 }
 
 // transport is what floors 0 to 3 must not depend on, even indirectly.
