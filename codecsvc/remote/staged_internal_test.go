@@ -15,14 +15,7 @@ import (
 // get it; it never revives an allocation whose last use just ended, which
 // would free it, and drop its hold on the segment, a second time.
 func TestStagedReleaseRacesPlace(t *testing.T) {
-	if !shm.Supported {
-		t.Skip("no shared memory on this platform")
-	}
-	b := membudget.New(1<<30, 0)
-	s := newSharedSeg(1<<20, b)
-	if s == nil {
-		t.Fatal("no segment")
-	}
+	s := testSegment(t)
 	// The caller's release lands between stagedAt's look at the count
 	// and its update, in every round: unstage counts down at once, then
 	// waits for the segment's lock, which stagedAt holds.
@@ -35,19 +28,8 @@ func TestStagedReleaseRacesPlace(t *testing.T) {
 	}
 	t.Cleanup(func() { testHookStagedAt = nil })
 	for i := range 100 {
-		if !s.hold() {
-			t.Fatal("segment ended")
-		}
-		off := s.alloc(4096)
-		if off < 0 {
-			t.Fatalf("round %d: no room: %d allocations live", i, len(s.live))
-		}
-		sb := &stagedBuf{off: off}
-		sb.refs.Store(1)
-		s.mu.Lock()
-		s.staged[off] = sb
-		s.mu.Unlock()
-		e := s.seg.Data[off : off+4096]
+		sb := stage(t, s, 4096, 1)
+		e := s.seg.Data[sb.off : sb.off+4096]
 		if got := s.stagedAt(e); got != nil {
 			t.Fatalf("round %d: a batch took a staged chunk its caller released", i)
 		}
@@ -59,10 +41,6 @@ func TestStagedReleaseRacesPlace(t *testing.T) {
 			t.Fatalf("round %d: %d users (want the stream's 1), %d allocations live, %d staged", i, users, live, staged)
 		}
 	}
-	s.end()
-	if n := b.InUse(); n != 0 {
-		t.Fatalf("%d bytes still reserved after the segment's end", n)
-	}
 }
 
 // A batch answered just as its stream fails: the receive frees the
@@ -71,28 +49,11 @@ func TestStagedReleaseRacesPlace(t *testing.T) {
 // segment's holds come back to the stream's alone. (The race detector
 // of make test sees the two touch the regions at once without regions.mu.)
 func TestRegionsAnsweredAsStreamFails(t *testing.T) {
-	if !shm.Supported {
-		t.Skip("no shared memory on this platform")
-	}
-	b := membudget.New(1<<30, 0)
-	s := newSharedSeg(1<<20, b)
-	if s == nil {
-		t.Fatal("no segment")
-	}
+	s := testSegment(t)
 	for i := range 40 { // 40 × (4 KiB left to the worker + 3 KiB at most) fit the ring
 		var bufs []*stagedBuf
 		for range 3 {
-			s.hold()
-			off := s.alloc(1024)
-			if off < 0 {
-				t.Fatalf("round %d: no room", i)
-			}
-			sb := &stagedBuf{off: off}
-			sb.refs.Store(2) // the caller's use and the batch's
-			s.mu.Lock()
-			s.staged[off] = sb
-			s.mu.Unlock()
-			bufs = append(bufs, sb)
+			bufs = append(bufs, stage(t, s, 1024, 2)) // the caller's use and the batch's
 		}
 		s.hold()
 		r := &regions{s: s, in: s.alloc(2048), outs: []int64{s.alloc(4096)}, lens: []int64{4096}, staged: slices.Clone(bufs)}
@@ -118,8 +79,43 @@ func TestRegionsAnsweredAsStreamFails(t *testing.T) {
 			t.Fatalf("round %d: %d users, want the stream's 1", i, users)
 		}
 	}
-	s.end()
-	if n := b.InUse(); n != 0 {
-		t.Fatalf("%d bytes still reserved after the segment's end", n)
+}
+
+// testSegment makes a 1 MiB segment, ended when the test ends, and then
+// checks that its memory went back to the budget.
+func testSegment(t *testing.T) *sharedSeg {
+	t.Helper()
+	if !shm.Supported {
+		t.Skip("no shared memory on this platform")
 	}
+	b := membudget.New(1<<30, 0)
+	s := newSharedSeg(1<<20, b)
+	if s == nil {
+		t.Fatal("no segment")
+	}
+	t.Cleanup(func() {
+		s.end()
+		if n := b.InUse(); n != 0 {
+			t.Errorf("%d bytes still reserved after the segment's end", n)
+		}
+	})
+	return s
+}
+
+// stage lends n bytes of s as Client.Stage does, with refs uses.
+func stage(t *testing.T, s *sharedSeg, n int64, refs int32) *stagedBuf {
+	t.Helper()
+	if !s.hold() {
+		t.Fatal("segment ended")
+	}
+	off := s.alloc(n)
+	if off < 0 {
+		t.Fatalf("no room: %d allocations live", len(s.live))
+	}
+	sb := &stagedBuf{off: off}
+	sb.refs.Store(refs)
+	s.mu.Lock()
+	s.staged[off] = sb
+	s.mu.Unlock()
+	return sb
 }
