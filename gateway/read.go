@@ -467,17 +467,25 @@ func clone[T any](s []T) []T { return append([]T(nil), s...) }
 // across two or four chunks then waits for the slowest chunk rather than
 // the sum, and a helper's start (on an idle processor, the wake-up of a
 // thread: 0.1–0.25 ms on a VM) overlaps the caller's own chunk, file
-// read included, instead of following the whole batch's fetch. Blocks
-// reach emit one at a time, as from the workers of a larger read.
+// read included, instead of following the whole batch's fetch. The
+// batch's memory is reserved at once, as readBatch reserves it (no read
+// holds part of the budget while it waits for more); blocks reach emit
+// one at a time, as from the workers of a larger read.
 func (g *Gateway) readSmall(ctx context.Context, l *layout, mem *readMem, batch []readTask, sink BlockSink, emit func(Block) error) error {
 	procs := runtime.GOMAXPROCS(0)
-	if len(batch) < 2 || procs < 2 || l.shard != nil || l.raw || !l.codec.inProcess() {
+	cost := l.readCost()
+	if len(batch) < 2 || procs < 2 || l.shard != nil || l.raw || !l.codec.inProcess() || int64(len(batch))*cost > mem.b.Limit() {
 		out := emit
 		if sink != nil {
 			out = func(b Block) error { return sink.Place(ctx, b, emit) }
 		}
 		return g.readBatch(ctx, l, mem, batch, sink, out)
 	}
+	refs, err := mem.reserve(ctx, int64(len(batch))*cost, func() string { return fmt.Sprintf("%d chunks", len(batch)) })
+	if err != nil {
+		return err
+	}
+	defer refs.Release()
 	var mu sync.Mutex
 	one := func(b Block) error {
 		mu.Lock()
@@ -490,6 +498,7 @@ func (g *Gateway) readSmall(ctx context.Context, l *layout, mem *readMem, batch 
 	if sink != nil {
 		out = func(b Block) error { return sink.Place(ctx, b, one) }
 	}
+	out = hold(refs, out)
 	// The first error is the read's (the others' may be its cancellation).
 	var once sync.Once
 	var first error
@@ -500,7 +509,7 @@ func (g *Gateway) readSmall(ctx context.Context, l *layout, mem *readMem, batch 
 			if i >= len(batch) {
 				return
 			}
-			if err := g.readBatch(ctx, l, mem, batch[i:i+1], sink, out); err != nil {
+			if err := g.readChunks(ctx, l, batch[i:i+1], out); err != nil {
 				once.Do(func() { first = err; cancel() })
 				return
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/zarrgate/zarrgate/codec"
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/membudget"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
 	"github.com/zarrgate/zarrgate/zarr"
@@ -246,5 +247,71 @@ func TestSmallReadDecodesSideBySide(t *testing.T) {
 				t.Fatalf("a read of four chunks, one damaged: %v, want DataLoss naming z/c/0/1", err)
 			}
 		})
+	}
+}
+
+// budgetEngine is codecsvc.Local that records the least of the budget's
+// bytes in use that any of its decodes saw.
+type budgetEngine struct {
+	*codecsvc.Local
+	b     *membudget.Budget
+	least atomic.Int64
+}
+
+func (e *budgetEngine) see() {
+	for n := e.b.InUse(); ; {
+		old := e.least.Load()
+		if old <= n || e.least.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+func (e *budgetEngine) Decode(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte) ([]codec.Chunk, error) {
+	e.see()
+	return e.Local.Decode(ctx, spec, encoded)
+}
+
+func (e *budgetEngine) DecodeSelected(ctx context.Context, spec *codec.BatchSpec, encoded [][]byte, sel []codec.Selection) ([]codec.Chunk, error) {
+	e.see()
+	return e.Local.DecodeSelected(ctx, spec, encoded, sel)
+}
+
+// TestSmallReadReservesAtOnce: a small read whose chunks are decoded side
+// by side reserves the memory of all of them before it decodes any (no
+// read holds part of the budget while it waits for more, which two such
+// reads at once could do for ever); under a budget that cannot hold them
+// all, it reads them in turn, and completes.
+func TestSmallReadReservesAtOnce(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	_, store, ref := zstdPartArray(t, false)
+	sel := []zarr.Range{{Start: 200, Stop: 264, Step: 1}, {Start: 230, Stop: 294, Step: 1}} // 4 chunks, one fill
+	const cost = 2 * 256 * 256 * 4                                                          // layout.readCost of a 256 × 256 float32 chunk
+	for _, limit := range []int64{1 << 30, 3 * cost} {
+		b := membudget.New(limit, 0)
+		e := &budgetEngine{Local: codecsvc.NewLocal(), b: b}
+		e.least.Store(math.MaxInt64)
+		g := New(store, e, Config{Budget: b})
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		got := make([]byte, 64*64*4)
+		err := g.ReadSlab(rctx, "z", sel, func(SlabInfo) error { return nil }, func(b Block) error {
+			for i := range b.Shape[0] {
+				copy(got[((b.Origin[0]+i)*64+b.Origin[1])*4:], b.Data[i*b.Shape[1]*4:(i+1)*b.Shape[1]*4])
+			}
+			return nil // blocks kept to the read's end
+		})
+		cancel()
+		if err != nil {
+			t.Fatalf("budget %d: %v", limit, err)
+		}
+		if want, _ := ref.expect(sel); !bytes.Equal(got, want) {
+			t.Fatalf("budget %d: the read differs from the reference", limit)
+		}
+		if least := e.least.Load(); limit > 4*cost && least < 4*cost {
+			t.Fatalf("a decode ran with %d bytes reserved, want the 4 chunks' %d at once", least, 4*cost)
+		}
+		if n := b.InUse(); n != 0 {
+			t.Fatalf("budget %d: %d bytes still reserved after the read", limit, n)
+		}
 	}
 }
