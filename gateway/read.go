@@ -459,8 +459,6 @@ func chunkCount(n int64) string {
 
 func clone[T any](s []T) []T { return append([]T(nil), s...) }
 
-// readBatch reads one task batch: a shard (batches of sharded arrays hold
-// one), or up to maxPlainBatch chunks.
 // readSmall reads the one batch of a small read. Chunks decoded in this
 // process are each read and decoded on a goroutine of their own, as many
 // at once as there are processors (the caller's among them): a box
@@ -524,6 +522,8 @@ func (g *Gateway) readSmall(ctx context.Context, l *layout, mem *readMem, batch 
 	return first
 }
 
+// readBatch reads one task batch: a shard (batches of sharded arrays hold
+// one), or up to maxPlainBatch chunks.
 func (g *Gateway) readBatch(ctx context.Context, l *layout, mem *readMem, batch []readTask, sink BlockSink, out func(Block) error) error {
 	if l.shard != nil {
 		return g.readShard(ctx, l, mem, batch[0], out)
