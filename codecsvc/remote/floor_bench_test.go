@@ -6,13 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
 
+	"github.com/zarrgate/zarrgate/codecsvc/remote/remotetest"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/internal/wire"
 )
@@ -40,7 +40,7 @@ func transportFloor(b *testing.B, size int) {
 	}
 	for _, network := range []string{"tcp", "unix"} {
 		b.Run("socket/"+network+suffix, func(b *testing.B) {
-			lis := listen(b, network)
+			lis := remotetest.Listen(b, network)
 			defer lis.Close()
 			go func() {
 				c, err := lis.Accept()
@@ -74,20 +74,9 @@ func transportFloor(b *testing.B, size int) {
 			})
 		})
 		b.Run("grpc/"+network+suffix, func(b *testing.B) {
-			lis := listen(b, network)
 			srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)), grpc.ForceServerCodecV2(rawCodec{}))
 			srv.RegisterService(&echoDesc, nil)
-			go srv.Serve(lis)
-			defer srv.Stop()
-			target := lis.Addr().String()
-			if network == "unix" {
-				target = "unix://" + target
-			}
-			cc, err := rpc.Dial(target)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer cc.Close()
+			cc := remotetest.Serve(b, network, srv)
 			s, err := cc.NewStream(context.Background(), &echoDesc.Streams[0], "/floor.Echo/Echo", grpc.ForceCodecV2(rawCodec{}))
 			if err != nil {
 				b.Fatal(err)
@@ -108,18 +97,6 @@ func transportFloor(b *testing.B, size int) {
 			})
 		})
 	}
-}
-
-func listen(b *testing.B, network string) net.Listener {
-	addr := "127.0.0.1:0"
-	if network == "unix" {
-		addr = filepath.Join(b.TempDir(), "s")
-	}
-	lis, err := net.Listen(network, addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return lis
 }
 
 // roundTrips times b.N calls of rt, each moving per times 256 KiB each

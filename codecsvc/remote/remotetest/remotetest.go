@@ -21,6 +21,34 @@ import (
 // directory, and returns a connection to it; both end with the test.
 func ServeWorker(tb testing.TB, network string) *grpc.ClientConn {
 	tb.Helper()
+	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	codecsvc.NewServer(codecsvc.NewLocal()).Register(srv)
+	return Serve(tb, network, srv)
+}
+
+// Serve serves srv on Listen(tb, network) and returns a connection to it;
+// both end with the test.
+func Serve(tb testing.TB, network string, srv *rpc.Server) *grpc.ClientConn {
+	tb.Helper()
+	lis := Listen(tb, network)
+	go srv.Serve(lis)
+	target := lis.Addr().String()
+	if network == "unix" {
+		target = "unix://" + target
+	}
+	cc, err := rpc.Dial(target)
+	if err != nil {
+		srv.Stop()
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cc.Close(); srv.Stop() })
+	return cc
+}
+
+// Listen listens on loopback TCP or, for "unix", on a unix socket in a
+// temporary directory.
+func Listen(tb testing.TB, network string) net.Listener {
+	tb.Helper()
 	addr := "127.0.0.1:0"
 	if network == "unix" {
 		addr = filepath.Join(tb.TempDir(), "w.sock")
@@ -29,17 +57,5 @@ func ServeWorker(tb testing.TB, network string) *grpc.ClientConn {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	codecsvc.NewServer(codecsvc.NewLocal()).Register(srv)
-	go srv.Serve(lis)
-	target := lis.Addr().String()
-	if network == "unix" {
-		target = "unix://" + target
-	}
-	cc, err := rpc.Dial(target)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { cc.Close(); srv.Stop() })
-	return cc
+	return lis
 }
