@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 
@@ -470,9 +469,8 @@ func clone[T any](s []T) []T { return append([]T(nil), s...) }
 // holds part of the budget while it waits for more); blocks reach emit
 // one at a time, as from the workers of a larger read.
 func (g *Gateway) readSmall(ctx context.Context, l *layout, mem *readMem, batch []readTask, sink BlockSink, emit func(Block) error) error {
-	procs := runtime.GOMAXPROCS(0)
 	cost := l.readCost()
-	if len(batch) < 2 || procs < 2 || l.shard != nil || l.raw || !l.codec.inProcess() || int64(len(batch))*cost > mem.b.Limit() {
+	if len(batch) < 2 || runtime.GOMAXPROCS(0) < 2 || l.shard != nil || l.raw || !l.codec.inProcess() || int64(len(batch))*cost > mem.b.Limit() {
 		out := emit
 		if sink != nil {
 			out = func(b Block) error { return sink.Place(ctx, b, emit) }
@@ -500,25 +498,15 @@ func (g *Gateway) readSmall(ctx context.Context, l *layout, mem *readMem, batch 
 	// The first error is the read's (the others' may be its cancellation).
 	var once sync.Once
 	var first error
-	var next atomic.Int64
-	work := func() {
-		for {
-			i := int(next.Add(1) - 1)
-			if i >= len(batch) {
-				return
-			}
-			if err := g.readChunks(ctx, l, batch[i:i+1], out); err != nil {
-				once.Do(func() { first = err; cancel() })
-				return
-			}
+	spread(len(batch), func(i int) {
+		err := ctx.Err() // after a failure, or the call's end: the rest is not read
+		if err == nil {
+			err = g.readChunks(ctx, l, batch[i:i+1], out)
 		}
-	}
-	var wg sync.WaitGroup
-	for range min(len(batch), procs) - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
+		if err != nil {
+			once.Do(func() { first = err; cancel() })
+		}
+	})
 	return first
 }
 

@@ -72,6 +72,31 @@ func decodeSpread(ctx context.Context, l *layout, encoded [][]byte, dims [][]zar
 	out := make([]chunk, n)
 	sel := make([]bool, n)
 	fails := make([]error, n)
+	spread(n, func(i int) {
+		u, s, err := decodeBatch(ctx, l, encoded[i:i+1], dims[i:i+1])
+		if err == nil && len(u) != 1 {
+			releaseUnits(u)
+			err = errs.New(errs.DataLoss, "codec engine answered %d chunks for 1", len(u))
+		}
+		if err != nil {
+			fails[i] = shiftItem(err, i)
+			return
+		}
+		out[i], sel[i] = u[0], s
+	})
+	for _, err := range fails {
+		if err != nil {
+			releaseUnits(out)
+			return nil, false, err
+		}
+	}
+	return out, slices.Contains(sel, true), nil
+}
+
+// spread runs f for 0 to n-1 on as many goroutines as there are
+// processors (the caller's among them), each taking the next index, and
+// returns once every call has.
+func spread(n int, f func(i int)) {
 	var next atomic.Int64
 	work := func() {
 		for {
@@ -79,16 +104,7 @@ func decodeSpread(ctx context.Context, l *layout, encoded [][]byte, dims [][]zar
 			if i >= n {
 				return
 			}
-			u, s, err := decodeBatch(ctx, l, encoded[i:i+1], dims[i:i+1])
-			if err == nil && len(u) != 1 {
-				releaseUnits(u)
-				err = errs.New(errs.DataLoss, "codec engine answered %d chunks for 1", len(u))
-			}
-			if err != nil {
-				fails[i] = shiftItem(err, i)
-				continue
-			}
-			out[i], sel[i] = u[0], s
+			f(i)
 		}
 	}
 	var wg sync.WaitGroup
@@ -97,13 +113,6 @@ func decodeSpread(ctx context.Context, l *layout, encoded [][]byte, dims [][]zar
 	}
 	work()
 	wg.Wait()
-	for _, err := range fails {
-		if err != nil {
-			releaseUnits(out)
-			return nil, false, err
-		}
-	}
-	return out, slices.Contains(sel, true), nil
 }
 
 // releaseUnits hands back the buffers of decoded units.
