@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/stats"
 
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
@@ -36,12 +37,41 @@ import (
 // listener (over TLS with tlsCfg, when set) and counts the ReadSlab calls
 // that ask for bulk.
 type bulkServer struct {
-	addr  string
-	bulk  *bulk.Listener
-	asked atomic.Int64 // ReadSlab calls with bulk set
+	addr   string
+	bulk   *bulk.Listener
+	asked  atomic.Int64 // ReadSlab calls with bulk set
+	opened atomic.Int64 // OpenSmallReads calls
+	calls  atomic.Int64 // ReadSlabSmall gRPC calls (not those over small-reads connections)
+	srv    *rpc.Server
 }
 
+// smallCalls counts the ReadSlabSmall calls that reach the server as
+// gRPC calls: a stats handler sees those only.
+type smallCalls struct{ n *atomic.Int64 }
+
+func (h smallCalls) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	if info.FullMethodName == gatewayv1.ArrayService_ReadSlabSmall_FullMethodName {
+		h.n.Add(1)
+	}
+	return ctx
+}
+func (smallCalls) HandleRPC(context.Context, stats.RPCStats)                         {}
+func (smallCalls) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (smallCalls) HandleConn(context.Context, stats.ConnStats)                       {}
+
 func newBulkServer(t *testing.T, tlsCfg *tls.Config, bcfg bulk.Config, lis net.Listener) *bulkServer {
+	t.Helper()
+	return newCountingServer(t, tlsCfg, &bcfg, lis)
+}
+
+// newPlainServer is newBulkServer without a bulk listener.
+func newPlainServer(t *testing.T) *bulkServer {
+	t.Helper()
+	return newCountingServer(t, nil, nil, nil)
+}
+
+// newCountingServer serves with a bulk listener of bcfg (none if nil).
+func newCountingServer(t *testing.T, tlsCfg *tls.Config, bcfg *bulk.Config, lis net.Listener) *bulkServer {
 	t.Helper()
 	s := &bulkServer{}
 	if lis == nil {
@@ -52,23 +82,32 @@ func newBulkServer(t *testing.T, tlsCfg *tls.Config, bcfg bulk.Config, lis net.L
 	}
 	opts := []grpc.ServerOption{grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		return h(srv, &askedStream{ServerStream: ss, s: s})
-	})}
+	}), grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if info.FullMethod == gatewayv1.ArrayService_OpenSmallReads_FullMethodName {
+			s.opened.Add(1)
+		}
+		return h(ctx, req)
+	}), grpc.StatsHandler(smallCalls{&s.calls})}
 	if tlsCfg != nil {
 		opts = append(opts, rpc.ServerTLS(tlsCfg))
 		bcfg.TLS = tlsCfg.Clone()
 		bcfg.TLS.NextProtos = nil
 	}
-	bl, err := bulk.Listen("127.0.0.1:0", bcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.bulk = bl
 	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
+	s.srv = srv
 	as := arrayserver.NewServer(gateway.New(memory.New(), codecsvc.NewLocal(), gateway.Config{}))
-	as.SetBulk(bl)
+	if bcfg != nil {
+		bl, err := bulk.Listen("127.0.0.1:0", *bcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.bulk = bl
+		as.SetBulk(bl)
+		t.Cleanup(func() { bl.Close() })
+	}
 	as.Register(srv)
 	go srv.Serve(lis)
-	t.Cleanup(func() { srv.Stop(); bl.Close() })
+	t.Cleanup(srv.Stop)
 	s.addr = lis.Addr().String()
 	return s
 }
@@ -220,16 +259,21 @@ func TestBulkReadsAgree(t *testing.T) {
 			if shape := sel.Shape(ab.Shape); dt != "string" && shape[0]*shape[1] > 1 && n == 0 {
 				t.Errorf("%s %v: no bulk frame read straight into place", dt, sel)
 			}
-			// Small reads are one unary call (ReadSlabSmall); Blocks is
-			// always ReadSlab.
+			// Small reads go over a small-reads connection (one for
+			// all of them, kept between reads); Blocks is always
+			// ReadSlab.
 			if n := s.bulk.Counts()[bulk.ResultAccepted] - before; n == 0 {
 				t.Errorf("%s %v: no bulk connection for %d reads", dt, sel, len(want))
 			}
 		}
 	}
+	if s.opened.Load() == 0 {
+		t.Error("no small-reads connection was opened")
+	}
+	viaBulk.Close() // and its idle small-reads connections
 	s.idle(t)
-	if asked, got := s.asked.Load(), s.bulk.Counts(); uint64(asked) != got[bulk.ResultAccepted] || got[bulk.ResultAccepted] != got[bulk.ResultAccepted]+got[bulk.ResultUnknownTicket]+got[bulk.ResultBadHello]+got[bulk.ResultTimeout] {
-		t.Errorf("%d calls asked for bulk; connections %v", asked, got)
+	if asked, opened, got := s.asked.Load(), s.opened.Load(), s.bulk.Counts(); uint64(asked+opened) != got[bulk.ResultAccepted] || got[bulk.ResultAccepted] != got[bulk.ResultAccepted]+got[bulk.ResultUnknownTicket]+got[bulk.ResultBadHello]+got[bulk.ResultTimeout] {
+		t.Errorf("%d calls asked for bulk, %d for small-reads connections; connections %v", asked, opened, got)
 	}
 }
 
@@ -266,7 +310,8 @@ func TestBulkUnreachable(t *testing.T) {
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
 	c := dialT(t, lis.Addr().String(), client.WithSharedMemory(false))
-	a, err := c.CreateArray(ctx, "u", client.ArraySpec{Shape: []int64{100, 100}, DataType: "float32", ChunkShape: []int64{30, 30}, FillValue: "2.5"})
+	// More than a small read (1 MiB): a ReadSlab.
+	a, err := c.CreateArray(ctx, "u", client.ArraySpec{Shape: []int64{600, 600}, DataType: "float32", ChunkShape: []int64{100, 100}, FillValue: "2.5"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +320,7 @@ func TestBulkUnreachable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(v) != 100*100 || v[0] != 2.5 || v[len(v)-1] != 2.5 {
+		if len(v) != 600*600 || v[0] != 2.5 || v[len(v)-1] != 2.5 {
 			t.Fatalf("read %d values %v…", len(v), v[:1])
 		}
 	}
@@ -340,6 +385,16 @@ func TestBulkTLS(t *testing.T) {
 		}
 		if got := s.bulk.Counts(); got[bulk.ResultAccepted] != 1 || got[bulk.ResultTLSFailed] != 0 {
 			t.Fatalf("mtls %v: bulk connections %v", mtls, got)
+		}
+		// Small reads over a small-reads connection, TLS too.
+		for range 3 {
+			v, _, err = client.Read[float32](ctx, a, client.MustParseSelection("10:20,690:700"))
+			if err != nil || len(v) != 100 || v[99] != 4 {
+				t.Fatalf("mtls %v: small read: %v", mtls, err)
+			}
+		}
+		if got := s.bulk.Counts(); got[bulk.ResultAccepted] != 2 || got[bulk.ResultTLSFailed] != 0 || s.calls.Load() != 0 {
+			t.Fatalf("mtls %v: bulk connections %v, %d ReadSlabSmall calls; want 2 connections (the read's, then the small reads'), no calls", mtls, got, s.calls.Load())
 		}
 	}
 }

@@ -119,6 +119,7 @@ type Client struct {
 	small  atomic.Bool // try ReadSlabSmall for small reads (small.go)
 	maps   mappings    // of the gateway's shared-memory segments
 	bulk   *bulkState  // reads over bulk connections (bulk.go)
+	smalls *smallPool  // small reads over bulk connections (smallconn.go)
 }
 
 // Dial connects to the gateway at addr (host:port or any gRPC target such
@@ -184,6 +185,7 @@ func Dial(ctx context.Context, addr string, opts ...Option) (*Client, error) {
 	c := &Client{cc: cc, arrays: gatewayv1.NewArrayServiceClient(cc)}
 	c.small.Store(true)
 	c.bulk = &bulkState{on: o.bulk == nil || *o.bulk, host: targetHost(addr), tls: o.tls}
+	c.smalls = &smallPool{bulk: c.bulk}
 	c.bands = []gatewayv1.ArrayServiceClient{c.arrays}
 	for range max(o.conns, 1) - 1 {
 		// Each its own connection: grpc.NewClient shares no transport
@@ -225,6 +227,7 @@ func isLocal(addr string) bool {
 // Close closes the connection.
 func (c *Client) Close() error {
 	c.maps.close()
+	c.smalls.close()
 	for _, m := range c.more {
 		m.Close()
 	}

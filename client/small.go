@@ -32,7 +32,11 @@ func readSmall(ctx context.Context, a *Array, sel Selection, alloc func(*SlabHea
 	if !a.c.small.Load() {
 		return false, nil
 	}
-	resp, err := a.c.arrays.ReadSlabSmall(ctx, &gatewayv1.ReadSlabSmallRequest{Path: a.Path, Selection: sel.proto()})
+	req := &gatewayv1.ReadSlabSmallRequest{Path: a.Path, Selection: sel.proto()}
+	resp, err, conn := a.c.smalls.read(ctx, a.c.arrays, req)
+	if !conn {
+		resp, err = a.c.arrays.ReadSlabSmall(ctx, req)
+	}
 	if err != nil {
 		st := status.Convert(err)
 		switch {

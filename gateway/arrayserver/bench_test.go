@@ -9,8 +9,11 @@ import (
 
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/gateway"
+	"github.com/zarrgate/zarrgate/internal/bulk"
 	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/storesvc/file"
 	"github.com/zarrgate/zarrgate/zarr"
@@ -132,8 +135,9 @@ const shardedZstd = `[{"name":"sharding_indexed","configuration":{"chunk_shape":
 
 // BenchmarkSmallRead reads random 64×64 boxes (up to four chunks each):
 // the latency of small reads, in the engine alone and through ArrayService
-// on loopback, streamed (rpc: ReadSlab) or in one unary call (rpc-small:
-// ReadSlabSmall); and cpu-µs/op, the CPU time of the process (client and
+// on loopback, streamed (rpc: ReadSlab), in one unary call (rpc-small:
+// ReadSlabSmall) or over a small-reads connection (conn-small:
+// OpenSmallReads); and cpu-µs/op, the CPU time of the process (client and
 // server) per read, steadier than the latency on a busy machine. The
 // arrays hold the side-by-side benchmark's values (benchValues). The
 // uncompressed array's cases carry no layout prefix (as before zstd and
@@ -155,7 +159,7 @@ func BenchmarkSmallRead(b *testing.B) {
 				chunks = []int64{1024, 1024}
 			}
 			g = benchGatewayData(b, lay.codecs, chunks, gateway.Config{}, benchValues())
-			c = serveGatewayB(b, g)
+			c = serveGatewayBulkB(b, g)
 		}
 		r := rand.New(rand.NewPCG(1, 2))
 		box := func() (int64, int64) { return r.Int64N(benchN - 64), r.Int64N(benchN - 64) }
@@ -185,6 +189,30 @@ func BenchmarkSmallRead(b *testing.B) {
 				y, x := box()
 				if _, err := c.ReadSlabSmall(ctx, &gatewayv1.ReadSlabSmallRequest{Path: "a", Selection: []*gatewayv1.Slice{{Start: uint64(y), Stop: uint64(y + 64)}, {Start: uint64(x), Stop: uint64(x + 64)}}}); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(lay.name+"conn-small", func(b *testing.B) {
+			setup(b)
+			conn := openSmallReadsB(b, c)
+			r := bulk.NewReader(conn, 0)
+			var frame []byte
+			defer reportCPU(b)()
+			for b.Loop() {
+				y, x := box()
+				m := &gatewayv1.SmallReadsRequest{Read: &gatewayv1.ReadSlabSmallRequest{Path: "a", Selection: []*gatewayv1.Slice{{Start: uint64(y), Stop: uint64(y + 64)}, {Start: uint64(x), Stop: uint64(x + 64)}}}}
+				frame = binary.LittleEndian.AppendUint64(frame[:0], uint64(proto.Size(m)))
+				frame, _ = proto.MarshalOptions{}.MarshalAppend(frame, m)
+				if _, err := conn.Write(frame); err != nil {
+					b.Fatal(err)
+				}
+				raw, err := r.Next(false)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var out gatewayv1.SmallReadsResponse
+				if err := proto.Unmarshal(raw, &out); err != nil || out.GetCode() != 0 {
+					b.Fatal(err, out.GetMessage())
 				}
 			}
 		})

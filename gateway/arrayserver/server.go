@@ -31,14 +31,24 @@ type Server struct {
 	gatewayv1.UnimplementedArrayServiceServer
 	g    *gateway.Gateway
 	bulk *bulk.Listener // ReadSlab's bulk connections (SetBulk); nil: none
+
+	small smallServer // OpenSmallReads' connections (smallreads.go)
 }
 
 // NewServer returns the gRPC server of g.
 func NewServer(g *gateway.Gateway) *Server { return &Server{g: g} }
 
 // Register registers ArrayService and the StoreService pass-through.
+// A registrar that can run local calls (internal/rpc's Server) gets
+// small-reads connections (OpenSmallReads), closed when it drains.
 func (s *Server) Register(r grpc.ServiceRegistrar) {
 	gatewayv1.RegisterArrayServiceServer(r, s)
+	if lc, ok := r.(LocalCaller); ok {
+		s.small.local = lc
+	}
+	if d, ok := r.(interface{ OnDrain(func()) }); ok {
+		d.OnDrain(s.small.drain)
+	}
 	storeserver.New(s.g.RawStore(), storeserver.WithSegments(func() storeserver.Segment {
 		if seg := s.g.SharedSegment(); seg != nil {
 			return seg

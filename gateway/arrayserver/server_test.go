@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -17,6 +18,7 @@ import (
 	"github.com/zarrgate/zarrgate/gateway"
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 	"github.com/zarrgate/zarrgate/internal/bufpool"
+	"github.com/zarrgate/zarrgate/internal/bulk"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/internal/wire"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
@@ -41,6 +43,45 @@ func serveGatewayB(t testing.TB, g *gateway.Gateway) gatewayv1.ArrayServiceClien
 	}
 	t.Cleanup(func() { cc.Close(); srv.Stop() })
 	return gatewayv1.NewArrayServiceClient(cc)
+}
+
+// serveGatewayBulkB is serveGatewayB with a bulk listener (ReadSlab's
+// bulk reads, OpenSmallReads' connections).
+func serveGatewayBulkB(t testing.TB, g *gateway.Gateway) gatewayv1.ArrayServiceClient {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bl, err := bulk.Listen("127.0.0.1:0", bulk.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := NewServer(g)
+	s.SetBulk(bl)
+	s.Register(srv)
+	go srv.Serve(lis)
+	cc, err := rpc.Dial(lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close(); srv.Stop(); bl.Close() })
+	return gatewayv1.NewArrayServiceClient(cc)
+}
+
+// openSmallReadsB opens a small-reads connection of c's server.
+func openSmallReadsB(t testing.TB, c gatewayv1.ArrayServiceClient) net.Conn {
+	resp, err := c.OpenSmallReads(ctx, &gatewayv1.OpenSmallReadsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := resp.GetOffer()
+	conn, err := bulk.Dial(ctx, net.JoinHostPort("127.0.0.1", strconv.Itoa(int(o.GetPort()))), nil, o.GetTicket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 // serveGatewayPlain serves g on a plain grpc.NewServer(), as a program

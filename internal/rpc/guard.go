@@ -68,6 +68,7 @@ func (s *Server) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	for i, m := range desc.Methods {
 		h := m.Handler
 		m.Handler = func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
+			s.noteChain(ic)
 			return h(srv, ctx, func(v any) error { return recvLenient(dec, v) }, innermost(ic))
 		}
 		d.Methods[i] = m

@@ -46,8 +46,9 @@ type Server struct {
 	Health *health.Server
 
 	logger                      *slog.Logger
-	streaming                   map[string]bool // full method names of streaming methods
-	streamTimeout, unaryTimeout atomic.Int64    // time.Duration
+	streaming                   map[string]bool            // full method names of streaming methods
+	streamTimeout, unaryTimeout atomic.Int64               // time.Duration
+	chain                       atomic.Pointer[unaryChain] // see CallLocal
 
 	drainMu sync.Mutex
 	onDrain []func() // see OnDrain

@@ -95,8 +95,11 @@ var methods = map[string]class{
 	gatewayv1.ArrayService_ResizeArray_FullMethodName:      classWrite,
 	gatewayv1.ArrayService_ReadSlab_FullMethodName:         classRead,
 	gatewayv1.ArrayService_ReadSlabSmall_FullMethodName:    classRead,
-	gatewayv1.ArrayService_ReadSlabShared_FullMethodName:   classRead,
-	gatewayv1.ArrayService_WriteSlab_FullMethodName:        classWrite,
+	// Each read on the connection it opens is a ReadSlabSmall call,
+	// authorized as one.
+	gatewayv1.ArrayService_OpenSmallReads_FullMethodName: classOpen,
+	gatewayv1.ArrayService_ReadSlabShared_FullMethodName: classRead,
+	gatewayv1.ArrayService_WriteSlab_FullMethodName:      classWrite,
 
 	codecv1.CodecService_Encode_FullMethodName:  classCodec,
 	codecv1.CodecService_Decode_FullMethodName:  classCodec,
@@ -282,6 +285,8 @@ func decide(method string, msg any) (need, error) {
 		return nodeNeed(authz.Read, m.GetPath())
 	case *gatewayv1.ReadSlabSmallRequest:
 		return nodeNeed(authz.Read, m.GetPath())
+	case *gatewayv1.OpenSmallReadsRequest:
+		return need{}, nil
 	case *gatewayv1.ReadSlabSharedRequest:
 		r := m.GetRead()
 		if r == nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/zarrgate/zarrgate/internal/auth"
 	"github.com/zarrgate/zarrgate/internal/authz"
 	"github.com/zarrgate/zarrgate/internal/authz/authzgrpc"
+	"github.com/zarrgate/zarrgate/internal/bulk"
 	"github.com/zarrgate/zarrgate/internal/rpc"
 	"github.com/zarrgate/zarrgate/storesvc"
 	"github.com/zarrgate/zarrgate/storesvc/memory"
@@ -158,7 +159,7 @@ func newEnv(t *testing.T, kind string) *env {
 	e := &env{store: storesvc.Wrap(memory.New()), audit: &syncBuffer{}, calls: &methodRecorder{}}
 	cfg := authzgrpc.Config{Policy: func() *authz.Policy { return pol }, Audit: authz.NewAuditor(e.audit)}
 	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)), append(testAuthn(), authzgrpc.ServerOptions(cfg)...)...)
-	register(srv, e.store, kind)
+	register(t, srv, e.store, kind)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -177,11 +178,21 @@ func newEnv(t *testing.T, kind string) *env {
 // register adds the services of a server kind over store: ArrayService
 // (with the gateway's StoreService pass-through) and CodecService for
 // "gateway", StoreService alone for "store".
-func register(srv *rpc.Server, store *storesvc.Portable, kind string) {
+func register(t *testing.T, srv *rpc.Server, store *storesvc.Portable, kind string) {
 	switch kind {
 	case "gateway":
 		g := gateway.New(store, codecsvc.NewLocal(), gateway.Config{})
-		arrayserver.NewServer(g).Register(srv)
+		as := arrayserver.NewServer(g)
+		// A bulk listener, for OpenSmallReads' connections (plain TCP:
+		// what is checked is the credentials of the call that opened
+		// the connection, not the connection's own).
+		bl, err := bulk.Listen("127.0.0.1:0", bulk.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { bl.Close() })
+		as.SetBulk(bl)
+		as.Register(srv)
 		codecsvc.NewServer(codecsvc.NewLocal()).Register(srv)
 	case "store":
 		storeserver.New(store).Register(srv)
@@ -483,6 +494,16 @@ func arrayCases() []rpcCase {
 		{"ReadSlabSmall", "gateway", func(ctx context.Context, c *grpc.ClientConn) error {
 			_, err := ar(c).ReadSlabSmall(ctx, &gatewayv1.ReadSlabSmallRequest{Path: "data/arr"})
 			return err
+		}, denyAll},
+		// Opening the connection needs no permission; the read over it
+		// is a ReadSlabSmall call of the caller who opened it.
+		{"OpenSmallReads", "gateway", func(ctx context.Context, c *grpc.ClientConn) error {
+			sc, err := openSmallReads(ctx, c)
+			if err != nil {
+				return err
+			}
+			defer sc.Close()
+			return smallRead(sc, &gatewayv1.ReadSlabSmallRequest{Path: "data/arr"})
 		}, denyAll},
 		{"ReadSlabShared", "gateway", func(ctx context.Context, c *grpc.ClientConn) error {
 			s, err := ar(c).ReadSlabShared(ctx)

@@ -286,7 +286,7 @@ func newRealEnv(t *testing.T, f *fixture, kind, mode string) *realEnv {
 	t.Cleanup(release)
 	e := &realEnv{f: f, store: storesvc.Wrap(memory.New()), conns: map[string]*grpc.ClientConn{}, calls: &methodRecorder{}}
 	srv := rpc.NewServer(logger, security.Chain(tlsOpts, authnOpts, authzOpts)...)
-	register(srv, e.store, kind)
+	register(t, srv, e.store, kind)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

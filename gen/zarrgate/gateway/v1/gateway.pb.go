@@ -2214,6 +2214,241 @@ func (x *ReadSlabSmallResponse) GetBlocks() []*Block {
 	return nil
 }
 
+// OpenSmallReadsRequest opens a small-reads connection.
+type OpenSmallReadsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenSmallReadsRequest) Reset() {
+	*x = OpenSmallReadsRequest{}
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenSmallReadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenSmallReadsRequest) ProtoMessage() {}
+
+func (x *OpenSmallReadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenSmallReadsRequest.ProtoReflect.Descriptor instead.
+func (*OpenSmallReadsRequest) Descriptor() ([]byte, []int) {
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
+}
+
+// OpenSmallReadsResponse is the ticket of a small-reads connection and its
+// terms.
+type OpenSmallReadsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// offer names the bulk listener and the connection's ticket.
+	Offer *BulkOffer `protobuf:"bytes,1,opt,name=offer,proto3" json:"offer,omitempty"`
+	// max_request_bytes is the largest SmallReadsRequest the server takes;
+	// send larger reads as ReadSlabSmall calls.
+	MaxRequestBytes uint64 `protobuf:"varint,2,opt,name=max_request_bytes,json=maxRequestBytes,proto3" json:"max_request_bytes,omitempty"`
+	// idle_timeout_ms: the server closes the connection when no request
+	// arrives for this long.
+	IdleTimeoutMs uint64 `protobuf:"varint,3,opt,name=idle_timeout_ms,json=idleTimeoutMs,proto3" json:"idle_timeout_ms,omitempty"`
+	// lifetime_ms: the server closes the connection, between two reads,
+	// once it has been open this long, so that a connection's credentials
+	// are presented anew from time to time.
+	LifetimeMs    uint64 `protobuf:"varint,4,opt,name=lifetime_ms,json=lifetimeMs,proto3" json:"lifetime_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenSmallReadsResponse) Reset() {
+	*x = OpenSmallReadsResponse{}
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenSmallReadsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenSmallReadsResponse) ProtoMessage() {}
+
+func (x *OpenSmallReadsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenSmallReadsResponse.ProtoReflect.Descriptor instead.
+func (*OpenSmallReadsResponse) Descriptor() ([]byte, []int) {
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *OpenSmallReadsResponse) GetOffer() *BulkOffer {
+	if x != nil {
+		return x.Offer
+	}
+	return nil
+}
+
+func (x *OpenSmallReadsResponse) GetMaxRequestBytes() uint64 {
+	if x != nil {
+		return x.MaxRequestBytes
+	}
+	return 0
+}
+
+func (x *OpenSmallReadsResponse) GetIdleTimeoutMs() uint64 {
+	if x != nil {
+		return x.IdleTimeoutMs
+	}
+	return 0
+}
+
+func (x *OpenSmallReadsResponse) GetLifetimeMs() uint64 {
+	if x != nil {
+		return x.LifetimeMs
+	}
+	return 0
+}
+
+// SmallReadsRequest is one read on a small-reads connection.
+type SmallReadsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// read is the ReadSlabSmall request.
+	Read *ReadSlabSmallRequest `protobuf:"bytes,1,opt,name=read,proto3" json:"read,omitempty"`
+	// timeout_ms is the read's deadline, counted from when the server takes
+	// the request; 0: the server's default for unary calls.
+	TimeoutMs     uint64 `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SmallReadsRequest) Reset() {
+	*x = SmallReadsRequest{}
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SmallReadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SmallReadsRequest) ProtoMessage() {}
+
+func (x *SmallReadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SmallReadsRequest.ProtoReflect.Descriptor instead.
+func (*SmallReadsRequest) Descriptor() ([]byte, []int) {
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *SmallReadsRequest) GetRead() *ReadSlabSmallRequest {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+func (x *SmallReadsRequest) GetTimeoutMs() uint64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// SmallReadsResponse answers one SmallReadsRequest.
+type SmallReadsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// read is the slab, when code is 0.
+	Read *ReadSlabSmallResponse `protobuf:"bytes,1,opt,name=read,proto3" json:"read,omitempty"`
+	// code is the read's gRPC status code (0: OK).
+	Code uint32 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	// message is the status message of a failed read.
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SmallReadsResponse) Reset() {
+	*x = SmallReadsResponse{}
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SmallReadsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SmallReadsResponse) ProtoMessage() {}
+
+func (x *SmallReadsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SmallReadsResponse.ProtoReflect.Descriptor instead.
+func (*SmallReadsResponse) Descriptor() ([]byte, []int) {
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *SmallReadsResponse) GetRead() *ReadSlabSmallResponse {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+func (x *SmallReadsResponse) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *SmallReadsResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // ReadSlabResponse is the header (first message) or a block.
 type ReadSlabResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2230,7 +2465,7 @@ type ReadSlabResponse struct {
 
 func (x *ReadSlabResponse) Reset() {
 	*x = ReadSlabResponse{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[31]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2477,7 @@ func (x *ReadSlabResponse) String() string {
 func (*ReadSlabResponse) ProtoMessage() {}
 
 func (x *ReadSlabResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[31]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2490,7 @@ func (x *ReadSlabResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSlabResponse.ProtoReflect.Descriptor instead.
 func (*ReadSlabResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReadSlabResponse) GetMessage() isReadSlabResponse_Message {
@@ -2319,7 +2554,7 @@ type ReadSlabSharedResponse struct {
 
 func (x *ReadSlabSharedResponse) Reset() {
 	*x = ReadSlabSharedResponse{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[32]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2331,7 +2566,7 @@ func (x *ReadSlabSharedResponse) String() string {
 func (*ReadSlabSharedResponse) ProtoMessage() {}
 
 func (x *ReadSlabSharedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[32]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2344,7 +2579,7 @@ func (x *ReadSlabSharedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSlabSharedResponse.ProtoReflect.Descriptor instead.
 func (*ReadSlabSharedResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReadSlabSharedResponse) GetMessage() isReadSlabSharedResponse_Message {
@@ -2421,7 +2656,7 @@ type SlabEnd struct {
 
 func (x *SlabEnd) Reset() {
 	*x = SlabEnd{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[33]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2433,7 +2668,7 @@ func (x *SlabEnd) String() string {
 func (*SlabEnd) ProtoMessage() {}
 
 func (x *SlabEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[33]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2446,7 +2681,7 @@ func (x *SlabEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlabEnd.ProtoReflect.Descriptor instead.
 func (*SlabEnd) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SlabEnd) GetDestinationElements() uint64 {
@@ -2469,7 +2704,7 @@ type WriteSlabHeader struct {
 
 func (x *WriteSlabHeader) Reset() {
 	*x = WriteSlabHeader{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[34]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2481,7 +2716,7 @@ func (x *WriteSlabHeader) String() string {
 func (*WriteSlabHeader) ProtoMessage() {}
 
 func (x *WriteSlabHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[34]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2494,7 +2729,7 @@ func (x *WriteSlabHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteSlabHeader.ProtoReflect.Descriptor instead.
 func (*WriteSlabHeader) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{34}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WriteSlabHeader) GetPath() string {
@@ -2527,7 +2762,7 @@ type WriteSlabRequest struct {
 
 func (x *WriteSlabRequest) Reset() {
 	*x = WriteSlabRequest{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[35]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2539,7 +2774,7 @@ func (x *WriteSlabRequest) String() string {
 func (*WriteSlabRequest) ProtoMessage() {}
 
 func (x *WriteSlabRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[35]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2552,7 +2787,7 @@ func (x *WriteSlabRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteSlabRequest.ProtoReflect.Descriptor instead.
 func (*WriteSlabRequest) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{35}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *WriteSlabRequest) GetMessage() isWriteSlabRequest_Message {
@@ -2611,7 +2846,7 @@ type WriteSlabResponse struct {
 
 func (x *WriteSlabResponse) Reset() {
 	*x = WriteSlabResponse{}
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[36]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2623,7 +2858,7 @@ func (x *WriteSlabResponse) String() string {
 func (*WriteSlabResponse) ProtoMessage() {}
 
 func (x *WriteSlabResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[36]
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2636,7 +2871,7 @@ func (x *WriteSlabResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteSlabResponse.ProtoReflect.Descriptor instead.
 func (*WriteSlabResponse) Descriptor() ([]byte, []int) {
-	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{36}
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WriteSlabResponse) GetChunksWritten() uint64 {
@@ -2791,7 +3026,22 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"\tselection\x18\x02 \x03(\v2\x1a.zarrgate.gateway.v1.SliceR\tselection\"\x84\x01\n" +
 	"\x15ReadSlabSmallResponse\x127\n" +
 	"\x06header\x18\x01 \x01(\v2\x1f.zarrgate.gateway.v1.SlabHeaderR\x06header\x122\n" +
-	"\x06blocks\x18\x02 \x03(\v2\x1a.zarrgate.gateway.v1.BlockR\x06blocks\"\x8c\x01\n" +
+	"\x06blocks\x18\x02 \x03(\v2\x1a.zarrgate.gateway.v1.BlockR\x06blocks\"\x17\n" +
+	"\x15OpenSmallReadsRequest\"\xc3\x01\n" +
+	"\x16OpenSmallReadsResponse\x124\n" +
+	"\x05offer\x18\x01 \x01(\v2\x1e.zarrgate.gateway.v1.BulkOfferR\x05offer\x12*\n" +
+	"\x11max_request_bytes\x18\x02 \x01(\x04R\x0fmaxRequestBytes\x12&\n" +
+	"\x0fidle_timeout_ms\x18\x03 \x01(\x04R\ridleTimeoutMs\x12\x1f\n" +
+	"\vlifetime_ms\x18\x04 \x01(\x04R\n" +
+	"lifetimeMs\"q\n" +
+	"\x11SmallReadsRequest\x12=\n" +
+	"\x04read\x18\x01 \x01(\v2).zarrgate.gateway.v1.ReadSlabSmallRequestR\x04read\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x04R\ttimeoutMs\"\x82\x01\n" +
+	"\x12SmallReadsResponse\x12>\n" +
+	"\x04read\x18\x01 \x01(\v2*.zarrgate.gateway.v1.ReadSlabSmallResponseR\x04read\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\x8c\x01\n" +
 	"\x10ReadSlabResponse\x129\n" +
 	"\x06header\x18\x01 \x01(\v2\x1f.zarrgate.gateway.v1.SlabHeaderH\x00R\x06header\x122\n" +
 	"\x05block\x18\x02 \x01(\v2\x1a.zarrgate.gateway.v1.BlockH\x00R\x05blockB\t\n" +
@@ -2824,7 +3074,7 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x0fNODE_KIND_ARRAY\x10\x02*E\n" +
 	"\tByteOrder\x12\x1a\n" +
 	"\x16BYTE_ORDER_UNSPECIFIED\x10\x00\x12\x1c\n" +
-	"\x18BYTE_ORDER_LITTLE_ENDIAN\x10\x012\xd1\b\n" +
+	"\x18BYTE_ORDER_LITTLE_ENDIAN\x10\x012\xbc\t\n" +
 	"\fArrayService\x12T\n" +
 	"\aGetNode\x12#.zarrgate.gateway.v1.GetNodeRequest\x1a$.zarrgate.gateway.v1.GetNodeResponse\x12e\n" +
 	"\fListChildren\x12(.zarrgate.gateway.v1.ListChildrenRequest\x1a).zarrgate.gateway.v1.ListChildrenResponse0\x01\x12`\n" +
@@ -2835,7 +3085,8 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"DeleteNode\x12&.zarrgate.gateway.v1.DeleteNodeRequest\x1a'.zarrgate.gateway.v1.DeleteNodeResponse\x12`\n" +
 	"\vResizeArray\x12'.zarrgate.gateway.v1.ResizeArrayRequest\x1a(.zarrgate.gateway.v1.ResizeArrayResponse\x12Y\n" +
 	"\bReadSlab\x12$.zarrgate.gateway.v1.ReadSlabRequest\x1a%.zarrgate.gateway.v1.ReadSlabResponse0\x01\x12f\n" +
-	"\rReadSlabSmall\x12).zarrgate.gateway.v1.ReadSlabSmallRequest\x1a*.zarrgate.gateway.v1.ReadSlabSmallResponse\x12m\n" +
+	"\rReadSlabSmall\x12).zarrgate.gateway.v1.ReadSlabSmallRequest\x1a*.zarrgate.gateway.v1.ReadSlabSmallResponse\x12i\n" +
+	"\x0eOpenSmallReads\x12*.zarrgate.gateway.v1.OpenSmallReadsRequest\x1a+.zarrgate.gateway.v1.OpenSmallReadsResponse\x12m\n" +
 	"\x0eReadSlabShared\x12*.zarrgate.gateway.v1.ReadSlabSharedRequest\x1a+.zarrgate.gateway.v1.ReadSlabSharedResponse(\x010\x01\x12\\\n" +
 	"\tWriteSlab\x12%.zarrgate.gateway.v1.WriteSlabRequest\x1a&.zarrgate.gateway.v1.WriteSlabResponse(\x01B@Z>github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1;gatewayv1b\x06proto3"
 
@@ -2852,7 +3103,7 @@ func file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_zarrgate_gateway_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_zarrgate_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_zarrgate_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_zarrgate_gateway_v1_gateway_proto_goTypes = []any{
 	(Format)(0),                      // 0: zarrgate.gateway.v1.Format
 	(NodeKind)(0),                    // 1: zarrgate.gateway.v1.NodeKind
@@ -2888,12 +3139,16 @@ var file_zarrgate_gateway_v1_gateway_proto_goTypes = []any{
 	(*SharedRelease)(nil),            // 31: zarrgate.gateway.v1.SharedRelease
 	(*ReadSlabSmallRequest)(nil),     // 32: zarrgate.gateway.v1.ReadSlabSmallRequest
 	(*ReadSlabSmallResponse)(nil),    // 33: zarrgate.gateway.v1.ReadSlabSmallResponse
-	(*ReadSlabResponse)(nil),         // 34: zarrgate.gateway.v1.ReadSlabResponse
-	(*ReadSlabSharedResponse)(nil),   // 35: zarrgate.gateway.v1.ReadSlabSharedResponse
-	(*SlabEnd)(nil),                  // 36: zarrgate.gateway.v1.SlabEnd
-	(*WriteSlabHeader)(nil),          // 37: zarrgate.gateway.v1.WriteSlabHeader
-	(*WriteSlabRequest)(nil),         // 38: zarrgate.gateway.v1.WriteSlabRequest
-	(*WriteSlabResponse)(nil),        // 39: zarrgate.gateway.v1.WriteSlabResponse
+	(*OpenSmallReadsRequest)(nil),    // 34: zarrgate.gateway.v1.OpenSmallReadsRequest
+	(*OpenSmallReadsResponse)(nil),   // 35: zarrgate.gateway.v1.OpenSmallReadsResponse
+	(*SmallReadsRequest)(nil),        // 36: zarrgate.gateway.v1.SmallReadsRequest
+	(*SmallReadsResponse)(nil),       // 37: zarrgate.gateway.v1.SmallReadsResponse
+	(*ReadSlabResponse)(nil),         // 38: zarrgate.gateway.v1.ReadSlabResponse
+	(*ReadSlabSharedResponse)(nil),   // 39: zarrgate.gateway.v1.ReadSlabSharedResponse
+	(*SlabEnd)(nil),                  // 40: zarrgate.gateway.v1.SlabEnd
+	(*WriteSlabHeader)(nil),          // 41: zarrgate.gateway.v1.WriteSlabHeader
+	(*WriteSlabRequest)(nil),         // 42: zarrgate.gateway.v1.WriteSlabRequest
+	(*WriteSlabResponse)(nil),        // 43: zarrgate.gateway.v1.WriteSlabResponse
 }
 var file_zarrgate_gateway_v1_gateway_proto_depIdxs = []int32{
 	1,  // 0: zarrgate.gateway.v1.Node.kind:type_name -> zarrgate.gateway.v1.NodeKind
@@ -2922,41 +3177,46 @@ var file_zarrgate_gateway_v1_gateway_proto_depIdxs = []int32{
 	20, // 23: zarrgate.gateway.v1.ReadSlabSmallRequest.selection:type_name -> zarrgate.gateway.v1.Slice
 	21, // 24: zarrgate.gateway.v1.ReadSlabSmallResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
 	27, // 25: zarrgate.gateway.v1.ReadSlabSmallResponse.blocks:type_name -> zarrgate.gateway.v1.Block
-	21, // 26: zarrgate.gateway.v1.ReadSlabResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
-	27, // 27: zarrgate.gateway.v1.ReadSlabResponse.block:type_name -> zarrgate.gateway.v1.Block
-	21, // 28: zarrgate.gateway.v1.ReadSlabSharedResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
-	27, // 29: zarrgate.gateway.v1.ReadSlabSharedResponse.block:type_name -> zarrgate.gateway.v1.Block
-	36, // 30: zarrgate.gateway.v1.ReadSlabSharedResponse.end:type_name -> zarrgate.gateway.v1.SlabEnd
-	20, // 31: zarrgate.gateway.v1.WriteSlabHeader.selection:type_name -> zarrgate.gateway.v1.Slice
-	37, // 32: zarrgate.gateway.v1.WriteSlabRequest.header:type_name -> zarrgate.gateway.v1.WriteSlabHeader
-	27, // 33: zarrgate.gateway.v1.WriteSlabRequest.block:type_name -> zarrgate.gateway.v1.Block
-	6,  // 34: zarrgate.gateway.v1.ArrayService.GetNode:input_type -> zarrgate.gateway.v1.GetNodeRequest
-	8,  // 35: zarrgate.gateway.v1.ArrayService.ListChildren:input_type -> zarrgate.gateway.v1.ListChildrenRequest
-	10, // 36: zarrgate.gateway.v1.ArrayService.CreateGroup:input_type -> zarrgate.gateway.v1.CreateGroupRequest
-	12, // 37: zarrgate.gateway.v1.ArrayService.CreateArray:input_type -> zarrgate.gateway.v1.CreateArrayRequest
-	14, // 38: zarrgate.gateway.v1.ArrayService.UpdateAttributes:input_type -> zarrgate.gateway.v1.UpdateAttributesRequest
-	16, // 39: zarrgate.gateway.v1.ArrayService.DeleteNode:input_type -> zarrgate.gateway.v1.DeleteNodeRequest
-	18, // 40: zarrgate.gateway.v1.ArrayService.ResizeArray:input_type -> zarrgate.gateway.v1.ResizeArrayRequest
-	28, // 41: zarrgate.gateway.v1.ArrayService.ReadSlab:input_type -> zarrgate.gateway.v1.ReadSlabRequest
-	32, // 42: zarrgate.gateway.v1.ArrayService.ReadSlabSmall:input_type -> zarrgate.gateway.v1.ReadSlabSmallRequest
-	29, // 43: zarrgate.gateway.v1.ArrayService.ReadSlabShared:input_type -> zarrgate.gateway.v1.ReadSlabSharedRequest
-	38, // 44: zarrgate.gateway.v1.ArrayService.WriteSlab:input_type -> zarrgate.gateway.v1.WriteSlabRequest
-	7,  // 45: zarrgate.gateway.v1.ArrayService.GetNode:output_type -> zarrgate.gateway.v1.GetNodeResponse
-	9,  // 46: zarrgate.gateway.v1.ArrayService.ListChildren:output_type -> zarrgate.gateway.v1.ListChildrenResponse
-	11, // 47: zarrgate.gateway.v1.ArrayService.CreateGroup:output_type -> zarrgate.gateway.v1.CreateGroupResponse
-	13, // 48: zarrgate.gateway.v1.ArrayService.CreateArray:output_type -> zarrgate.gateway.v1.CreateArrayResponse
-	15, // 49: zarrgate.gateway.v1.ArrayService.UpdateAttributes:output_type -> zarrgate.gateway.v1.UpdateAttributesResponse
-	17, // 50: zarrgate.gateway.v1.ArrayService.DeleteNode:output_type -> zarrgate.gateway.v1.DeleteNodeResponse
-	19, // 51: zarrgate.gateway.v1.ArrayService.ResizeArray:output_type -> zarrgate.gateway.v1.ResizeArrayResponse
-	34, // 52: zarrgate.gateway.v1.ArrayService.ReadSlab:output_type -> zarrgate.gateway.v1.ReadSlabResponse
-	33, // 53: zarrgate.gateway.v1.ArrayService.ReadSlabSmall:output_type -> zarrgate.gateway.v1.ReadSlabSmallResponse
-	35, // 54: zarrgate.gateway.v1.ArrayService.ReadSlabShared:output_type -> zarrgate.gateway.v1.ReadSlabSharedResponse
-	39, // 55: zarrgate.gateway.v1.ArrayService.WriteSlab:output_type -> zarrgate.gateway.v1.WriteSlabResponse
-	45, // [45:56] is the sub-list for method output_type
-	34, // [34:45] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	22, // 26: zarrgate.gateway.v1.OpenSmallReadsResponse.offer:type_name -> zarrgate.gateway.v1.BulkOffer
+	32, // 27: zarrgate.gateway.v1.SmallReadsRequest.read:type_name -> zarrgate.gateway.v1.ReadSlabSmallRequest
+	33, // 28: zarrgate.gateway.v1.SmallReadsResponse.read:type_name -> zarrgate.gateway.v1.ReadSlabSmallResponse
+	21, // 29: zarrgate.gateway.v1.ReadSlabResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
+	27, // 30: zarrgate.gateway.v1.ReadSlabResponse.block:type_name -> zarrgate.gateway.v1.Block
+	21, // 31: zarrgate.gateway.v1.ReadSlabSharedResponse.header:type_name -> zarrgate.gateway.v1.SlabHeader
+	27, // 32: zarrgate.gateway.v1.ReadSlabSharedResponse.block:type_name -> zarrgate.gateway.v1.Block
+	40, // 33: zarrgate.gateway.v1.ReadSlabSharedResponse.end:type_name -> zarrgate.gateway.v1.SlabEnd
+	20, // 34: zarrgate.gateway.v1.WriteSlabHeader.selection:type_name -> zarrgate.gateway.v1.Slice
+	41, // 35: zarrgate.gateway.v1.WriteSlabRequest.header:type_name -> zarrgate.gateway.v1.WriteSlabHeader
+	27, // 36: zarrgate.gateway.v1.WriteSlabRequest.block:type_name -> zarrgate.gateway.v1.Block
+	6,  // 37: zarrgate.gateway.v1.ArrayService.GetNode:input_type -> zarrgate.gateway.v1.GetNodeRequest
+	8,  // 38: zarrgate.gateway.v1.ArrayService.ListChildren:input_type -> zarrgate.gateway.v1.ListChildrenRequest
+	10, // 39: zarrgate.gateway.v1.ArrayService.CreateGroup:input_type -> zarrgate.gateway.v1.CreateGroupRequest
+	12, // 40: zarrgate.gateway.v1.ArrayService.CreateArray:input_type -> zarrgate.gateway.v1.CreateArrayRequest
+	14, // 41: zarrgate.gateway.v1.ArrayService.UpdateAttributes:input_type -> zarrgate.gateway.v1.UpdateAttributesRequest
+	16, // 42: zarrgate.gateway.v1.ArrayService.DeleteNode:input_type -> zarrgate.gateway.v1.DeleteNodeRequest
+	18, // 43: zarrgate.gateway.v1.ArrayService.ResizeArray:input_type -> zarrgate.gateway.v1.ResizeArrayRequest
+	28, // 44: zarrgate.gateway.v1.ArrayService.ReadSlab:input_type -> zarrgate.gateway.v1.ReadSlabRequest
+	32, // 45: zarrgate.gateway.v1.ArrayService.ReadSlabSmall:input_type -> zarrgate.gateway.v1.ReadSlabSmallRequest
+	34, // 46: zarrgate.gateway.v1.ArrayService.OpenSmallReads:input_type -> zarrgate.gateway.v1.OpenSmallReadsRequest
+	29, // 47: zarrgate.gateway.v1.ArrayService.ReadSlabShared:input_type -> zarrgate.gateway.v1.ReadSlabSharedRequest
+	42, // 48: zarrgate.gateway.v1.ArrayService.WriteSlab:input_type -> zarrgate.gateway.v1.WriteSlabRequest
+	7,  // 49: zarrgate.gateway.v1.ArrayService.GetNode:output_type -> zarrgate.gateway.v1.GetNodeResponse
+	9,  // 50: zarrgate.gateway.v1.ArrayService.ListChildren:output_type -> zarrgate.gateway.v1.ListChildrenResponse
+	11, // 51: zarrgate.gateway.v1.ArrayService.CreateGroup:output_type -> zarrgate.gateway.v1.CreateGroupResponse
+	13, // 52: zarrgate.gateway.v1.ArrayService.CreateArray:output_type -> zarrgate.gateway.v1.CreateArrayResponse
+	15, // 53: zarrgate.gateway.v1.ArrayService.UpdateAttributes:output_type -> zarrgate.gateway.v1.UpdateAttributesResponse
+	17, // 54: zarrgate.gateway.v1.ArrayService.DeleteNode:output_type -> zarrgate.gateway.v1.DeleteNodeResponse
+	19, // 55: zarrgate.gateway.v1.ArrayService.ResizeArray:output_type -> zarrgate.gateway.v1.ResizeArrayResponse
+	38, // 56: zarrgate.gateway.v1.ArrayService.ReadSlab:output_type -> zarrgate.gateway.v1.ReadSlabResponse
+	33, // 57: zarrgate.gateway.v1.ArrayService.ReadSlabSmall:output_type -> zarrgate.gateway.v1.ReadSlabSmallResponse
+	35, // 58: zarrgate.gateway.v1.ArrayService.OpenSmallReads:output_type -> zarrgate.gateway.v1.OpenSmallReadsResponse
+	39, // 59: zarrgate.gateway.v1.ArrayService.ReadSlabShared:output_type -> zarrgate.gateway.v1.ReadSlabSharedResponse
+	43, // 60: zarrgate.gateway.v1.ArrayService.WriteSlab:output_type -> zarrgate.gateway.v1.WriteSlabResponse
+	49, // [49:61] is the sub-list for method output_type
+	37, // [37:49] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_zarrgate_gateway_v1_gateway_proto_init() }
@@ -2969,16 +3229,16 @@ func file_zarrgate_gateway_v1_gateway_proto_init() {
 		(*ReadSlabSharedRequest_Attach)(nil),
 		(*ReadSlabSharedRequest_Release)(nil),
 	}
-	file_zarrgate_gateway_v1_gateway_proto_msgTypes[31].OneofWrappers = []any{
+	file_zarrgate_gateway_v1_gateway_proto_msgTypes[35].OneofWrappers = []any{
 		(*ReadSlabResponse_Header)(nil),
 		(*ReadSlabResponse_Block)(nil),
 	}
-	file_zarrgate_gateway_v1_gateway_proto_msgTypes[32].OneofWrappers = []any{
+	file_zarrgate_gateway_v1_gateway_proto_msgTypes[36].OneofWrappers = []any{
 		(*ReadSlabSharedResponse_Header)(nil),
 		(*ReadSlabSharedResponse_Block)(nil),
 		(*ReadSlabSharedResponse_End)(nil),
 	}
-	file_zarrgate_gateway_v1_gateway_proto_msgTypes[35].OneofWrappers = []any{
+	file_zarrgate_gateway_v1_gateway_proto_msgTypes[39].OneofWrappers = []any{
 		(*WriteSlabRequest_Header)(nil),
 		(*WriteSlabRequest_Block)(nil),
 	}
@@ -2988,7 +3248,7 @@ func file_zarrgate_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_zarrgate_gateway_v1_gateway_proto_rawDesc), len(file_zarrgate_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   37,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file zarrgate/gateway/v1/gateway.proto.
  */
 export const file_zarrgate_gateway_v1_gateway: GenFile = /*@__PURE__*/
-  fileDesc("CiF6YXJyZ2F0ZS9nYXRld2F5L3YxL2dhdGV3YXkucHJvdG8SE3phcnJnYXRlLmdhdGV3YXkudjEiOgoJRGltZW5zaW9uEgwKBG5hbWUYASABKAkSDAoEc2l6ZRgCIAEoBBIRCgl1bmxpbWl0ZWQYAyABKAgitAEKCUFycmF5SW5mbxINCgVzaGFwZRgBIAMoBBIRCglkYXRhX3R5cGUYAiABKAkSEwoLY2h1bmtfc2hhcGUYAyADKAQSEwoLc2hhcmRfc2hhcGUYBCADKAQSEwoLY29kZWNzX2pzb24YBSABKAkSFwoPZGltZW5zaW9uX25hbWVzGAYgAygJEhcKD2ZpbGxfdmFsdWVfanNvbhgHIAEoCRIUCgxzdG9yZWRfYnl0ZXMYCCABKAQi6gEKBE5vZGUSDAoEcGF0aBgBIAEoCRIrCgRraW5kGAIgASgOMh0uemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlS2luZBIrCgZmb3JtYXQYAyABKA4yGy56YXJyZ2F0ZS5nYXRld2F5LnYxLkZvcm1hdBIXCg9hdHRyaWJ1dGVzX2pzb24YBCABKAkSLQoFYXJyYXkYBSABKAsyHi56YXJyZ2F0ZS5nYXRld2F5LnYxLkFycmF5SW5mbxIyCgpkaW1lbnNpb25zGAYgAygLMh4uemFycmdhdGUuZ2F0ZXdheS52MS5EaW1lbnNpb24iHgoOR2V0Tm9kZVJlcXVlc3QSDAoEcGF0aBgBIAEoCSI6Cg9HZXROb2RlUmVzcG9uc2USJwoEbm9kZRgBIAEoCzIZLnphcnJnYXRlLmdhdGV3YXkudjEuTm9kZSI2ChNMaXN0Q2hpbGRyZW5SZXF1ZXN0EgwKBHBhdGgYASABKAkSEQoJcmVjdXJzaXZlGAIgASgIIkAKFExpc3RDaGlsZHJlblJlc3BvbnNlEigKBW5vZGVzGAEgAygLMhkuemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlIrMBChJDcmVhdGVHcm91cFJlcXVlc3QSDAoEcGF0aBgBIAEoCRIrCgZmb3JtYXQYAiABKA4yGy56YXJyZ2F0ZS5nYXRld2F5LnYxLkZvcm1hdBIXCg9hdHRyaWJ1dGVzX2pzb24YAyABKAkSMgoKZGltZW5zaW9ucxgEIAMoCzIeLnphcnJnYXRlLmdhdGV3YXkudjEuRGltZW5zaW9uEhUKDW5jemFycl9sZWdhY3kYBSABKAgiPgoTQ3JlYXRlR3JvdXBSZXNwb25zZRInCgRub2RlGAEgASgLMhkuemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlIvsBChJDcmVhdGVBcnJheVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIrCgZmb3JtYXQYAiABKA4yGy56YXJyZ2F0ZS5nYXRld2F5LnYxLkZvcm1hdBINCgVzaGFwZRgDIAMoBBIRCglkYXRhX3R5cGUYBCABKAkSEwoLY2h1bmtfc2hhcGUYBSADKAQSEwoLc2hhcmRfc2hhcGUYBiADKAQSEwoLY29kZWNzX2pzb24YByABKAkSFwoPZmlsbF92YWx1ZV9qc29uGAggASgJEhcKD2RpbWVuc2lvbl9uYW1lcxgJIAMoCRIXCg9hdHRyaWJ1dGVzX2pzb24YCiABKAkiPgoTQ3JlYXRlQXJyYXlSZXNwb25zZRInCgRub2RlGAEgASgLMhkuemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlIk8KF1VwZGF0ZUF0dHJpYnV0ZXNSZXF1ZXN0EgwKBHBhdGgYASABKAkSFwoPYXR0cmlidXRlc19qc29uGAIgASgJEg0KBW1lcmdlGAMgASgIIkMKGFVwZGF0ZUF0dHJpYnV0ZXNSZXNwb25zZRInCgRub2RlGAEgASgLMhkuemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlIiEKEURlbGV0ZU5vZGVSZXF1ZXN0EgwKBHBhdGgYASABKAkiFAoSRGVsZXRlTm9kZVJlc3BvbnNlIjEKElJlc2l6ZUFycmF5UmVxdWVzdBIMCgRwYXRoGAEgASgJEg0KBXNoYXBlGAIgAygEIj4KE1Jlc2l6ZUFycmF5UmVzcG9uc2USJwoEbm9kZRgBIAEoCzIZLnphcnJnYXRlLmdhdGV3YXkudjEuTm9kZSIyCgVTbGljZRINCgVzdGFydBgBIAEoBBIMCgRzdG9wGAIgASgEEgwKBHN0ZXAYAyABKAQipQIKClNsYWJIZWFkZXISDQoFc2hhcGUYASADKAQSEQoJZGF0YV90eXBlGAIgASgJEjIKCmJ5dGVfb3JkZXIYAyABKA4yHi56YXJyZ2F0ZS5nYXRld2F5LnYxLkJ5dGVPcmRlchIUCgxlbGVtZW50X3NpemUYBCABKA0SOgoOc2hhcmVkX3NlZ21lbnQYBSABKAsyIi56YXJyZ2F0ZS5nYXRld2F5LnYxLlNoYXJlZFNlZ21lbnQSQQoLZGVzdGluYXRpb24YBiABKAsyLC56YXJyZ2F0ZS5nYXRld2F5LnYxLlNoYXJlZERlc3RpbmF0aW9uQW5zd2VyEiwKBGJ1bGsYByABKAsyHi56YXJyZ2F0ZS5nYXRld2F5LnYxLkJ1bGtPZmZlciI3CglCdWxrT2ZmZXISDAoEaG9zdBgBIAEoCRIMCgRwb3J0GAIgASgNEg4KBnRpY2tldBgDIAEoDCJJChFTaGFyZWREZXN0aW5hdGlvbhILCgNwaWQYASABKA0SCgoCZmQYAiABKA0SDAoEc2l6ZRgDIAEoBBINCgV0b2tlbhgEIAEoDCI7ChdTaGFyZWREZXN0aW5hdGlvbkFuc3dlchIQCghhY2NlcHRlZBgBIAEoCBIOCgZyZWFzb24YAiABKAkiOgoNU2hhcmVkU2VnbWVudBIMCgRwYXRoGAEgASgJEgwKBHNpemUYAiABKAQSDQoFdG9rZW4YAyABKAwiLQoLU2hhcmVkUmFuZ2USDgoGb2Zmc2V0GAEgASgEEg4KBmxlbmd0aBgCIAEoBCJ3CgVCbG9jaxIOCgZvcmlnaW4YASADKAQSDQoFc2hhcGUYAiADKAQSDAoEZGF0YRgDIAEoDBIPCgdvZmZzZXRzGAQgAygEEjAKBnNoYXJlZBgFIAEoCzIgLnphcnJnYXRlLmdhdGV3YXkudjEuU2hhcmVkUmFuZ2UiXAoPUmVhZFNsYWJSZXF1ZXN0EgwKBHBhdGgYASABKAkSLQoJc2VsZWN0aW9uGAIgAygLMhouemFycmdhdGUuZ2F0ZXdheS52MS5TbGljZRIMCgRidWxrGAMgASgIIoECChVSZWFkU2xhYlNoYXJlZFJlcXVlc3QSNAoEcmVhZBgBIAEoCzIkLnphcnJnYXRlLmdhdGV3YXkudjEuUmVhZFNsYWJSZXF1ZXN0SAASMwoGYXR0YWNoGAIgASgLMiEuemFycmdhdGUuZ2F0ZXdheS52MS5TaGFyZWRBdHRhY2hIABI1CgdyZWxlYXNlGAMgASgLMiIuemFycmdhdGUuZ2F0ZXdheS52MS5TaGFyZWRSZWxlYXNlSAASOwoLZGVzdGluYXRpb24YBCABKAsyJi56YXJyZ2F0ZS5nYXRld2F5LnYxLlNoYXJlZERlc3RpbmF0aW9uQgkKB21lc3NhZ2UiIAoMU2hhcmVkQXR0YWNoEhAKCGF0dGFjaGVkGAEgASgIIh8KDVNoYXJlZFJlbGVhc2USDgoGYmxvY2tzGAEgASgEIlMKFFJlYWRTbGFiU21hbGxSZXF1ZXN0EgwKBHBhdGgYASABKAkSLQoJc2VsZWN0aW9uGAIgAygLMhouemFycmdhdGUuZ2F0ZXdheS52MS5TbGljZSJ0ChVSZWFkU2xhYlNtYWxsUmVzcG9uc2USLwoGaGVhZGVyGAEgASgLMh8uemFycmdhdGUuZ2F0ZXdheS52MS5TbGFiSGVhZGVyEioKBmJsb2NrcxgCIAMoCzIaLnphcnJnYXRlLmdhdGV3YXkudjEuQmxvY2sifQoQUmVhZFNsYWJSZXNwb25zZRIxCgZoZWFkZXIYASABKAsyHy56YXJyZ2F0ZS5nYXRld2F5LnYxLlNsYWJIZWFkZXJIABIrCgVibG9jaxgCIAEoCzIaLnphcnJnYXRlLmdhdGV3YXkudjEuQmxvY2tIAEIJCgdtZXNzYWdlIrABChZSZWFkU2xhYlNoYXJlZFJlc3BvbnNlEjEKBmhlYWRlchgBIAEoCzIfLnphcnJnYXRlLmdhdGV3YXkudjEuU2xhYkhlYWRlckgAEisKBWJsb2NrGAIgASgLMhouemFycmdhdGUuZ2F0ZXdheS52MS5CbG9ja0gAEisKA2VuZBgDIAEoCzIcLnphcnJnYXRlLmdhdGV3YXkudjEuU2xhYkVuZEgAQgkKB21lc3NhZ2UiJwoHU2xhYkVuZBIcChRkZXN0aW5hdGlvbl9lbGVtZW50cxgBIAEoBCJOCg9Xcml0ZVNsYWJIZWFkZXISDAoEcGF0aBgBIAEoCRItCglzZWxlY3Rpb24YAiADKAsyGi56YXJyZ2F0ZS5nYXRld2F5LnYxLlNsaWNlIoIBChBXcml0ZVNsYWJSZXF1ZXN0EjYKBmhlYWRlchgBIAEoCzIkLnphcnJnYXRlLmdhdGV3YXkudjEuV3JpdGVTbGFiSGVhZGVySAASKwoFYmxvY2sYAiABKAsyGi56YXJyZ2F0ZS5nYXRld2F5LnYxLkJsb2NrSABCCQoHbWVzc2FnZSJCChFXcml0ZVNsYWJSZXNwb25zZRIWCg5jaHVua3Nfd3JpdHRlbhgBIAEoBBIVCg1ieXRlc193cml0dGVuGAIgASgEKlsKBkZvcm1hdBIWChJGT1JNQVRfVU5TUEVDSUZJRUQQABISCg5GT1JNQVRfWkFSUl9WMxABEhIKDkZPUk1BVF9aQVJSX1YyEAISEQoNRk9STUFUX05DWkFSUhADKk8KCE5vZGVLaW5kEhkKFU5PREVfS0lORF9VTlNQRUNJRklFRBAAEhMKD05PREVfS0lORF9HUk9VUBABEhMKD05PREVfS0lORF9BUlJBWRACKkUKCUJ5dGVPcmRlchIaChZCWVRFX09SREVSX1VOU1BFQ0lGSUVEEAASHAoYQllURV9PUkRFUl9MSVRUTEVfRU5ESUFOEAEy0QgKDEFycmF5U2VydmljZRJUCgdHZXROb2RlEiMuemFycmdhdGUuZ2F0ZXdheS52MS5HZXROb2RlUmVxdWVzdBokLnphcnJnYXRlLmdhdGV3YXkudjEuR2V0Tm9kZVJlc3BvbnNlEmUKDExpc3RDaGlsZHJlbhIoLnphcnJnYXRlLmdhdGV3YXkudjEuTGlzdENoaWxkcmVuUmVxdWVzdBopLnphcnJnYXRlLmdhdGV3YXkudjEuTGlzdENoaWxkcmVuUmVzcG9uc2UwARJgCgtDcmVhdGVHcm91cBInLnphcnJnYXRlLmdhdGV3YXkudjEuQ3JlYXRlR3JvdXBSZXF1ZXN0GiguemFycmdhdGUuZ2F0ZXdheS52MS5DcmVhdGVHcm91cFJlc3BvbnNlEmAKC0NyZWF0ZUFycmF5EicuemFycmdhdGUuZ2F0ZXdheS52MS5DcmVhdGVBcnJheVJlcXVlc3QaKC56YXJyZ2F0ZS5nYXRld2F5LnYxLkNyZWF0ZUFycmF5UmVzcG9uc2USbwoQVXBkYXRlQXR0cmlidXRlcxIsLnphcnJnYXRlLmdhdGV3YXkudjEuVXBkYXRlQXR0cmlidXRlc1JlcXVlc3QaLS56YXJyZ2F0ZS5nYXRld2F5LnYxLlVwZGF0ZUF0dHJpYnV0ZXNSZXNwb25zZRJdCgpEZWxldGVOb2RlEiYuemFycmdhdGUuZ2F0ZXdheS52MS5EZWxldGVOb2RlUmVxdWVzdBonLnphcnJnYXRlLmdhdGV3YXkudjEuRGVsZXRlTm9kZVJlc3BvbnNlEmAKC1Jlc2l6ZUFycmF5EicuemFycmdhdGUuZ2F0ZXdheS52MS5SZXNpemVBcnJheVJlcXVlc3QaKC56YXJyZ2F0ZS5nYXRld2F5LnYxLlJlc2l6ZUFycmF5UmVzcG9uc2USWQoIUmVhZFNsYWISJC56YXJyZ2F0ZS5nYXRld2F5LnYxLlJlYWRTbGFiUmVxdWVzdBolLnphcnJnYXRlLmdhdGV3YXkudjEuUmVhZFNsYWJSZXNwb25zZTABEmYKDVJlYWRTbGFiU21hbGwSKS56YXJyZ2F0ZS5nYXRld2F5LnYxLlJlYWRTbGFiU21hbGxSZXF1ZXN0GiouemFycmdhdGUuZ2F0ZXdheS52MS5SZWFkU2xhYlNtYWxsUmVzcG9uc2USbQoOUmVhZFNsYWJTaGFyZWQSKi56YXJyZ2F0ZS5nYXRld2F5LnYxLlJlYWRTbGFiU2hhcmVkUmVxdWVzdBorLnphcnJnYXRlLmdhdGV3YXkudjEuUmVhZFNsYWJTaGFyZWRSZXNwb25zZSgBMAESXAoJV3JpdGVTbGFiEiUuemFycmdhdGUuZ2F0ZXdheS52MS5Xcml0ZVNsYWJSZXF1ZXN0GiYuemFycmdhdGUuZ2F0ZXdheS52MS5Xcml0ZVNsYWJSZXNwb25zZSgBQkBaPmdpdGh1Yi5jb20vemFycmdhdGUvemFycmdhdGUvZ2VuL3phcnJnYXRlL2dhdGV3YXkvdjE7Z2F0ZXdheXYxYgZwcm90bzM");
+  fileDesc("CiF6YXJyZ2F0ZS9nYXRld2F5L3YxL2dhdGV3YXkucHJvdG8SE3phcnJnYXRlLmdhdGV3YXkudjEiOgoJRGltZW5zaW9uEgwKBG5hbWUYASABKAkSDAoEc2l6ZRgCIAEoBBIRCgl1bmxpbWl0ZWQYAyABKAgitAEKCUFycmF5SW5mbxINCgVzaGFwZRgBIAMoBBIRCglkYXRhX3R5cGUYAiABKAkSEwoLY2h1bmtfc2hhcGUYAyADKAQSEwoLc2hhcmRfc2hhcGUYBCADKAQSEwoLY29kZWNzX2pzb24YBSABKAkSFwoPZGltZW5zaW9uX25hbWVzGAYgAygJEhcKD2ZpbGxfdmFsdWVfanNvbhgHIAEoCRIUCgxzdG9yZWRfYnl0ZXMYCCABKAQi6gEKBE5vZGUSDAoEcGF0aBgBIAEoCRIrCgRraW5kGAIgASgOMh0uemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlS2luZBIrCgZmb3JtYXQYAyABKA4yGy56YXJyZ2F0ZS5nYXRld2F5LnYxLkZvcm1hdBIXCg9hdHRyaWJ1dGVzX2pzb24YBCABKAkSLQoFYXJyYXkYBSABKAsyHi56YXJyZ2F0ZS5nYXRld2F5LnYxLkFycmF5SW5mbxIyCgpkaW1lbnNpb25zGAYgAygLMh4uemFycmdhdGUuZ2F0ZXdheS52MS5EaW1lbnNpb24iHgoOR2V0Tm9kZVJlcXVlc3QSDAoEcGF0aBgBIAEoCSI6Cg9HZXROb2RlUmVzcG9uc2USJwoEbm9kZRgBIAEoCzIZLnphcnJnYXRlLmdhdGV3YXkudjEuTm9kZSI2ChNMaXN0Q2hpbGRyZW5SZXF1ZXN0EgwKBHBhdGgYASABKAkSEQoJcmVjdXJzaXZlGAIgASgIIkAKFExpc3RDaGlsZHJlblJlc3BvbnNlEigKBW5vZGVzGAEgAygLMhkuemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlIrMBChJDcmVhdGVHcm91cFJlcXVlc3QSDAoEcGF0aBgBIAEoCRIrCgZmb3JtYXQYAiABKA4yGy56YXJyZ2F0ZS5nYXRld2F5LnYxLkZvcm1hdBIXCg9hdHRyaWJ1dGVzX2pzb24YAyABKAkSMgoKZGltZW5zaW9ucxgEIAMoCzIeLnphcnJnYXRlLmdhdGV3YXkudjEuRGltZW5zaW9uEhUKDW5jemFycl9sZWdhY3kYBSABKAgiPgoTQ3JlYXRlR3JvdXBSZXNwb25zZRInCgRub2RlGAEgASgLMhkuemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlIvsBChJDcmVhdGVBcnJheVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIrCgZmb3JtYXQYAiABKA4yGy56YXJyZ2F0ZS5nYXRld2F5LnYxLkZvcm1hdBINCgVzaGFwZRgDIAMoBBIRCglkYXRhX3R5cGUYBCABKAkSEwoLY2h1bmtfc2hhcGUYBSADKAQSEwoLc2hhcmRfc2hhcGUYBiADKAQSEwoLY29kZWNzX2pzb24YByABKAkSFwoPZmlsbF92YWx1ZV9qc29uGAggASgJEhcKD2RpbWVuc2lvbl9uYW1lcxgJIAMoCRIXCg9hdHRyaWJ1dGVzX2pzb24YCiABKAkiPgoTQ3JlYXRlQXJyYXlSZXNwb25zZRInCgRub2RlGAEgASgLMhkuemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlIk8KF1VwZGF0ZUF0dHJpYnV0ZXNSZXF1ZXN0EgwKBHBhdGgYASABKAkSFwoPYXR0cmlidXRlc19qc29uGAIgASgJEg0KBW1lcmdlGAMgASgIIkMKGFVwZGF0ZUF0dHJpYnV0ZXNSZXNwb25zZRInCgRub2RlGAEgASgLMhkuemFycmdhdGUuZ2F0ZXdheS52MS5Ob2RlIiEKEURlbGV0ZU5vZGVSZXF1ZXN0EgwKBHBhdGgYASABKAkiFAoSRGVsZXRlTm9kZVJlc3BvbnNlIjEKElJlc2l6ZUFycmF5UmVxdWVzdBIMCgRwYXRoGAEgASgJEg0KBXNoYXBlGAIgAygEIj4KE1Jlc2l6ZUFycmF5UmVzcG9uc2USJwoEbm9kZRgBIAEoCzIZLnphcnJnYXRlLmdhdGV3YXkudjEuTm9kZSIyCgVTbGljZRINCgVzdGFydBgBIAEoBBIMCgRzdG9wGAIgASgEEgwKBHN0ZXAYAyABKAQipQIKClNsYWJIZWFkZXISDQoFc2hhcGUYASADKAQSEQoJZGF0YV90eXBlGAIgASgJEjIKCmJ5dGVfb3JkZXIYAyABKA4yHi56YXJyZ2F0ZS5nYXRld2F5LnYxLkJ5dGVPcmRlchIUCgxlbGVtZW50X3NpemUYBCABKA0SOgoOc2hhcmVkX3NlZ21lbnQYBSABKAsyIi56YXJyZ2F0ZS5nYXRld2F5LnYxLlNoYXJlZFNlZ21lbnQSQQoLZGVzdGluYXRpb24YBiABKAsyLC56YXJyZ2F0ZS5nYXRld2F5LnYxLlNoYXJlZERlc3RpbmF0aW9uQW5zd2VyEiwKBGJ1bGsYByABKAsyHi56YXJyZ2F0ZS5nYXRld2F5LnYxLkJ1bGtPZmZlciI3CglCdWxrT2ZmZXISDAoEaG9zdBgBIAEoCRIMCgRwb3J0GAIgASgNEg4KBnRpY2tldBgDIAEoDCJJChFTaGFyZWREZXN0aW5hdGlvbhILCgNwaWQYASABKA0SCgoCZmQYAiABKA0SDAoEc2l6ZRgDIAEoBBINCgV0b2tlbhgEIAEoDCI7ChdTaGFyZWREZXN0aW5hdGlvbkFuc3dlchIQCghhY2NlcHRlZBgBIAEoCBIOCgZyZWFzb24YAiABKAkiOgoNU2hhcmVkU2VnbWVudBIMCgRwYXRoGAEgASgJEgwKBHNpemUYAiABKAQSDQoFdG9rZW4YAyABKAwiLQoLU2hhcmVkUmFuZ2USDgoGb2Zmc2V0GAEgASgEEg4KBmxlbmd0aBgCIAEoBCJ3CgVCbG9jaxIOCgZvcmlnaW4YASADKAQSDQoFc2hhcGUYAiADKAQSDAoEZGF0YRgDIAEoDBIPCgdvZmZzZXRzGAQgAygEEjAKBnNoYXJlZBgFIAEoCzIgLnphcnJnYXRlLmdhdGV3YXkudjEuU2hhcmVkUmFuZ2UiXAoPUmVhZFNsYWJSZXF1ZXN0EgwKBHBhdGgYASABKAkSLQoJc2VsZWN0aW9uGAIgAygLMhouemFycmdhdGUuZ2F0ZXdheS52MS5TbGljZRIMCgRidWxrGAMgASgIIoECChVSZWFkU2xhYlNoYXJlZFJlcXVlc3QSNAoEcmVhZBgBIAEoCzIkLnphcnJnYXRlLmdhdGV3YXkudjEuUmVhZFNsYWJSZXF1ZXN0SAASMwoGYXR0YWNoGAIgASgLMiEuemFycmdhdGUuZ2F0ZXdheS52MS5TaGFyZWRBdHRhY2hIABI1CgdyZWxlYXNlGAMgASgLMiIuemFycmdhdGUuZ2F0ZXdheS52MS5TaGFyZWRSZWxlYXNlSAASOwoLZGVzdGluYXRpb24YBCABKAsyJi56YXJyZ2F0ZS5nYXRld2F5LnYxLlNoYXJlZERlc3RpbmF0aW9uQgkKB21lc3NhZ2UiIAoMU2hhcmVkQXR0YWNoEhAKCGF0dGFjaGVkGAEgASgIIh8KDVNoYXJlZFJlbGVhc2USDgoGYmxvY2tzGAEgASgEIlMKFFJlYWRTbGFiU21hbGxSZXF1ZXN0EgwKBHBhdGgYASABKAkSLQoJc2VsZWN0aW9uGAIgAygLMhouemFycmdhdGUuZ2F0ZXdheS52MS5TbGljZSJ0ChVSZWFkU2xhYlNtYWxsUmVzcG9uc2USLwoGaGVhZGVyGAEgASgLMh8uemFycmdhdGUuZ2F0ZXdheS52MS5TbGFiSGVhZGVyEioKBmJsb2NrcxgCIAMoCzIaLnphcnJnYXRlLmdhdGV3YXkudjEuQmxvY2siFwoVT3BlblNtYWxsUmVhZHNSZXF1ZXN0IpABChZPcGVuU21hbGxSZWFkc1Jlc3BvbnNlEi0KBW9mZmVyGAEgASgLMh4uemFycmdhdGUuZ2F0ZXdheS52MS5CdWxrT2ZmZXISGQoRbWF4X3JlcXVlc3RfYnl0ZXMYAiABKAQSFwoPaWRsZV90aW1lb3V0X21zGAMgASgEEhMKC2xpZmV0aW1lX21zGAQgASgEImAKEVNtYWxsUmVhZHNSZXF1ZXN0EjcKBHJlYWQYASABKAsyKS56YXJyZ2F0ZS5nYXRld2F5LnYxLlJlYWRTbGFiU21hbGxSZXF1ZXN0EhIKCnRpbWVvdXRfbXMYAiABKAQibQoSU21hbGxSZWFkc1Jlc3BvbnNlEjgKBHJlYWQYASABKAsyKi56YXJyZ2F0ZS5nYXRld2F5LnYxLlJlYWRTbGFiU21hbGxSZXNwb25zZRIMCgRjb2RlGAIgASgNEg8KB21lc3NhZ2UYAyABKAkifQoQUmVhZFNsYWJSZXNwb25zZRIxCgZoZWFkZXIYASABKAsyHy56YXJyZ2F0ZS5nYXRld2F5LnYxLlNsYWJIZWFkZXJIABIrCgVibG9jaxgCIAEoCzIaLnphcnJnYXRlLmdhdGV3YXkudjEuQmxvY2tIAEIJCgdtZXNzYWdlIrABChZSZWFkU2xhYlNoYXJlZFJlc3BvbnNlEjEKBmhlYWRlchgBIAEoCzIfLnphcnJnYXRlLmdhdGV3YXkudjEuU2xhYkhlYWRlckgAEisKBWJsb2NrGAIgASgLMhouemFycmdhdGUuZ2F0ZXdheS52MS5CbG9ja0gAEisKA2VuZBgDIAEoCzIcLnphcnJnYXRlLmdhdGV3YXkudjEuU2xhYkVuZEgAQgkKB21lc3NhZ2UiJwoHU2xhYkVuZBIcChRkZXN0aW5hdGlvbl9lbGVtZW50cxgBIAEoBCJOCg9Xcml0ZVNsYWJIZWFkZXISDAoEcGF0aBgBIAEoCRItCglzZWxlY3Rpb24YAiADKAsyGi56YXJyZ2F0ZS5nYXRld2F5LnYxLlNsaWNlIoIBChBXcml0ZVNsYWJSZXF1ZXN0EjYKBmhlYWRlchgBIAEoCzIkLnphcnJnYXRlLmdhdGV3YXkudjEuV3JpdGVTbGFiSGVhZGVySAASKwoFYmxvY2sYAiABKAsyGi56YXJyZ2F0ZS5nYXRld2F5LnYxLkJsb2NrSABCCQoHbWVzc2FnZSJCChFXcml0ZVNsYWJSZXNwb25zZRIWCg5jaHVua3Nfd3JpdHRlbhgBIAEoBBIVCg1ieXRlc193cml0dGVuGAIgASgEKlsKBkZvcm1hdBIWChJGT1JNQVRfVU5TUEVDSUZJRUQQABISCg5GT1JNQVRfWkFSUl9WMxABEhIKDkZPUk1BVF9aQVJSX1YyEAISEQoNRk9STUFUX05DWkFSUhADKk8KCE5vZGVLaW5kEhkKFU5PREVfS0lORF9VTlNQRUNJRklFRBAAEhMKD05PREVfS0lORF9HUk9VUBABEhMKD05PREVfS0lORF9BUlJBWRACKkUKCUJ5dGVPcmRlchIaChZCWVRFX09SREVSX1VOU1BFQ0lGSUVEEAASHAoYQllURV9PUkRFUl9MSVRUTEVfRU5ESUFOEAEyvAkKDEFycmF5U2VydmljZRJUCgdHZXROb2RlEiMuemFycmdhdGUuZ2F0ZXdheS52MS5HZXROb2RlUmVxdWVzdBokLnphcnJnYXRlLmdhdGV3YXkudjEuR2V0Tm9kZVJlc3BvbnNlEmUKDExpc3RDaGlsZHJlbhIoLnphcnJnYXRlLmdhdGV3YXkudjEuTGlzdENoaWxkcmVuUmVxdWVzdBopLnphcnJnYXRlLmdhdGV3YXkudjEuTGlzdENoaWxkcmVuUmVzcG9uc2UwARJgCgtDcmVhdGVHcm91cBInLnphcnJnYXRlLmdhdGV3YXkudjEuQ3JlYXRlR3JvdXBSZXF1ZXN0GiguemFycmdhdGUuZ2F0ZXdheS52MS5DcmVhdGVHcm91cFJlc3BvbnNlEmAKC0NyZWF0ZUFycmF5EicuemFycmdhdGUuZ2F0ZXdheS52MS5DcmVhdGVBcnJheVJlcXVlc3QaKC56YXJyZ2F0ZS5nYXRld2F5LnYxLkNyZWF0ZUFycmF5UmVzcG9uc2USbwoQVXBkYXRlQXR0cmlidXRlcxIsLnphcnJnYXRlLmdhdGV3YXkudjEuVXBkYXRlQXR0cmlidXRlc1JlcXVlc3QaLS56YXJyZ2F0ZS5nYXRld2F5LnYxLlVwZGF0ZUF0dHJpYnV0ZXNSZXNwb25zZRJdCgpEZWxldGVOb2RlEiYuemFycmdhdGUuZ2F0ZXdheS52MS5EZWxldGVOb2RlUmVxdWVzdBonLnphcnJnYXRlLmdhdGV3YXkudjEuRGVsZXRlTm9kZVJlc3BvbnNlEmAKC1Jlc2l6ZUFycmF5EicuemFycmdhdGUuZ2F0ZXdheS52MS5SZXNpemVBcnJheVJlcXVlc3QaKC56YXJyZ2F0ZS5nYXRld2F5LnYxLlJlc2l6ZUFycmF5UmVzcG9uc2USWQoIUmVhZFNsYWISJC56YXJyZ2F0ZS5nYXRld2F5LnYxLlJlYWRTbGFiUmVxdWVzdBolLnphcnJnYXRlLmdhdGV3YXkudjEuUmVhZFNsYWJSZXNwb25zZTABEmYKDVJlYWRTbGFiU21hbGwSKS56YXJyZ2F0ZS5nYXRld2F5LnYxLlJlYWRTbGFiU21hbGxSZXF1ZXN0GiouemFycmdhdGUuZ2F0ZXdheS52MS5SZWFkU2xhYlNtYWxsUmVzcG9uc2USaQoOT3BlblNtYWxsUmVhZHMSKi56YXJyZ2F0ZS5nYXRld2F5LnYxLk9wZW5TbWFsbFJlYWRzUmVxdWVzdBorLnphcnJnYXRlLmdhdGV3YXkudjEuT3BlblNtYWxsUmVhZHNSZXNwb25zZRJtCg5SZWFkU2xhYlNoYXJlZBIqLnphcnJnYXRlLmdhdGV3YXkudjEuUmVhZFNsYWJTaGFyZWRSZXF1ZXN0GisuemFycmdhdGUuZ2F0ZXdheS52MS5SZWFkU2xhYlNoYXJlZFJlc3BvbnNlKAEwARJcCglXcml0ZVNsYWISJS56YXJyZ2F0ZS5nYXRld2F5LnYxLldyaXRlU2xhYlJlcXVlc3QaJi56YXJyZ2F0ZS5nYXRld2F5LnYxLldyaXRlU2xhYlJlc3BvbnNlKAFCQFo+Z2l0aHViLmNvbS96YXJyZ2F0ZS96YXJyZ2F0ZS9nZW4vemFycmdhdGUvZ2F0ZXdheS92MTtnYXRld2F5djFiBnByb3RvMw");
 
 /**
  * Dimension is a named (shared) dimension, as NCZarr declares them.
@@ -1127,6 +1127,132 @@ export const ReadSlabSmallResponseSchema: GenMessage<ReadSlabSmallResponse> = /*
   messageDesc(file_zarrgate_gateway_v1_gateway, 30);
 
 /**
+ * OpenSmallReadsRequest opens a small-reads connection.
+ *
+ * @generated from message zarrgate.gateway.v1.OpenSmallReadsRequest
+ */
+export type OpenSmallReadsRequest = Message<"zarrgate.gateway.v1.OpenSmallReadsRequest"> & {
+};
+
+/**
+ * Describes the message zarrgate.gateway.v1.OpenSmallReadsRequest.
+ * Use `create(OpenSmallReadsRequestSchema)` to create a new message.
+ */
+export const OpenSmallReadsRequestSchema: GenMessage<OpenSmallReadsRequest> = /*@__PURE__*/
+  messageDesc(file_zarrgate_gateway_v1_gateway, 31);
+
+/**
+ * OpenSmallReadsResponse is the ticket of a small-reads connection and its
+ * terms.
+ *
+ * @generated from message zarrgate.gateway.v1.OpenSmallReadsResponse
+ */
+export type OpenSmallReadsResponse = Message<"zarrgate.gateway.v1.OpenSmallReadsResponse"> & {
+  /**
+   * offer names the bulk listener and the connection's ticket.
+   *
+   * @generated from field: zarrgate.gateway.v1.BulkOffer offer = 1;
+   */
+  offer?: BulkOffer | undefined;
+
+  /**
+   * max_request_bytes is the largest SmallReadsRequest the server takes;
+   * send larger reads as ReadSlabSmall calls.
+   *
+   * @generated from field: uint64 max_request_bytes = 2;
+   */
+  maxRequestBytes: bigint;
+
+  /**
+   * idle_timeout_ms: the server closes the connection when no request
+   * arrives for this long.
+   *
+   * @generated from field: uint64 idle_timeout_ms = 3;
+   */
+  idleTimeoutMs: bigint;
+
+  /**
+   * lifetime_ms: the server closes the connection, between two reads,
+   * once it has been open this long, so that a connection's credentials
+   * are presented anew from time to time.
+   *
+   * @generated from field: uint64 lifetime_ms = 4;
+   */
+  lifetimeMs: bigint;
+};
+
+/**
+ * Describes the message zarrgate.gateway.v1.OpenSmallReadsResponse.
+ * Use `create(OpenSmallReadsResponseSchema)` to create a new message.
+ */
+export const OpenSmallReadsResponseSchema: GenMessage<OpenSmallReadsResponse> = /*@__PURE__*/
+  messageDesc(file_zarrgate_gateway_v1_gateway, 32);
+
+/**
+ * SmallReadsRequest is one read on a small-reads connection.
+ *
+ * @generated from message zarrgate.gateway.v1.SmallReadsRequest
+ */
+export type SmallReadsRequest = Message<"zarrgate.gateway.v1.SmallReadsRequest"> & {
+  /**
+   * read is the ReadSlabSmall request.
+   *
+   * @generated from field: zarrgate.gateway.v1.ReadSlabSmallRequest read = 1;
+   */
+  read?: ReadSlabSmallRequest | undefined;
+
+  /**
+   * timeout_ms is the read's deadline, counted from when the server takes
+   * the request; 0: the server's default for unary calls.
+   *
+   * @generated from field: uint64 timeout_ms = 2;
+   */
+  timeoutMs: bigint;
+};
+
+/**
+ * Describes the message zarrgate.gateway.v1.SmallReadsRequest.
+ * Use `create(SmallReadsRequestSchema)` to create a new message.
+ */
+export const SmallReadsRequestSchema: GenMessage<SmallReadsRequest> = /*@__PURE__*/
+  messageDesc(file_zarrgate_gateway_v1_gateway, 33);
+
+/**
+ * SmallReadsResponse answers one SmallReadsRequest.
+ *
+ * @generated from message zarrgate.gateway.v1.SmallReadsResponse
+ */
+export type SmallReadsResponse = Message<"zarrgate.gateway.v1.SmallReadsResponse"> & {
+  /**
+   * read is the slab, when code is 0.
+   *
+   * @generated from field: zarrgate.gateway.v1.ReadSlabSmallResponse read = 1;
+   */
+  read?: ReadSlabSmallResponse | undefined;
+
+  /**
+   * code is the read's gRPC status code (0: OK).
+   *
+   * @generated from field: uint32 code = 2;
+   */
+  code: number;
+
+  /**
+   * message is the status message of a failed read.
+   *
+   * @generated from field: string message = 3;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message zarrgate.gateway.v1.SmallReadsResponse.
+ * Use `create(SmallReadsResponseSchema)` to create a new message.
+ */
+export const SmallReadsResponseSchema: GenMessage<SmallReadsResponse> = /*@__PURE__*/
+  messageDesc(file_zarrgate_gateway_v1_gateway, 34);
+
+/**
  * ReadSlabResponse is the header (first message) or a block.
  *
  * @generated from message zarrgate.gateway.v1.ReadSlabResponse
@@ -1161,7 +1287,7 @@ export type ReadSlabResponse = Message<"zarrgate.gateway.v1.ReadSlabResponse"> &
  * Use `create(ReadSlabResponseSchema)` to create a new message.
  */
 export const ReadSlabResponseSchema: GenMessage<ReadSlabResponse> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 31);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 35);
 
 /**
  * ReadSlabSharedResponse is the header (first message) or a block, as in
@@ -1210,7 +1336,7 @@ export type ReadSlabSharedResponse = Message<"zarrgate.gateway.v1.ReadSlabShared
  * Use `create(ReadSlabSharedResponseSchema)` to create a new message.
  */
 export const ReadSlabSharedResponseSchema: GenMessage<ReadSlabSharedResponse> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 32);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 36);
 
 /**
  * SlabEnd marks the end of a ReadSlabShared stream's blocks.
@@ -1232,7 +1358,7 @@ export type SlabEnd = Message<"zarrgate.gateway.v1.SlabEnd"> & {
  * Use `create(SlabEndSchema)` to create a new message.
  */
 export const SlabEndSchema: GenMessage<SlabEnd> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 33);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 37);
 
 /**
  * WriteSlabHeader opens a WriteSlab stream.
@@ -1260,7 +1386,7 @@ export type WriteSlabHeader = Message<"zarrgate.gateway.v1.WriteSlabHeader"> & {
  * Use `create(WriteSlabHeaderSchema)` to create a new message.
  */
 export const WriteSlabHeaderSchema: GenMessage<WriteSlabHeader> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 34);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 38);
 
 /**
  * WriteSlabRequest is the header (first message) or a block.
@@ -1297,7 +1423,7 @@ export type WriteSlabRequest = Message<"zarrgate.gateway.v1.WriteSlabRequest"> &
  * Use `create(WriteSlabRequestSchema)` to create a new message.
  */
 export const WriteSlabRequestSchema: GenMessage<WriteSlabRequest> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 35);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 39);
 
 /**
  * WriteSlabResponse reports what was written.
@@ -1325,7 +1451,7 @@ export type WriteSlabResponse = Message<"zarrgate.gateway.v1.WriteSlabResponse">
  * Use `create(WriteSlabResponseSchema)` to create a new message.
  */
 export const WriteSlabResponseSchema: GenMessage<WriteSlabResponse> = /*@__PURE__*/
-  messageDesc(file_zarrgate_gateway_v1_gateway, 36);
+  messageDesc(file_zarrgate_gateway_v1_gateway, 40);
 
 /**
  * Format is how a node is stored.
@@ -1543,6 +1669,28 @@ export const ArrayService: GenService<{
     methodKind: "unary";
     input: typeof ReadSlabSmallRequestSchema;
     output: typeof ReadSlabSmallResponseSchema;
+  },
+  /**
+   * OpenSmallReads opens a connection for many ReadSlabSmall reads, one
+   * after another, on the bulk listener: cheaper per read than a gRPC call
+   * (issue 20, random 64×64 reads). The response's offer names the
+   * listener and a ticket; the client connects, sends the bulk hello
+   * ("ZGBULK1\n" and the ticket), then sends SmallReadsRequest frames (an
+   * 8-byte little-endian length, then the message) and reads one
+   * SmallReadsResponse frame back for each, in order. Every read on the
+   * connection is a ReadSlabSmall call of the caller who opened it, with
+   * that call's credentials: authenticated and authorized again, counted
+   * and logged as a ReadSlabSmall call. The server closes a connection
+   * that sends no request for a while, sends a frame it cannot take, or
+   * has lived its time (see the response); the client then opens another.
+   * A gateway without a bulk listener answers FAILED_PRECONDITION.
+   *
+   * @generated from rpc zarrgate.gateway.v1.ArrayService.OpenSmallReads
+   */
+  openSmallReads: {
+    methodKind: "unary";
+    input: typeof OpenSmallReadsRequestSchema;
+    output: typeof OpenSmallReadsResponseSchema;
   },
   /**
    * ReadSlabShared is ReadSlab for clients on the gateway's host: block data

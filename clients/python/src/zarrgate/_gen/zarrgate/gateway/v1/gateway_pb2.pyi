@@ -336,6 +336,40 @@ class ReadSlabSmallResponse(_message.Message):
     blocks: _containers.RepeatedCompositeFieldContainer[Block]
     def __init__(self, header: _Optional[_Union[SlabHeader, _Mapping]] = ..., blocks: _Optional[_Iterable[_Union[Block, _Mapping]]] = ...) -> None: ...
 
+class OpenSmallReadsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class OpenSmallReadsResponse(_message.Message):
+    __slots__ = ("offer", "max_request_bytes", "idle_timeout_ms", "lifetime_ms")
+    OFFER_FIELD_NUMBER: _ClassVar[int]
+    MAX_REQUEST_BYTES_FIELD_NUMBER: _ClassVar[int]
+    IDLE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    LIFETIME_MS_FIELD_NUMBER: _ClassVar[int]
+    offer: BulkOffer
+    max_request_bytes: int
+    idle_timeout_ms: int
+    lifetime_ms: int
+    def __init__(self, offer: _Optional[_Union[BulkOffer, _Mapping]] = ..., max_request_bytes: _Optional[int] = ..., idle_timeout_ms: _Optional[int] = ..., lifetime_ms: _Optional[int] = ...) -> None: ...
+
+class SmallReadsRequest(_message.Message):
+    __slots__ = ("read", "timeout_ms")
+    READ_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    read: ReadSlabSmallRequest
+    timeout_ms: int
+    def __init__(self, read: _Optional[_Union[ReadSlabSmallRequest, _Mapping]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class SmallReadsResponse(_message.Message):
+    __slots__ = ("read", "code", "message")
+    READ_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    read: ReadSlabSmallResponse
+    code: int
+    message: str
+    def __init__(self, read: _Optional[_Union[ReadSlabSmallResponse, _Mapping]] = ..., code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
 class ReadSlabResponse(_message.Message):
     __slots__ = ("header", "block")
     HEADER_FIELD_NUMBER: _ClassVar[int]

@@ -84,6 +84,11 @@ class ArrayServiceStub:
                 request_serializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSmallRequest.SerializeToString,
                 response_deserializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSmallResponse.FromString,
                 _registered_method=True)
+        self.OpenSmallReads = channel.unary_unary(
+                '/zarrgate.gateway.v1.ArrayService/OpenSmallReads',
+                request_serializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.OpenSmallReadsRequest.SerializeToString,
+                response_deserializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.OpenSmallReadsResponse.FromString,
+                _registered_method=True)
         self.ReadSlabShared = channel.stream_stream(
                 '/zarrgate.gateway.v1.ArrayService/ReadSlabShared',
                 request_serializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSharedRequest.SerializeToString,
@@ -182,6 +187,25 @@ class ArrayServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OpenSmallReads(self, request, context):
+        """OpenSmallReads opens a connection for many ReadSlabSmall reads, one
+        after another, on the bulk listener: cheaper per read than a gRPC call
+        (issue 20, random 64×64 reads). The response's offer names the
+        listener and a ticket; the client connects, sends the bulk hello
+        ("ZGBULK1\n" and the ticket), then sends SmallReadsRequest frames (an
+        8-byte little-endian length, then the message) and reads one
+        SmallReadsResponse frame back for each, in order. Every read on the
+        connection is a ReadSlabSmall call of the caller who opened it, with
+        that call's credentials: authenticated and authorized again, counted
+        and logged as a ReadSlabSmall call. The server closes a connection
+        that sends no request for a while, sends a frame it cannot take, or
+        has lived its time (see the response); the client then opens another.
+        A gateway without a bulk listener answers FAILED_PRECONDITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ReadSlabShared(self, request_iterator, context):
         """ReadSlabShared is ReadSlab for clients on the gateway's host: block data
         travels through a shared-memory segment instead of through the stream,
@@ -252,6 +276,11 @@ def add_ArrayServiceServicer_to_server(servicer, server):
                     servicer.ReadSlabSmall,
                     request_deserializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSmallRequest.FromString,
                     response_serializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSmallResponse.SerializeToString,
+            ),
+            'OpenSmallReads': grpc.unary_unary_rpc_method_handler(
+                    servicer.OpenSmallReads,
+                    request_deserializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.OpenSmallReadsRequest.FromString,
+                    response_serializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.OpenSmallReadsResponse.SerializeToString,
             ),
             'ReadSlabShared': grpc.stream_stream_rpc_method_handler(
                     servicer.ReadSlabShared,
@@ -512,6 +541,33 @@ class ArrayService:
             '/zarrgate.gateway.v1.ArrayService/ReadSlabSmall',
             zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSmallRequest.SerializeToString,
             zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.ReadSlabSmallResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OpenSmallReads(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zarrgate.gateway.v1.ArrayService/OpenSmallReads',
+            zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.OpenSmallReadsRequest.SerializeToString,
+            zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.OpenSmallReadsResponse.FromString,
             options,
             channel_credentials,
             insecure,
