@@ -8,7 +8,6 @@ package client
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"net"
 	"runtime"
@@ -45,7 +44,7 @@ type smallPool struct {
 type smallConn struct {
 	conn     net.Conn
 	r        *bulk.Reader
-	buf      []byte
+	w        *bulk.Writer
 	maxReq   int
 	idleFor  time.Duration // the gateway's idle timeout
 	expires  time.Time     // the gateway closes it then
@@ -136,6 +135,7 @@ func (p *smallPool) open(ctx context.Context, arrays gatewayv1.ArrayServiceClien
 	return &smallConn{
 		conn:     conn,
 		r:        bulk.NewReader(conn, MaxMessageSize),
+		w:        bulk.NewWriter(conn),
 		maxReq:   int(min(resp.GetMaxRequestBytes(), 1<<30)),
 		idleFor:  time.Duration(min(resp.GetIdleTimeoutMs(), 1<<40)) * time.Millisecond,
 		expires:  now.Add(time.Duration(min(resp.GetLifetimeMs(), 1<<40)) * time.Millisecond),
@@ -219,12 +219,7 @@ func (c *smallConn) do(ctx context.Context, m *gatewayv1.SmallReadsRequest) (*ga
 	}
 	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	var err error
-	c.buf = binary.LittleEndian.AppendUint64(c.buf[:0], uint64(proto.Size(m)))
-	if c.buf, err = (proto.MarshalOptions{}).MarshalAppend(c.buf, m); err != nil {
-		return nil, err
-	}
-	if _, err := c.conn.Write(c.buf); err != nil {
+	if err := c.w.Write(m, nil); err != nil {
 		return nil, err
 	}
 	frame, err := c.r.Next(false)

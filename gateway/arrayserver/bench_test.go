@@ -195,15 +195,12 @@ func BenchmarkSmallRead(b *testing.B) {
 		b.Run(lay.name+"conn-small", func(b *testing.B) {
 			setup(b)
 			conn := openSmallReadsB(b, c)
-			r := bulk.NewReader(conn, 0)
-			var frame []byte
+			r, w := bulk.NewReader(conn, 0), bulk.NewWriter(conn)
 			defer reportCPU(b)()
 			for b.Loop() {
 				y, x := box()
 				m := &gatewayv1.SmallReadsRequest{Read: &gatewayv1.ReadSlabSmallRequest{Path: "a", Selection: []*gatewayv1.Slice{{Start: uint64(y), Stop: uint64(y + 64)}, {Start: uint64(x), Stop: uint64(x + 64)}}}}
-				frame = binary.LittleEndian.AppendUint64(frame[:0], uint64(proto.Size(m)))
-				frame, _ = proto.MarshalOptions{}.MarshalAppend(frame, m)
-				if _, err := conn.Write(frame); err != nil {
+				if err := w.Write(m, nil); err != nil {
 					b.Fatal(err)
 				}
 				raw, err := r.Next(false)

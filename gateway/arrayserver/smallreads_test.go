@@ -1,7 +1,6 @@
 package arrayserver
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"net"
 	"testing"
@@ -20,12 +19,9 @@ import (
 // smallConnRead sends one read of a's element (0, 0) over conn and
 // returns the answer, or the error of the connection.
 func smallConnRead(conn net.Conn) (*gatewayv1.SmallReadsResponse, error) {
-	b, err := proto.Marshal(&gatewayv1.SmallReadsRequest{Read: &gatewayv1.ReadSlabSmallRequest{Path: "a", Selection: []*gatewayv1.Slice{{Start: 0, Stop: 1}, {Start: 0, Stop: 1}}}})
-	if err != nil {
-		return nil, err
-	}
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := conn.Write(append(binary.LittleEndian.AppendUint64(nil, uint64(len(b))), b...)); err != nil {
+	m := &gatewayv1.SmallReadsRequest{Read: &gatewayv1.ReadSlabSmallRequest{Path: "a", Selection: []*gatewayv1.Slice{{Start: 0, Stop: 1}, {Start: 0, Stop: 1}}}}
+	if err := bulk.NewWriter(conn).Write(m, nil); err != nil {
 		return nil, err
 	}
 	raw, err := bulk.NewReader(conn, 0).Next(true)

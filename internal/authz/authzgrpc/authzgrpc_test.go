@@ -156,8 +156,14 @@ func newEnv(t *testing.T, kind string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newEnvPolicy(t, kind, func() *authz.Policy { return pol })
+}
+
+// newEnvPolicy is newEnv with the policy in force from policy.
+func newEnvPolicy(t *testing.T, kind string, policy func() *authz.Policy) *env {
+	t.Helper()
 	e := &env{store: storesvc.Wrap(memory.New()), audit: &syncBuffer{}, calls: &methodRecorder{}}
-	cfg := authzgrpc.Config{Policy: func() *authz.Policy { return pol }, Audit: authz.NewAuditor(e.audit)}
+	cfg := authzgrpc.Config{Policy: policy, Audit: authz.NewAuditor(e.audit)}
 	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)), append(testAuthn(), authzgrpc.ServerOptions(cfg)...)...)
 	register(t, srv, e.store, kind)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -2,9 +2,6 @@ package authzgrpc_test
 
 import (
 	"context"
-	"encoding/binary"
-	"io"
-	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -18,11 +15,7 @@ import (
 
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 	"github.com/zarrgate/zarrgate/internal/authz"
-	"github.com/zarrgate/zarrgate/internal/authz/authzgrpc"
 	"github.com/zarrgate/zarrgate/internal/bulk"
-	"github.com/zarrgate/zarrgate/internal/rpc"
-	"github.com/zarrgate/zarrgate/storesvc"
-	"github.com/zarrgate/zarrgate/storesvc/memory"
 )
 
 // openSmallReads opens a small-reads connection (plain TCP, to the
@@ -39,11 +32,7 @@ func openSmallReads(ctx context.Context, c *grpc.ClientConn) (net.Conn, error) {
 // smallRead makes one read over a small-reads connection and returns its
 // status as an error (nil: OK, with a slab).
 func smallRead(conn net.Conn, req *gatewayv1.ReadSlabSmallRequest) error {
-	b, err := proto.Marshal(&gatewayv1.SmallReadsRequest{Read: req})
-	if err != nil {
-		return err
-	}
-	if _, err := conn.Write(append(binary.LittleEndian.AppendUint64(nil, uint64(len(b))), b...)); err != nil {
+	if err := bulk.NewWriter(conn).Write(&gatewayv1.SmallReadsRequest{Read: req}, nil); err != nil {
 		return err
 	}
 	frame, err := bulk.NewReader(conn, 0).Next(true)
@@ -77,24 +66,9 @@ func TestSmallReadsAuthorizedEachRead(t *testing.T) {
 	}
 	var pol atomic.Pointer[authz.Policy]
 	pol.Store(allow)
-	audit := &syncBuffer{}
-	cfg := authzgrpc.Config{Policy: pol.Load, Audit: authz.NewAuditor(audit)}
-	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)), append(testAuthn(), authzgrpc.ServerOptions(cfg)...)...)
-	register(t, srv, storesvc.Wrap(memory.New()), "gateway")
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	cc, err := rpc.Dial(lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	seed(t, as("root;ops"), cc, "gateway")
+	e := newEnvPolicy(t, "gateway", pol.Load)
 
-	conn, err := openSmallReads(as(alice), cc)
+	conn, err := openSmallReads(as(alice), e.conn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,12 +88,12 @@ func TestSmallReadsAuthorizedEachRead(t *testing.T) {
 		t.Fatalf("alice's read on the same connection once allowed again: %v", err)
 	}
 	denied := 0
-	for _, r := range audit.records(t) {
+	for _, r := range e.audit.records(t) {
 		if r["principal"] == "user:alice" && r["denied"] == true {
 			denied++
 		}
 	}
 	if denied != 2 {
-		t.Errorf("%d of alice's reads audited as denied, want 2: %v", denied, audit.records(t))
+		t.Errorf("%d of alice's reads audited as denied, want 2: %v", denied, e.audit.records(t))
 	}
 }
