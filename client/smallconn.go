@@ -28,13 +28,16 @@ import (
 // read rarely meets a connection closing under it.
 const smallConnMargin = 5 * time.Second
 
-// smallPool is a client's idle small-reads connections. A read takes one
-// (or opens one), and puts it back when answered; at most maxIdle wait.
+// smallPool is a client's small-reads connections. A read takes an idle
+// one (or opens one), and puts it back when answered; at most
+// maxIdleSmall wait, at most maxSmallConns are open (reads beyond them
+// are calls).
 type smallPool struct {
 	bulk *bulkState
 
 	mu       sync.Mutex
 	idle     []*smallConn // most recently used last
+	open     int          // connections open: idle, in use, being opened
 	off      bool         // the gateway has none (no bulk listener, or too old)
 	offUntil time.Time    // after a connection could not be made
 	closed   bool
@@ -51,7 +54,8 @@ type smallConn struct {
 	lastUsed time.Time
 }
 
-func maxIdleSmall() int { return 2 * runtime.GOMAXPROCS(0) }
+func maxIdleSmall() int  { return 2 * runtime.GOMAXPROCS(0) }
+func maxSmallConns() int { return max(8, 4*runtime.GOMAXPROCS(0)) }
 
 // usable reports whether c may carry a read now.
 func (c *smallConn) usable(now time.Time) bool {
@@ -67,8 +71,9 @@ func (p *smallPool) want() bool {
 	return !p.off && !p.closed && time.Now().After(p.offUntil)
 }
 
-// take returns an idle usable connection, or nil.
-func (p *smallPool) take() *smallConn {
+// take returns an idle usable connection; or nil, and whether the caller
+// may open one (then counted open: it must call opened).
+func (p *smallPool) take() (c *smallConn, mayOpen bool) {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -76,11 +81,25 @@ func (p *smallPool) take() *smallConn {
 		c := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
 		if c.usable(now) {
-			return c
+			return c, false
 		}
 		c.conn.Close()
+		p.open--
 	}
-	return nil
+	if p.open >= maxSmallConns() {
+		return nil, false
+	}
+	p.open++
+	return nil, true
+}
+
+// opened ends an open that take allowed: c, or nil if it failed.
+func (p *smallPool) opened(c *smallConn) {
+	if c == nil {
+		p.mu.Lock()
+		p.open--
+		p.mu.Unlock()
+	}
 }
 
 // put keeps c for the next read, or closes it.
@@ -93,25 +112,34 @@ func (p *smallPool) put(c *smallConn) {
 	}
 	p.mu.Unlock()
 	if c != nil {
-		c.conn.Close()
+		p.discard(c)
 	}
+}
+
+// discard closes c, a connection taken from the pool or opened.
+func (p *smallPool) discard(c *smallConn) {
+	c.conn.Close()
+	p.mu.Lock()
+	p.open--
+	p.mu.Unlock()
 }
 
 func (p *smallPool) close() {
 	p.mu.Lock()
 	idle := p.idle
 	p.idle, p.closed = nil, true
+	p.open -= len(idle)
 	p.mu.Unlock()
 	for _, c := range idle {
 		c.conn.Close()
 	}
 }
 
-// open opens a connection: the OpenSmallReads call, then the bulk
+// dial opens a connection: the OpenSmallReads call, then the bulk
 // listener's hello. ok is false when the gateway offers none; a gateway
 // without them is not asked again, one that failed to connect not for a
 // while.
-func (p *smallPool) open(ctx context.Context, arrays gatewayv1.ArrayServiceClient) (*smallConn, bool) {
+func (p *smallPool) dial(ctx context.Context, arrays gatewayv1.ArrayServiceClient) (*smallConn, bool) {
 	resp, err := arrays.OpenSmallReads(ctx, &gatewayv1.OpenSmallReadsRequest{})
 	if err != nil {
 		switch status.Code(err) {
@@ -160,12 +188,16 @@ func (p *smallPool) read(ctx context.Context, arrays gatewayv1.ArrayServiceClien
 		}
 		m.TimeoutMs = uint64((left + time.Millisecond - 1) / time.Millisecond)
 	}
-	c := p.take()
-	fresh := c == nil
+	c, fresh := p.take()
 	if fresh {
-		if c, ok = p.open(ctx, arrays); !ok {
+		c, ok = p.dial(ctx, arrays)
+		p.opened(c)
+		if !ok {
 			return nil, nil, false
 		}
+	}
+	if c == nil {
+		return nil, nil, false // as many open as the client keeps, all busy
 	}
 	if size := proto.Size(m); size > c.maxReq {
 		p.put(c)
@@ -187,7 +219,7 @@ func (p *smallPool) read(ctx context.Context, arrays gatewayv1.ArrayServiceClien
 		}
 		return nil, st.err, true
 	}
-	c.conn.Close()
+	p.discard(c)
 	if ctx.Err() != nil {
 		return nil, status.FromContextError(ctx.Err()).Err(), true
 	}

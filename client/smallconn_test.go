@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,5 +143,45 @@ func TestSmallReadsWithoutListener(t *testing.T) {
 	}
 	if n := lisless.calls.Load(); n != 10 {
 		t.Errorf("%d ReadSlabSmall calls for 10 reads", n)
+	}
+}
+
+// TestSmallReadsConnectionCap: a client reading from many goroutines at
+// once keeps at most its cap of small-reads connections open (8 on up to
+// 2 processors) and makes the reads beyond them as calls, all right.
+func TestSmallReadsConnectionCap(t *testing.T) {
+	s := newBulkServer(t, nil, bulk.Config{}, nil)
+	c := dialT(t, s.addr, client.WithSharedMemory(false))
+	a, want := smallArray(t, c, "c")
+	limit := int64(max(8, 4*runtime.GOMAXPROCS(0)))
+	// The most bulk connections open at once, sampled while the reads run.
+	var most atomic.Int64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if n := s.bulk.Open(); n > most.Load() {
+				most.Store(n)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(100 * time.Microsecond):
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := range 40 {
+		wg.Go(func() { readWindows(t, a, want, uint64(100+g), 30) })
+	}
+	wg.Wait()
+	close(done)
+	<-sampled
+	if n := most.Load(); n < 2 || n > limit {
+		t.Errorf("at most %d small-reads connections open at once for 40 goroutines, want 2 to %d", n, limit)
+	}
+	if s.calls.Load() == 0 {
+		t.Error("no read was made as a call: the reads beyond the cap waited for a connection instead")
 	}
 }

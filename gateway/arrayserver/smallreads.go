@@ -3,7 +3,9 @@ package arrayserver
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -126,6 +128,13 @@ func (s *Server) serveSmallReads(t *bulk.Ticket, base context.Context) {
 		return
 	}
 	defer c.Close()
+	// The reads recover from their panics (the server's interceptors);
+	// this is for the connection's own handling, outside any call.
+	defer func() {
+		if p := recover(); p != nil {
+			slog.Error("small-reads connection: panic (server bug), connection closed", "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
 	sr := &s.small
 	sc := &smallConn{}
 	sr.mu.Lock()
@@ -204,5 +213,9 @@ func (s *Server) smallRead(base context.Context, frame []byte) *gatewayv1.SmallR
 	if err != nil {
 		return fail(err)
 	}
-	return &gatewayv1.SmallReadsResponse{Read: resp.(*gatewayv1.ReadSlabSmallResponse)}
+	r, ok := resp.(*gatewayv1.ReadSlabSmallResponse)
+	if !ok || r == nil {
+		return fail(status.Error(codes.Internal, "small reads: internal error (server bug): the read returned no response"))
+	}
+	return &gatewayv1.SmallReadsResponse{Read: r}
 }
