@@ -48,6 +48,11 @@ func serveGatewayB(t testing.TB, g *gateway.Gateway) gatewayv1.ArrayServiceClien
 // serveGatewayBulkB is serveGatewayB with a bulk listener (ReadSlab's
 // bulk reads, OpenSmallReads' connections).
 func serveGatewayBulkB(t testing.TB, g *gateway.Gateway) gatewayv1.ArrayServiceClient {
+	return serveBulkB(t, NewServer(g))
+}
+
+// serveBulkB serves s with a bulk listener.
+func serveBulkB(t testing.TB, s *Server) gatewayv1.ArrayServiceClient {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +62,6 @@ func serveGatewayBulkB(t testing.TB, g *gateway.Gateway) gatewayv1.ArrayServiceC
 		t.Fatal(err)
 	}
 	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	s := NewServer(g)
 	s.SetBulk(bl)
 	s.Register(srv)
 	go srv.Serve(lis)

@@ -43,12 +43,6 @@ const (
 	smallReadsMaxTimeout = 24 * time.Hour
 )
 
-// The idle timeout and lifetime in force: variables for tests.
-var (
-	smallReadsIdle     = SmallReadsIdle
-	smallReadsLifetime = SmallReadsLifetime
-)
-
 // LocalCaller runs a unary method's handler as the server runs a gRPC
 // call of it (internal/rpc's Server): small-reads connections need it.
 type LocalCaller interface {
@@ -61,6 +55,9 @@ type LocalCaller interface {
 // smallServer is the server's small-reads connections.
 type smallServer struct {
 	local LocalCaller // nil: the registrar cannot run local calls
+	// idle and lifetime: SmallReadsIdle and SmallReadsLifetime where
+	// zero (tests set their own).
+	idle, lifetime time.Duration
 
 	mu       sync.Mutex
 	conns    map[net.Conn]*smallConn
@@ -72,6 +69,17 @@ type smallConn struct {
 	mu      sync.Mutex
 	reading bool // waiting for a request: the drain closes it at once
 	closing bool // the drain asked it to close after its read
+}
+
+func (sr *smallServer) terms() (idle, lifetime time.Duration) {
+	idle, lifetime = SmallReadsIdle, SmallReadsLifetime
+	if sr.idle > 0 {
+		idle = sr.idle
+	}
+	if sr.lifetime > 0 {
+		lifetime = sr.lifetime
+	}
+	return idle, lifetime
 }
 
 // drain stops offering connections and closes each open one once its
@@ -111,11 +119,12 @@ func (s *Server) OpenSmallReads(ctx context.Context, _ *gatewayv1.OpenSmallReads
 	}
 	base := sr.local.LocalContext(ctx)
 	go s.serveSmallReads(t, base)
+	idle, lifetime := sr.terms()
 	return &gatewayv1.OpenSmallReadsResponse{
 		Offer:           &gatewayv1.BulkOffer{Host: t.Host(), Port: t.Port(), Ticket: t.ID()},
 		MaxRequestBytes: SmallReadsMaxRequest,
-		IdleTimeoutMs:   uint64(smallReadsIdle / time.Millisecond),
-		LifetimeMs:      uint64(smallReadsLifetime / time.Millisecond),
+		IdleTimeoutMs:   uint64(idle / time.Millisecond),
+		LifetimeMs:      uint64(lifetime / time.Millisecond),
 	}, nil
 }
 
@@ -152,16 +161,17 @@ func (s *Server) serveSmallReads(t *bulk.Ticket, base context.Context) {
 		delete(sr.conns, c)
 		sr.mu.Unlock()
 	}()
+	idle, lifetime := sr.terms()
 	born := time.Now()
 	r, w := bulk.NewReader(c, SmallReadsMaxRequest), bulk.NewWriter(c)
-	for time.Since(born) < smallReadsLifetime {
+	for time.Since(born) < lifetime {
 		sc.mu.Lock()
 		if sc.closing {
 			sc.mu.Unlock()
 			return
 		}
 		sc.reading = true
-		c.SetReadDeadline(time.Now().Add(smallReadsIdle))
+		c.SetReadDeadline(time.Now().Add(idle))
 		sc.mu.Unlock()
 		n, err := r.Begin()
 		var b []byte
@@ -175,7 +185,7 @@ func (s *Server) serveSmallReads(t *bulk.Ticket, base context.Context) {
 			return // closed, idle, too large, or the client's end frame
 		}
 		out := s.smallRead(base, b)
-		c.SetWriteDeadline(time.Now().Add(smallReadsIdle))
+		c.SetWriteDeadline(time.Now().Add(idle))
 		if err := w.Write(out, nil); err != nil {
 			return
 		}

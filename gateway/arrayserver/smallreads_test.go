@@ -36,13 +36,13 @@ func smallConnRead(conn net.Conn) (*gatewayv1.SmallReadsResponse, error) {
 // when it idles past the idle timeout, and between two reads once it has
 // lived its lifetime; the terms sent with the offer are those in force.
 func TestSmallReadsTerms(t *testing.T) {
-	defer func(idle, life time.Duration) { smallReadsIdle, smallReadsLifetime = idle, life }(smallReadsIdle, smallReadsLifetime)
-	smallReadsIdle, smallReadsLifetime = 300*time.Millisecond, 2*time.Second
 	g := gateway.New(memory.New(), codecsvc.NewLocal(), gateway.Config{})
 	if _, err := g.CreateArray(ctx, "a", gateway.ArraySpec{Shape: []int64{4, 4}, DataType: "int32", ChunkShape: []int64{2, 2}, Codecs: json.RawMessage(plainBytes)}); err != nil {
 		t.Fatal(err)
 	}
-	c := serveGatewayBulkB(t, g)
+	s := NewServer(g)
+	s.small.idle, s.small.lifetime = 300*time.Millisecond, 2*time.Second
+	c := serveBulkB(t, s)
 	resp, err := c.OpenSmallReads(ctx, &gatewayv1.OpenSmallReadsRequest{})
 	if err != nil {
 		t.Fatal(err)
