@@ -59,7 +59,7 @@ func (smallCalls) HandleRPC(context.Context, stats.RPCStats)                    
 func (smallCalls) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
 func (smallCalls) HandleConn(context.Context, stats.ConnStats)                       {}
 
-func newBulkServer(t *testing.T, tlsCfg *tls.Config, bcfg bulk.Config, lis net.Listener) *bulkServer {
+func newBulkServer(t testing.TB, tlsCfg *tls.Config, bcfg bulk.Config, lis net.Listener) *bulkServer {
 	t.Helper()
 	return newCountingServer(t, tlsCfg, &bcfg, lis)
 }
@@ -71,7 +71,7 @@ func newPlainServer(t *testing.T) *bulkServer {
 }
 
 // newCountingServer serves with a bulk listener of bcfg (none if nil).
-func newCountingServer(t *testing.T, tlsCfg *tls.Config, bcfg *bulk.Config, lis net.Listener) *bulkServer {
+func newCountingServer(t testing.TB, tlsCfg *tls.Config, bcfg *bulk.Config, lis net.Listener) *bulkServer {
 	t.Helper()
 	s := &bulkServer{}
 	if lis == nil {

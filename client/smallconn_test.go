@@ -185,3 +185,59 @@ func TestSmallReadsConnectionCap(t *testing.T) {
 		t.Error("no read was made as a call: the reads beyond the cap waited for a connection instead")
 	}
 }
+
+// BenchmarkSmallReadClient reads random 64 × 64 windows of a zstd
+// float32 array (1024², 256² chunks, an in-memory store) with ReadInto,
+// the gateway in this process: over a small-reads connection (conn) or
+// as ReadSlabSmall calls (call, WithBulk(false)); latency and the
+// process's CPU per read (client and gateway).
+//
+//	go test -run '^$' -bench SmallReadClient -benchtime 3000x -count 3 ./client/
+func BenchmarkSmallReadClient(b *testing.B) {
+	ctx := context.Background()
+	s := newBulkServer(b, nil, bulk.Config{}, nil)
+	setup, err := client.Dial(ctx, s.addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer setup.Close()
+	const n = 1024
+	a, err := setup.CreateArray(ctx, "bench-small", client.ArraySpec{Shape: []int64{n, n}, DataType: "float32", ChunkShape: []int64{256, 256},
+		Codecs: `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":3}}]`})
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := make([]float32, n*n)
+	for i := range data {
+		data[i] = float32(i%4099) * 0.37
+	}
+	if _, err := client.Write(ctx, a, nil, data); err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []struct {
+		name string
+		bulk bool
+	}{{"conn", true}, {"call", false}} {
+		c, err := client.Dial(ctx, s.addr, client.WithSharedMemory(false), client.WithBulk(mode.bulk))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ca, err := c.OpenArray(ctx, "bench-small")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(mode.name, func(b *testing.B) {
+			r := rand.New(rand.NewPCG(1, 2))
+			got := make([]float32, 64*64)
+			cpu0 := cpuTime()
+			for b.Loop() {
+				y, x := r.Int64N(n-64), r.Int64N(n-64)
+				if err := client.ReadInto(ctx, ca, client.Selection{{Start: y, Stop: y + 64, Step: 1}, {Start: x, Stop: x + 64, Step: 1}}, got); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+		c.Close()
+	}
+}
