@@ -5,8 +5,11 @@ import (
 	"encoding/binary"
 	"math"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,5 +219,75 @@ func TestServeSmallReadsHostile(t *testing.T) {
 	}
 	if n := delta(before, after, handledSmall("OK")); n < 51 {
 		t.Errorf("%v ReadSlabSmall calls counted OK, want 51 or more", n)
+	}
+}
+
+// TestServeSmallReadsTokenRevoked: a small-reads connection opened with a
+// token serves reads until the token is removed from the token file, then
+// refuses them (UNAUTHENTICATED), on the same connection: each read
+// presents the opening call's credentials anew.
+func TestServeSmallReadsTokenRevoked(t *testing.T) {
+	dir := t.TempDir()
+	tokens, policy := filepath.Join(dir, "tokens"), filepath.Join(dir, "policy.yaml")
+	alice := strings.TrimSpace(mustZg(t, "", "token", "new", "--user", "alice", "--append", tokens))
+	writePolicy(t, policy, "rules:\n  - principals: [user:alice]\n    permissions: [read, write]\n    prefixes: [\"\"]\n")
+	s := startServer(t, "--root", filepath.Join(dir, "data"), "--tokens", tokens, "--policy", policy)
+	ctx := context.Background()
+	c, err := client.Dial(ctx, s.addr, client.WithToken(alice), client.WithSharedMemory(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateArray(ctx, "r", client.ArraySpec{Shape: []int64{4, 4}, DataType: "int32", ChunkShape: []int64{2, 2}, FillValue: "5"}); err != nil {
+		t.Fatal(err)
+	}
+	// c.Conn() carries alice's token (WithToken).
+	resp, err := gatewayv1.NewArrayServiceClient(c.Conn()).OpenSmallReads(ctx, &gatewayv1.OpenSmallReadsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := bulk.Dial(ctx, net.JoinHostPort("127.0.0.1", strconv.Itoa(int(resp.GetOffer().GetPort()))), nil, resp.GetOffer().GetTicket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := bulk.NewReader(conn, 0)
+	read := func() codes.Code {
+		t.Helper()
+		conn.SetDeadline(time.Now().Add(30 * time.Second))
+		m := &gatewayv1.SmallReadsRequest{Read: &gatewayv1.ReadSlabSmallRequest{Path: "r"}}
+		if err := bulk.NewWriter(conn).Write(m, nil); err != nil {
+			t.Fatal(err)
+		}
+		b, err := r.Next(true)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		var out gatewayv1.SmallReadsResponse
+		if err := proto.Unmarshal(b, &out); err != nil {
+			t.Fatal(err)
+		}
+		return codes.Code(out.GetCode())
+	}
+	if got := read(); got != codes.OK {
+		t.Fatalf("alice's read: %v", got)
+	}
+	// Alice's token removed from the file: once the server has reloaded
+	// it (a call with it is refused), the connection's next read is too.
+	if err := os.WriteFile(tokens, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if _, err := c.OpenArray(ctx, "r"); err != nil && strings.Contains(err.Error(), "unknown bearer token") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the removed token is still accepted by calls")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := read(); got != codes.Unauthenticated {
+		t.Errorf("a read on alice's connection after her token was removed: %v, want Unauthenticated", got)
 	}
 }
