@@ -1,5 +1,6 @@
-// Small reads: a slab of at most smallSlabBytes in one unary call
-// (ReadSlabSmall) instead of a stream.
+// Small reads: a slab of at most smallSlabBytes in one ReadSlabSmall
+// request instead of a stream: over a small-reads connection where the
+// gateway offers one (smallconn.go), else as a unary call.
 
 package client
 
@@ -23,8 +24,9 @@ import (
 // whatever their size in bytes.
 const smallSlabBytes = 1 << 20
 
-// readSmall reads the slab sel of a with one ReadSlabSmall call into the
-// dense buffer alloc returns for its header. ok is false when the gateway
+// readSmall reads the slab sel of a with one ReadSlabSmall request (over
+// a small-reads connection, or as a call) into the dense buffer alloc
+// returns for its header. ok is false when the gateway
 // does not answer ReadSlabSmall (a gateway from before it: the client
 // stops trying), or refuses the slab as too large for it: read it with
 // ReadSlab then.
