@@ -202,18 +202,7 @@ func BenchmarkSmallReadClient(b *testing.B) {
 	}
 	defer setup.Close()
 	const n = 1024
-	a, err := setup.CreateArray(ctx, "bench-small", client.ArraySpec{Shape: []int64{n, n}, DataType: "float32", ChunkShape: []int64{256, 256},
-		Codecs: `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":3}}]`})
-	if err != nil {
-		b.Fatal(err)
-	}
-	data := make([]float32, n*n)
-	for i := range data {
-		data[i] = float32(i%4099) * 0.37
-	}
-	if _, err := client.Write(ctx, a, nil, data); err != nil {
-		b.Fatal(err)
-	}
+	benchArray(b, setup, "bench-small", n)
 	for _, mode := range []struct {
 		name string
 		bulk bool

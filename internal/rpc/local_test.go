@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -52,16 +51,7 @@ func TestCallLocal(t *testing.T) {
 	if _, err := srv.CallLocal(context.Background(), "/test.Svc/Local", nil, 0, nil, nil); !errors.Is(err, rpc.ErrNoChain) {
 		t.Fatalf("a local call before any unary call: %v, want ErrNoChain", err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
-	cc, err := rpc.Dial(lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close(); srv.Stop() })
+	cc := listenAndDial(t, srv)
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer t0k", tracing.RequestIDHeader, "opening-call-id")
 	if err := callUnary(ctx, cc); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -42,16 +41,7 @@ func TestAccessLogPrincipalAndRequestID(t *testing.T) {
 		logger.InfoContext(ctx, "in the handler")
 		return nil
 	}), struct{}{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
-	cc, err := rpc.Dial(lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close(); srv.Stop() })
+	cc := listenAndDial(t, srv)
 
 	authed := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
 	var hdr metadata.MD

@@ -97,6 +97,13 @@ func serve(t *testing.T, b behaviour, setup func(*rpc.Server)) (*grpc.ClientConn
 		setup(srv)
 	}
 	srv.RegisterService(testService(b), struct{}{})
+	return listenAndDial(t, srv), logs
+}
+
+// listenAndDial serves srv on loopback until the test ends and returns a
+// connection to it.
+func listenAndDial(t *testing.T, srv *rpc.Server) *grpc.ClientConn {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +114,7 @@ func serve(t *testing.T, b behaviour, setup func(*rpc.Server)) (*grpc.ClientConn
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close(); srv.Stop() })
-	return cc, logs
+	return cc
 }
 
 func callUnary(ctx context.Context, cc *grpc.ClientConn) error {
