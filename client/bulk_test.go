@@ -61,17 +61,18 @@ func (smallCalls) HandleConn(context.Context, stats.ConnStats)                  
 
 func newBulkServer(t testing.TB, tlsCfg *tls.Config, bcfg bulk.Config, lis net.Listener) *bulkServer {
 	t.Helper()
-	return newCountingServer(t, tlsCfg, &bcfg, lis)
+	return newCountingServer(t, tlsCfg, &bcfg, lis, nil)
 }
 
 // newPlainServer is newBulkServer without a bulk listener.
 func newPlainServer(t *testing.T) *bulkServer {
 	t.Helper()
-	return newCountingServer(t, nil, nil, nil)
+	return newCountingServer(t, nil, nil, nil, nil)
 }
 
-// newCountingServer serves with a bulk listener of bcfg (none if nil).
-func newCountingServer(t testing.TB, tlsCfg *tls.Config, bcfg *bulk.Config, lis net.Listener) *bulkServer {
+// newCountingServer serves a gateway over store (an in-memory one if
+// nil) with a bulk listener of bcfg (none if nil).
+func newCountingServer(t testing.TB, tlsCfg *tls.Config, bcfg *bulk.Config, lis net.Listener, store storesvc.Store) *bulkServer {
 	t.Helper()
 	s := &bulkServer{}
 	if lis == nil {
@@ -95,7 +96,10 @@ func newCountingServer(t testing.TB, tlsCfg *tls.Config, bcfg *bulk.Config, lis 
 	}
 	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
 	s.srv = srv
-	as := arrayserver.NewServer(gateway.New(memory.New(), codecsvc.NewLocal(), gateway.Config{}))
+	if store == nil {
+		store = memory.New()
+	}
+	as := arrayserver.NewServer(gateway.New(store, codecsvc.NewLocal(), gateway.Config{}))
 	if bcfg != nil {
 		bl, err := bulk.Listen("127.0.0.1:0", *bcfg)
 		if err != nil {

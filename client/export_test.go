@@ -29,3 +29,11 @@ func SetMinPlacedRow(t interface{ Cleanup(func()) }, n int64) {
 	minPlacedRow = n
 	t.Cleanup(func() { minPlacedRow = old })
 }
+
+// SmallConnsMost is the most small-reads connections c had open (or
+// being opened) at once.
+func SmallConnsMost(c *Client) int {
+	c.smalls.mu.Lock()
+	defer c.smalls.mu.Unlock()
+	return c.smalls.most
+}

@@ -38,6 +38,7 @@ type smallPool struct {
 	mu       sync.Mutex
 	idle     []*smallConn // most recently used last
 	open     int          // connections open: idle, in use, being opened
+	most     int          // the most open at once (tests)
 	off      bool         // the gateway has none (no bulk listener, or too old)
 	offUntil time.Time    // after a connection could not be made
 	closed   bool
@@ -90,6 +91,7 @@ func (p *smallPool) take() (c *smallConn, mayOpen bool) {
 		return nil, false
 	}
 	p.open++
+	p.most = max(p.most, p.open)
 	return nil, true
 }
 
