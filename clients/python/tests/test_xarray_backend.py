@@ -42,13 +42,14 @@ class CountedServer:
         return f"grpc://{self.addr}/{path}"
 
     def counts(self) -> dict[str, int]:
-        """Slab reads served (ReadSlab + ReadSlabShared calls started) and
+        """Slab reads served (ReadSlab, ReadSlabShared and ReadSlabSmall
+        calls started, the last over small-reads connections too) and
         chunks decoded, from the gateway's /metrics."""
         text = urllib.request.urlopen(self.admin + "/metrics", timeout=10).read().decode()
         out = {"slab_reads": 0, "chunks_decoded": 0}
         for line in text.splitlines():
             if line.startswith("grpc_server_started_total{") and re.search(
-                r'grpc_method="ReadSlab(Shared)?"', line
+                r'grpc_method="ReadSlab(Shared|Small)?"', line
             ):
                 out["slab_reads"] += int(float(line.rsplit(" ", 1)[1]))
             elif line.startswith("zarrgate_codec_chunks_total{") and 'op="decode"' in line:

@@ -17,6 +17,7 @@ import queue
 import socket
 import ssl
 import stat
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -574,6 +575,76 @@ def bulk_connect(host: str, port: int, ticket: bytes, ctx: ssl.SSLContext | None
     return sock
 
 
+# -- small-reads connections (OpenSmallReads) ------------------------------
+
+#: The most small-reads connections a client keeps idle.
+SMALL_IDLE = 4
+#: A kept connection is not used within this many seconds of the
+#: gateway's closing it (idle, or at the end of its lifetime).
+SMALL_MARGIN = 5.0
+
+_CODES = {c.value[0]: c for c in grpc.StatusCode}
+
+
+class SmallStatus(Exception):
+    """A small read the gateway answered with a status other than OK."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+class SmallConn:
+    """One small-reads connection: ReadSlabSmall requests written as
+    frames, each answered by one frame (gateway.proto, OpenSmallReads)."""
+
+    def __init__(self, sock: socket.socket, terms: gpb.OpenSmallReadsResponse) -> None:
+        self.sock = sock
+        self.max_request = terms.max_request_bytes
+        now = time.monotonic()
+        self.idle_for = terms.idle_timeout_ms / 1000
+        self.expires = now + terms.lifetime_ms / 1000
+        self.last_used = now
+
+    def usable(self, now: float) -> bool:
+        return now + SMALL_MARGIN < self.expires and now - self.last_used < self.idle_for - SMALL_MARGIN
+
+    def read(self, req: gpb.ReadSlabSmallRequest, timeout: float | None) -> gpb.ReadSlabSmallResponse:
+        """One read: its answer, SmallStatus for a status, OSError or
+        WireError when the connection failed (then unusable)."""
+        m = gpb.SmallReadsRequest(read=req)
+        if timeout is not None:
+            m.timeout_ms = max(1, math.ceil(timeout * 1000))
+        raw = m.SerializeToString()
+        self.sock.settimeout(timeout)
+        self.sock.sendall(struct.pack("<Q", len(raw)) + raw)
+        head = self._recv(8)
+        (n,) = struct.unpack("<Q", head)
+        if n == 0 or n > MAX_MESSAGE:
+            raise _wire.WireError(f"small-reads connection: a frame of {n} bytes")
+        out = gpb.SmallReadsResponse.FromString(self._recv(n))
+        if out.code != 0:
+            raise SmallStatus(_CODES.get(out.code, grpc.StatusCode.UNKNOWN), out.message)
+        if not out.HasField("read"):
+            raise SmallStatus(grpc.StatusCode.DATA_LOSS, "the gateway answered a small read with neither a slab nor an error")
+        self.last_used = time.monotonic()
+        return out.read
+
+    def _recv(self, n: int) -> bytes:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self.sock.recv_into(view[got:], n - got)
+            if k == 0:
+                raise ConnectionError("small-reads connection closed")
+            got += k
+        return bytes(buf)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 def bulk_shutdown(sock: socket.socket) -> None:
     """Wake a thread blocked reading the bulk connection (its call has
     failed): the socket's own shutdown, under TLS too."""
@@ -956,7 +1027,9 @@ class Stats:
     memory and through bulk connections. A bulk read is a socket read too
     (a ReadSlab call) whose blocks came over a bulk connection;
     bulk_fallbacks counts the bulk connections that could not be opened
-    (their reads were made again without bulk)."""
+    (their reads were made again without bulk). A small read (under
+    BULK_MIN_BYTES) made over a small-reads connection is a socket read
+    too, counted in small_reads as well."""
 
     socket_reads: int = 0
     shared_reads: int = 0
@@ -965,6 +1038,7 @@ class Stats:
     bulk_reads: int = 0
     bulk_bytes: int = 0
     bulk_fallbacks: int = 0
+    small_reads: int = 0
 
 
 class Reader:

@@ -37,11 +37,13 @@ import os
 import queue
 import ssl
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import grpc
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from zarrgate import _pool, _slab, _wire, errors
 from zarrgate._conn import Conn
@@ -221,10 +223,21 @@ class Client(_Base):
         self._write_slab = self._channel.stream_unary(
             _slab.WRITE_SLAB, request_serializer=_wire.identity,
             response_deserializer=gpb.WriteSlabResponse.FromString)
+        # Small-reads connections: idle ones (most recently used last),
+        # whether the gateway has none, until when not to ask after one
+        # could not be made.
+        self._small_lock = threading.Lock()
+        self._small_idle: list[_slab.SmallConn] = []
+        self._small_off = False
+        self._small_off_until = 0.0
 
     def close(self) -> None:
         self._copier.close()
         self._maps.close()
+        with self._small_lock:
+            idle, self._small_idle, self._small_off = self._small_idle, [], True
+        for sc in idle:
+            sc.close()
         self._channel.close()
 
     def __enter__(self) -> Client:
@@ -311,7 +324,87 @@ class Client(_Base):
             except _Unimplemented:
                 self.shared_memory = False  # a gateway without ReadSlabShared
                 sink = _slab.Sink(a.path, p, a.dtype, a.data_type, out)
+        if not sink.variable and p.size * sink.item < _slab.BULK_MIN_BYTES and self._bulk.on:
+            if (got := self._read_small(a, p, sink)) is not None:
+                return got
+            sink = _slab.Sink(a.path, p, a.dtype, a.data_type, out)
         return self._read_socket(a, p, sink)
+
+    # -- small reads over a kept connection ----------------------------------
+
+    def _small_take(self) -> _slab.SmallConn | None:
+        now = time.monotonic()
+        with self._small_lock:
+            while self._small_idle:
+                sc = self._small_idle.pop()
+                if sc.usable(now):
+                    return sc
+                sc.close()
+        return None
+
+    def _small_put(self, sc: _slab.SmallConn) -> None:
+        with self._small_lock:
+            if not self._small_off and len(self._small_idle) < _slab.SMALL_IDLE:
+                self._small_idle.append(sc)
+                return
+        sc.close()
+
+    def _small_open(self) -> _slab.SmallConn | None:
+        """A new small-reads connection, or None: the gateway has none (not
+        asked again) or it could not be made (not asked for a while)."""
+        with self._small_lock:
+            if self._small_off or time.monotonic() < self._small_off_until:
+                return None
+        try:
+            terms = self._stub.OpenSmallReads(gpb.OpenSmallReadsRequest(), timeout=self.timeout)
+        except grpc.RpcError as e:
+            if e.code() in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.FAILED_PRECONDITION):  # type: ignore[attr-defined]
+                with self._small_lock:
+                    self._small_off = True
+            return None
+        try:
+            sock = self._bulk_open(terms.offer)
+        except _slab.BulkUnavailable:
+            with self._small_lock:
+                self._small_off_until = time.monotonic() + _slab.BULK_RETRY_AFTER
+            return None
+        return _slab.SmallConn(sock, terms)
+
+    def _read_small(self, a: Array, p: _slab.Plan, sink: _slab.Sink) -> np.ndarray | None:
+        """The read over a small-reads connection, or None when it could
+        not be made there (no connection, it failed before the answer, the
+        gateway answered UNAVAILABLE): the caller makes it as a call."""
+        sc = self._small_take()
+        fresh = sc is None
+        if sc is None and (sc := self._small_open()) is None:
+            return None
+        req = gpb.ReadSlabSmallRequest(path=a.path, selection=p.proto())
+        if req.ByteSize() + 16 > sc.max_request:
+            self._small_put(sc)
+            return None
+        try:
+            resp = sc.read(req, self.timeout)
+        except _slab.SmallStatus as e:
+            self._small_put(sc)
+            if e.code == grpc.StatusCode.UNAVAILABLE:
+                return None
+            raise errors.status_error(e.code, e.message, f"read {a.path!r}",
+                                      self._conn.hint(e.code, e.message), "array") from None
+        except (OSError, _wire.WireError, DecodeError):
+            sc.close()
+            if fresh:
+                with self._small_lock:
+                    self._small_off_until = time.monotonic() + _slab.BULK_RETRY_AFTER
+            return None
+        self._small_put(sc)
+        sink.header(resp.header)
+        for b in resp.blocks:
+            sink.place(_wire.Block(list(b.origin), list(b.shape), b.data), b.data)
+        got = sink.done()
+        self.stats.socket_reads += 1
+        self.stats.small_reads += 1
+        self.stats.socket_bytes += got.nbytes
+        return got
 
     def _read_socket(self, a: Array, p: _slab.Plan, sink: _slab.Sink,
                      bulk: bool | None = None) -> np.ndarray:
