@@ -8,6 +8,7 @@ is read through the stream."""
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 import zarrgate
+from zarrgate import _slab
 from zarrgate.errors import ZarrgateError
 
 from conftest import start_server, stop_server
@@ -98,3 +100,34 @@ def test_no_bulk_listener_reads_through_the_stream(zarrgate_bin: Path, tmp_path:
             assert c._small_off, "a gateway without small-reads connections is not asked again"
     finally:
         stop_server(proc)
+
+
+def test_threads_share_a_bounded_set_of_connections(server, monkeypatch) -> None:
+    """Threads reading at once keep at most SMALL_MAX connections open
+    (reads beyond them go through the stream) and reuse them: the
+    connections opened stay at most SMALL_MAX over many rounds."""
+    monkeypatch.setattr(_slab, "SMALL_MAX", 3)
+    data = np.arange(200 * 200, dtype=np.float32).reshape(200, 200)
+    with zarrgate.connect(server, shared_memory=False) as c:
+        a = c.create_array("threads", data.shape, "float32", (50, 50))
+        a[...] = data
+        errs: list[BaseException] = []
+
+        def reader(seed: int) -> None:
+            rng = np.random.default_rng(seed)
+            try:
+                for _ in range(40):
+                    y, x = (int(v) for v in rng.integers(0, 180, 2))
+                    np.testing.assert_array_equal(a[y:y + 20, x:x + 20], data[y:y + 20, x:x + 20])
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errs.append(e)
+
+        threads = [threading.Thread(target=reader, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errs, errs[0]
+        assert 1 <= c._small_most <= 3
+        assert c.stats.small_reads > 0 and c.stats.socket_reads == 8 * 40
+        assert len(c._small_idle) <= 3

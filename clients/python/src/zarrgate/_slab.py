@@ -577,8 +577,10 @@ def bulk_connect(host: str, port: int, ticket: bytes, ctx: ssl.SSLContext | None
 
 # -- small-reads connections (OpenSmallReads) ------------------------------
 
-#: The most small-reads connections a client keeps idle.
-SMALL_IDLE = 4
+#: The most small-reads connections a client has open at once (reads
+#: beyond them go through the stream), all kept when idle: a client whose
+#: threads read at once (dask) reuses them instead of opening one a read.
+SMALL_MAX = 16
 #: A kept connection is not used within this many seconds of the
 #: gateway's closing it (idle, or at the end of its lifetime).
 SMALL_MARGIN = 5.0

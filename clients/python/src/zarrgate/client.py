@@ -228,6 +228,8 @@ class Client(_Base):
         # could not be made.
         self._small_lock = threading.Lock()
         self._small_idle: list[_slab.SmallConn] = []
+        self._small_open_now = 0  # idle, in use or being opened
+        self._small_most = 0  # the most open at once (tests)
         self._small_off = False
         self._small_off_until = 0.0
 
@@ -236,6 +238,7 @@ class Client(_Base):
         self._maps.close()
         with self._small_lock:
             idle, self._small_idle, self._small_off = self._small_idle, [], True
+            self._small_open_now -= len(idle)
         for sc in idle:
             sc.close()
         self._channel.close()
@@ -332,29 +335,41 @@ class Client(_Base):
 
     # -- small reads over a kept connection ----------------------------------
 
-    def _small_take(self) -> _slab.SmallConn | None:
+    def _small_take(self) -> tuple[_slab.SmallConn | None, bool]:
+        """An idle usable connection; or None, and whether the caller may
+        open one (then counted open: it must call _small_opened)."""
         now = time.monotonic()
         with self._small_lock:
             while self._small_idle:
                 sc = self._small_idle.pop()
                 if sc.usable(now):
-                    return sc
+                    return sc, False
                 sc.close()
-        return None
+                self._small_open_now -= 1
+            if self._small_off or now < self._small_off_until or self._small_open_now >= _slab.SMALL_MAX:
+                return None, False
+            self._small_open_now += 1
+            self._small_most = max(self._small_most, self._small_open_now)
+            return None, True
 
     def _small_put(self, sc: _slab.SmallConn) -> None:
         with self._small_lock:
-            if not self._small_off and len(self._small_idle) < _slab.SMALL_IDLE:
+            if not self._small_off:
                 self._small_idle.append(sc)
                 return
+            self._small_open_now -= 1
         sc.close()
+
+    def _small_discard(self, sc: _slab.SmallConn | None) -> None:
+        """Close sc (None: an open that failed) and uncount it."""
+        if sc is not None:
+            sc.close()
+        with self._small_lock:
+            self._small_open_now -= 1
 
     def _small_open(self) -> _slab.SmallConn | None:
         """A new small-reads connection, or None: the gateway has none (not
         asked again) or it could not be made (not asked for a while)."""
-        with self._small_lock:
-            if self._small_off or time.monotonic() < self._small_off_until:
-                return None
         try:
             terms = self._stub.OpenSmallReads(gpb.OpenSmallReadsRequest(), timeout=self.timeout)
         except grpc.RpcError as e:
@@ -374,10 +389,13 @@ class Client(_Base):
         """The read over a small-reads connection, or None when it could
         not be made there (no connection, it failed before the answer, the
         gateway answered UNAVAILABLE): the caller makes it as a call."""
-        sc = self._small_take()
-        fresh = sc is None
-        if sc is None and (sc := self._small_open()) is None:
-            return None
+        sc, fresh = self._small_take()
+        if fresh:
+            if (sc := self._small_open()) is None:
+                self._small_discard(None)
+                return None
+        if sc is None:
+            return None  # as many open as the client keeps, all busy
         req = gpb.ReadSlabSmallRequest(path=a.path, selection=p.proto())
         if req.ByteSize() + 16 > sc.max_request:
             self._small_put(sc)
@@ -391,7 +409,7 @@ class Client(_Base):
             raise errors.status_error(e.code, e.message, f"read {a.path!r}",
                                       self._conn.hint(e.code, e.message), "array") from None
         except (OSError, _wire.WireError, DecodeError):
-            sc.close()
+            self._small_discard(sc)
             if fresh:
                 with self._small_lock:
                     self._small_off_until = time.monotonic() + _slab.BULK_RETRY_AFTER
