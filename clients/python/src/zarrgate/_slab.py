@@ -632,7 +632,7 @@ class SmallConn:
         self.last_used = time.monotonic()
         return out.read
 
-    def _recv(self, n: int) -> bytes:
+    def _recv(self, n: int) -> bytearray:
         buf = bytearray(n)
         view = memoryview(buf)
         got = 0
@@ -641,7 +641,7 @@ class SmallConn:
             if k == 0:
                 raise ConnectionError("small-reads connection closed")
             got += k
-        return bytes(buf)
+        return buf  # parsed where it lies: no copy into a bytes
 
     def close(self) -> None:
         self.sock.close()
