@@ -83,6 +83,8 @@ type Store struct {
 
 	mu      sync.Mutex
 	syncers map[string]*dirSyncer // by directory, while someone waits on it
+	// committers: by directory, while a batch of renames runs (commit.go)
+	committers map[string]*dirCommitter
 
 	fileSyncs, dirSyncs atomic.Uint64
 }
@@ -152,7 +154,7 @@ func New(dir string) (*Store, error) {
 	if err != nil {
 		return nil, errs.Wrap(errs.FailedPrecondition, err, "file store: open root %s", abs)
 	}
-	return &Store{root: root, dir: abs, syncers: make(map[string]*dirSyncer)}, nil
+	return &Store{root: root, dir: abs, syncers: make(map[string]*dirSyncer), committers: make(map[string]*dirCommitter)}, nil
 }
 
 // Dir is the store's root directory.
@@ -479,29 +481,6 @@ func (s *Store) createTemp(key, dir string) (*os.Root, *os.File, string, error) 
 		}
 	}
 	return nil, nil, "", mapErr("set", key, lastErr)
-}
-
-// withHeldDirLock runs fn holding an exclusive flock on dir, opened as d
-// (where the caller's temporary file is). If dir is no longer d (an erase
-// of the whole prefix removed it, and the temporary file with it), the
-// write cannot land: Aborted, which the caller may retry.
-func (s *Store) withHeldDirLock(key, dir string, d *os.Root, fn func() error) error {
-	f, err := d.Open(".")
-	if err != nil {
-		return mapErr("lock", key, err)
-	}
-	defer f.Close()
-	fd := int(f.Fd())
-	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-		return mapErr("lock", key, err)
-	}
-	defer unix.Flock(fd, unix.LOCK_UN)
-	held, err1 := f.Stat()
-	now, err2 := s.root.Stat(dir)
-	if err1 != nil || err2 != nil || !os.SameFile(held, now) {
-		return errs.New(errs.Aborted, "set %q: the key's directory was removed during the write", key)
-	}
-	return fn()
 }
 
 // withDirLock runs fn holding an exclusive flock on dir. A lock on a

@@ -1,0 +1,148 @@
+package file
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zarrgate/zarrgate/errs"
+)
+
+// Group commit of the renames into one directory. Every write renames its
+// temporary file into place under the directory's flock (so that a
+// conditional write's check and its rename are one step for every writer,
+// in any process). Taken once per write, the lock is handed from writer to
+// writer, and on a VM each hand-off waits for the next writer's vCPU to
+// wake: a whole-array write spent most of its flush workers' time queued on
+// it (docs/benchmarks.md, issue 20 target 4). So writers in this process
+// queue their renames, and whichever finds no batch running takes the lock
+// once and makes every queued rename in turn, each with its own checks, as
+// each would have under a lock of its own; the others wait for theirs.
+
+// commitBatchMax bounds the renames made under one hold of the lock, so
+// that writers in other processes get their turn.
+const commitBatchMax = 64
+
+// commitReq is one writer's step under the lock: d is the directory its
+// temporary file is in, fn its check and rename.
+type commitReq struct {
+	key  string
+	d    *os.Root
+	fn   func() error
+	err  error
+	done chan struct{}
+}
+
+// dirCommitter queues the renames into one directory while a batch runs.
+type dirCommitter struct {
+	queue []*commitReq
+}
+
+// testHookCommitBatch, when set by a test, runs with the lock held before
+// each batch's renames, with the batch's size.
+var testHookCommitBatch func(dir string, n int)
+
+// withHeldDirLock runs fn holding an exclusive flock on dir, opened as d
+// (where the caller's temporary file is), possibly on another writer's
+// goroutine in a batch with theirs (above). If dir is no longer d (an
+// erase of the whole prefix removed it, and the temporary file with it),
+// the write cannot land: Aborted, which the caller may retry.
+func (s *Store) withHeldDirLock(key, dir string, d *os.Root, fn func() error) error {
+	r := &commitReq{key: key, d: d, fn: fn, done: make(chan struct{})}
+	s.mu.Lock()
+	c := s.committers[dir]
+	lead := c == nil
+	if lead {
+		c = &dirCommitter{}
+		s.committers[dir] = c
+	}
+	c.queue = append(c.queue, r)
+	s.mu.Unlock()
+	if lead {
+		s.runCommits(dir, c)
+	}
+	<-r.done
+	return r.err
+}
+
+// runCommits makes batches of the queued renames until none is left.
+func (s *Store) runCommits(dir string, c *dirCommitter) {
+	s.mu.Lock()
+	for len(c.queue) > 0 {
+		n := min(len(c.queue), commitBatchMax)
+		batch := c.queue[:n:n]
+		c.queue = c.queue[n:]
+		s.mu.Unlock()
+		s.commitBatch(dir, batch)
+		s.mu.Lock()
+	}
+	delete(s.committers, dir)
+	s.mu.Unlock()
+}
+
+// commitBatch locks dir as it is now, and runs each request's fn if the
+// request's directory is that one.
+func (s *Store) commitBatch(dir string, batch []*commitReq) {
+	defer func() {
+		for _, r := range batch {
+			close(r.done)
+		}
+	}()
+	fail := func(err error) {
+		for _, r := range batch {
+			r.err = err
+		}
+	}
+	f, err := s.root.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		for _, r := range batch {
+			r.err = errs.New(errs.Aborted, "set %q: the key's directory was removed during the write", r.key)
+		}
+		return
+	}
+	if err != nil {
+		fail(mapErr("lock", batch[0].key, err))
+		return
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		fail(mapErr("lock", batch[0].key, err))
+		return
+	}
+	defer unix.Flock(fd, unix.LOCK_UN)
+	held, err1 := f.Stat()
+	now, err2 := s.root.Stat(dir)
+	if err1 != nil || err2 != nil || !os.SameFile(held, now) {
+		// Removed (and perhaps made again) between the open and the lock.
+		for _, r := range batch {
+			r.err = errs.New(errs.Aborted, "set %q: the key's directory was removed during the write", r.key)
+		}
+		return
+	}
+	if testHookCommitBatch != nil {
+		testHookCommitBatch(dir, len(batch))
+	}
+	for _, r := range batch {
+		mine, err := r.d.Stat(".")
+		if err != nil || !os.SameFile(mine, held) {
+			r.err = errs.New(errs.Aborted, "set %q: the key's directory was removed during the write", r.key)
+			continue
+		}
+		r.err = runCommit(r)
+	}
+}
+
+// runCommit runs r.fn, a panic in it being r's error rather than the
+// batch's end.
+func runCommit(r *commitReq) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = errs.New(errs.Internal, "set %q: %v", r.key, fmt.Sprint(p))
+		}
+	}()
+	return r.fn()
+}
