@@ -18,6 +18,7 @@
 package storesvc
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -267,10 +268,23 @@ func ReadAll(ctx context.Context, s Store, key string) ([]byte, string, error) {
 // small enough that a cancelled copy stops promptly.
 const copyStep = 1 << 20
 
+// copyWhole: a value in memory up to this size is written in one step.
+const copyWhole = 4 * copyStep
+
 // CopyContext copies src to dst in copyStep (1 MiB) steps, checking ctx between
 // steps, so that a cancelled write stops promptly. It returns src's or
 // dst's error as is.
 func CopyContext(ctx context.Context, dst io.Writer, src io.Reader) (int64, error) {
+	if r, ok := src.(*bytes.Reader); ok && r.Len() <= copyWhole {
+		// A value in memory (the gateway's encoded chunks) is written
+		// from where it is, in one step, not copied through the buffer
+		// first (a copy of every value: 0.6 % of a whole-array write's
+		// CPU in the gateway's profile).
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		return r.WriteTo(dst)
+	}
 	// The buffer is reused: allocating (and zeroing) 1 MiB per value
 	// cost a whole-array write 14 % of its CPU time.
 	buf := bufpool.Get(copyStep)
