@@ -272,8 +272,9 @@ const copyStep = 1 << 20
 const copyWhole = 4 * copyStep
 
 // CopyContext copies src to dst in copyStep (1 MiB) steps, checking ctx between
-// steps, so that a cancelled write stops promptly. It returns src's or
-// dst's error as is.
+// steps, so that a cancelled write stops promptly; a *bytes.Reader of at most
+// copyWhole bytes is written from its own bytes in one step. It returns src's
+// or dst's error as is.
 func CopyContext(ctx context.Context, dst io.Writer, src io.Reader) (int64, error) {
 	if r, ok := src.(*bytes.Reader); ok && r.Len() <= copyWhole {
 		// A value in memory (the gateway's encoded chunks) is written
