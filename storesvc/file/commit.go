@@ -21,6 +21,9 @@ import (
 // queue their renames, and whichever finds no batch running takes the lock
 // once and makes every queued rename in turn, each with its own checks, as
 // each would have under a lock of its own; the others wait for theirs.
+// Renames queued during a batch make the next one, on a goroutine of its
+// own (one per directory at a time), so that no writer waits for more than
+// the batch before its own and that one.
 
 // commitBatchMax bounds the renames made under one hold of the lock, so
 // that writers in other processes get their turn.
@@ -68,19 +71,23 @@ func (s *Store) withHeldDirLock(key, dir string, d *os.Root, fn func() error) er
 	return r.err
 }
 
-// runCommits makes batches of the queued renames until none is left.
+// runCommits makes a batch of the queued renames, and hands those queued
+// since to a goroutine of its own: the writer that leads waits for its own
+// batch only, however many keep coming.
 func (s *Store) runCommits(dir string, c *dirCommitter) {
 	s.mu.Lock()
-	for len(c.queue) > 0 {
-		n := min(len(c.queue), commitBatchMax)
-		batch := c.queue[:n:n]
-		c.queue = c.queue[n:]
-		s.mu.Unlock()
-		s.commitBatch(dir, batch)
-		s.mu.Lock()
-	}
-	delete(s.committers, dir)
+	n := min(len(c.queue), commitBatchMax)
+	batch := c.queue[:n:n]
+	c.queue = c.queue[n:]
 	s.mu.Unlock()
+	s.commitBatch(dir, batch)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(c.queue) == 0 {
+		delete(s.committers, dir)
+		return
+	}
+	go s.runCommits(dir, c)
 }
 
 // commitBatch locks dir as it is now, and runs each request's fn if the

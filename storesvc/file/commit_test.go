@@ -31,11 +31,13 @@ func TestRenamesCommittedInBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	batches := make(chan int, 16)
-	release := make(chan struct{})
+	release, releaseSecond := make(chan struct{}), make(chan struct{})
 	testHookCommitBatch = func(dir string, n int) {
 		batches <- n
 		if n == 1 {
 			<-release // the first batch: hold the lock
+		} else {
+			<-releaseSecond
 		}
 	}
 	defer func() { testHookCommitBatch = nil }()
@@ -74,14 +76,22 @@ func TestRenamesCommittedInBatches(t *testing.T) {
 		}
 	}
 	close(release)
-	if err := <-first; err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	close(errc)
 	if got := <-batches; got != n+1 {
 		t.Fatalf("second batch of %d renames, want %d (one per queued writer)", got, n+1)
 	}
+	// The first writer led its batch only: it returns while the second
+	// batch, run on a goroutine of its own, still holds the lock.
+	select {
+	case err := <-first:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first writer still waits while the next batch runs")
+	}
+	close(releaseSecond)
+	wg.Wait()
+	close(errc)
 	refused := 0
 	for err := range errc {
 		switch {
@@ -103,11 +113,18 @@ func TestRenamesCommittedInBatches(t *testing.T) {
 	if v, _, err := storesvc.ReadAll(ctx, s, "c/0/taken"); err != nil || string(v) != "old" {
 		t.Fatalf("c/0/taken = %q, %v; the refused write must not land", v, err)
 	}
-	s.mu.Lock()
-	left := len(s.committers)
-	s.mu.Unlock()
-	if left != 0 {
-		t.Fatalf("%d committers left after every write returned", left)
+	// The batch's goroutine drops the committer after it signalled the
+	// writers: wait for it, a bounded time.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		left := len(s.committers)
+		s.mu.Unlock()
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d committers left 10 s after every write returned", left)
+		}
 	}
 }
 
