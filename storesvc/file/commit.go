@@ -21,9 +21,9 @@ import (
 // queue their renames, and whichever finds no batch running takes the lock
 // once and makes every queued rename in turn, each with its own checks, as
 // each would have under a lock of its own; the others wait for theirs.
-// Renames queued during a batch make the next one, on a goroutine of its
-// own (one per directory at a time), so that no writer waits for more than
-// the batch before its own and that one.
+// Renames queued during a batch make the next ones, on a goroutine of
+// their own (one per directory at a time), so that a writer that leads a
+// batch waits for that batch only.
 
 // commitBatchMax bounds the renames made under one hold of the lock, so
 // that writers in other processes get their turn.
