@@ -3,10 +3,7 @@ package file
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/zarrgate/zarrgate/errs"
 )
@@ -90,57 +87,48 @@ func (s *Store) runCommits(dir string, c *dirCommitter) {
 	go s.runCommits(dir, c)
 }
 
-// commitBatch locks dir as it is now, and runs each request's fn if the
-// request's directory is that one.
+// commitBatch locks dir as it is now (withDirLock), and runs each
+// request's fn if the request's directory is that one.
 func (s *Store) commitBatch(dir string, batch []*commitReq) {
 	defer func() {
 		for _, r := range batch {
 			close(r.done)
 		}
 	}()
-	fail := func(err error) {
+	ran := false
+	err := s.withDirLock(batch[0].key, dir, func() error {
+		ran = true
+		held, err := s.root.Stat(dir)
+		if err != nil {
+			return mapErr("lock", batch[0].key, err)
+		}
+		if testHookCommitBatch != nil {
+			testHookCommitBatch(dir, len(batch))
+		}
 		for _, r := range batch {
+			mine, err := r.d.Stat(".")
+			if err != nil || !os.SameFile(mine, held) {
+				r.err = removedDuringWrite(r.key)
+				continue
+			}
+			r.err = runCommit(r)
+		}
+		return nil
+	})
+	if err == nil {
+		return
+	}
+	for _, r := range batch {
+		if !ran && errors.Is(err, errs.NotFound) {
+			r.err = removedDuringWrite(r.key) // the directory is gone
+		} else {
 			r.err = err
 		}
 	}
-	f, err := s.root.Open(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		for _, r := range batch {
-			r.err = errs.New(errs.Aborted, "set %q: the key's directory was removed during the write", r.key)
-		}
-		return
-	}
-	if err != nil {
-		fail(mapErr("lock", batch[0].key, err))
-		return
-	}
-	defer f.Close()
-	fd := int(f.Fd())
-	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-		fail(mapErr("lock", batch[0].key, err))
-		return
-	}
-	defer unix.Flock(fd, unix.LOCK_UN)
-	held, err1 := f.Stat()
-	now, err2 := s.root.Stat(dir)
-	if err1 != nil || err2 != nil || !os.SameFile(held, now) {
-		// Removed (and perhaps made again) between the open and the lock.
-		for _, r := range batch {
-			r.err = errs.New(errs.Aborted, "set %q: the key's directory was removed during the write", r.key)
-		}
-		return
-	}
-	if testHookCommitBatch != nil {
-		testHookCommitBatch(dir, len(batch))
-	}
-	for _, r := range batch {
-		mine, err := r.d.Stat(".")
-		if err != nil || !os.SameFile(mine, held) {
-			r.err = errs.New(errs.Aborted, "set %q: the key's directory was removed during the write", r.key)
-			continue
-		}
-		r.err = runCommit(r)
-	}
+}
+
+func removedDuringWrite(key string) error {
+	return errs.New(errs.Aborted, "set %q: the key's directory was removed during the write", key)
 }
 
 // runCommit runs r.fn, a panic in it being r's error rather than the
