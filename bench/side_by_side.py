@@ -171,10 +171,17 @@ def _jobs(row, b, srv, data, out, rnd):
         return [("zarrgate", [sbs, "random", "-addr", srv.addr, "-path", "zstd"], True)] + [
             (s, w + ["random", s, data, "zstd"], False) for s in ("tensorstore", "zarrs", "zarr-python")]
     if row == "write":
-        tmp = os.path.join(out, "write")
-        return [("zarrgate (fsync)", [sbs, "write", "-addr", srv.addr, "-path", f"side-by-side-write-{os.getpid()}-{rnd}",
+        # Every writer makes a new array beside the others in the data
+        # directory (the gateway's root), and none is removed before the
+        # run ends (cleanup_write): on ext4 without a journal, creating a
+        # file scans past every inode of its block group deleted in the
+        # last 5 minutes (RECENTCY in fs/ext4/ialloc.c), so a writer that
+        # followed a removal would pay for it (docs/benchmarks.md, "A
+        # writer after a removal").
+        name = f"side-by-side-write-{os.getpid()}-{rnd}"
+        return [("zarrgate (fsync)", [sbs, "write", "-addr", srv.addr, "-path", name,
                                       "-codecs", ZSTD, "-values", os.path.join(data, "values.f32")], True)] + [
-            (label, w + ["write", s, tmp, data], False) for label, s in (
+            (label, w + ["write", s, os.path.join(data, f"{name}-{s}"), data], False) for label, s in (
                 ("tensorstore (fsync)", "tensorstore"), ("tensorstore (no fsync)", "tensorstore-nosync"),
                 ("zarrs (no fsync)", "zarrs"), ("zarr-python (no fsync)", "zarr-python"))]
     if row == "python":
@@ -183,13 +190,36 @@ def _jobs(row, b, srv, data, out, rnd):
     raise ValueError(row)
 
 
+# REMOVED names the file in the data directory whose modification time is
+# when a run last removed written arrays there; RECENTCY is how long ext4
+# without a journal keeps skipping the removed inodes (5 minutes while
+# their inode table block is dirty, fs/ext4/ialloc.c), with a margin.
+REMOVED, RECENTCY = ".side-by-side-removed", 310
+
+
 def cleanup_write(data, out):
     """Removes this run's written arrays: only its own (named by its pid),
     as other runs may be writing theirs into the same data directory."""
-    shutil.rmtree(os.path.join(out, "write"), ignore_errors=True)
+    removed = False
     for n in os.listdir(data):
         if n.startswith(f"side-by-side-write-{os.getpid()}-"):
             shutil.rmtree(os.path.join(data, n), ignore_errors=True)
+            removed = True
+    if removed:
+        open(os.path.join(data, REMOVED), "w").close()
+
+
+def await_removals(data):
+    """Waits until arrays removed from the data directory (by this run or
+    another) no longer cost a writer there (RECENTCY)."""
+    try:
+        age = time.time() - os.stat(os.path.join(data, REMOVED)).st_mtime
+    except FileNotFoundError:
+        return
+    if 0 <= age < RECENTCY:
+        log(f"writes: waiting {RECENTCY - age:.0f} s for the arrays removed {age:.0f} s ago to age "
+            "(ext4 without a journal skips recently removed inodes)")
+        time.sleep(RECENTCY - age)
 
 
 def decode_round(b, out):
@@ -225,7 +255,8 @@ def main():
         end = next((r for r in res if r["row"] == "meta-end"), {"load_after": "?"})
         print(render([r for r in res if not r["row"].startswith("meta")], meta["rows"], meta["rounds"],
                      datetime.datetime.fromisoformat(meta["started"]), meta["load_before"], end["load_after"],
-                     meta["data"], meta["command"], meta["commit"], meta.get("cgo_skipped")), end="")
+                     meta["data"], meta["command"], meta["commit"], meta.get("cgo_skipped"),
+                     meta.get("writes_kept")), end="")
         return
     if not args.bin:
         raise SystemExit("--bin or --render is needed")
@@ -267,8 +298,16 @@ def main():
     if subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
                       cwd=REPO).stdout.strip():
         commit += " (with uncommitted changes)"
+    # The written arrays stay until the run ends (_jobs); without room for
+    # them all (each at most the array's 512 MiB), each round's are
+    # removed after it, as before, and the run's notes say so.
+    need = rounds * (6 if cgo is not None else 5) * (512 << 20) + (2 << 30)
+    keep_writes = "write" not in rows or shutil.disk_usage(data).free >= need
+    if not keep_writes:
+        log(f"less than {need >> 30} GiB free under {data}: the written arrays are removed after each round")
     rec.write(json.dumps(dict(row="meta", started=started.isoformat(), load_before=load_before, rounds=rounds, rows=rows,
-                              data=stamp, command=cmd, commit=commit, cgo_skipped=cgo_skipped)) + "\n")
+                              data=stamp, command=cmd, commit=commit, cgo_skipped=cgo_skipped,
+                              writes_kept=keep_writes)) + "\n")
     try:
         if "ratio" in rows:
             o, _ = run([os.path.join(args.bin, "sidebyside"), "ratio", "-dir", os.path.join(data, "uncompressed")])
@@ -294,6 +333,8 @@ def main():
                         log(f"decode failed: {e}")
                         record(row="decode", system="decode", round=rnd, error=str(e)[-500:])
                     continue
+                if row == "write" and rnd == 1:
+                    await_removals(data)
                 js = jobs(row, args.bin, srv, data, out, rnd, cgo)
                 k = (rnd - 1) % len(js)
                 for system, argv, zg in js[k:] + js[:k]:
@@ -310,7 +351,11 @@ def main():
                         ops = {"random": 1001, "write": 1}.get(row, 3)
                         m["server_cpu_ms"] = round((zg.cpu_s() - c0) * 1e3 / ops, 3)
                     record(row=row, system=system, round=rnd, wall_s=round(secs, 1), **m)
-                if row == "write":
+                    if row == "write":
+                        # What a writer without fsyncs left dirty is written
+                        # back now, not during the next writer's write.
+                        os.sync()
+                if row == "write" and not keep_writes:
                     cleanup_write(data, out)
             log(f"round {rnd} of {rounds} in {time.perf_counter() - t_round:.0f} s")
     finally:
@@ -321,7 +366,7 @@ def main():
     load_after = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     rec.write(json.dumps(dict(row="meta-end", load_after=load_after)) + "\n")
     rec.close()
-    table = render(results, rows, rounds, started, load_before, load_after, stamp, cmd, commit, cgo_skipped)
+    table = render(results, rows, rounds, started, load_before, load_after, stamp, cmd, commit, cgo_skipped, keep_writes)
     open(os.path.join(out, "table.md"), "w").write(table)
     print(table)
     log(f"raw results in {out}")
@@ -346,7 +391,8 @@ def fmt(x, unit=""):
     return f"{x:.0f}{unit}" if x >= 100 else f"{x:.2f}{unit}" if x < 10 else f"{x:.1f}{unit}"
 
 
-def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, commit, cgo_skipped=None):
+def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, commit, cgo_skipped=None,
+           writes_kept=None):
     import importlib.metadata as md
 
     errors = [r for r in results if "error" in r]
@@ -360,7 +406,11 @@ def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, 
          f"Python {platform.python_version()}, {gover}, {vers}; data {stamp}.",
          "", f"- load before: `{load_before}`", f"- load after: `{load_after}`",
          f"- cgocodecs build (`-tags cgocodecs`: libzstd encode, libdeflate gzip decode): "
-         + (f"**rows skipped**: {cgo_skipped}" if cgo_skipped else "rows marked \"cgocodecs\""), "",
+         + (f"**rows skipped**: {cgo_skipped}" if cgo_skipped else "rows marked \"cgocodecs\""),
+         *([] if "write" not in rows or writes_kept is None else
+           ["- writes: each into a new array, none removed before the run's end" if writes_kept else
+            "- writes: **each round's arrays removed after it** (not enough free space to keep them): "
+            "later writers paid for the removals (docs/benchmarks.md, \"A writer after a removal\")"]), "",
          "| path | zarrgate | best anchor | ratio | cpu ms/op, zarrgate (client + server) / anchor |",
          "| --- | --- | --- | --- | --- |"]
     detail = []
@@ -415,6 +465,17 @@ def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, 
         mbps_line("full write zstd, cgocodecs (both fsync)", "write", "zarrgate-cgocodecs (fsync)", ["tensorstore (fsync)"])
         mbps_line("full write zstd (zarrgate fsync, anchors not)", "write", "zarrgate (fsync)",
                   ["tensorstore (no fsync)", "zarrs (no fsync)", "zarr-python (no fsync)"])
+        # Writes vary more from round to round than reads (the disk): the
+        # ratio within each round, whose writers ran one after another.
+        per = {}
+        for r in results:
+            if r["row"] == "write" and "mb_per_s" in r:
+                per.setdefault(r["round"], {})[r["system"]] = r["mb_per_s"]
+        pairs = [(p["zarrgate (fsync)"], p["tensorstore (fsync)"]) for _, p in sorted(per.items())
+                 if p.get("zarrgate (fsync)") and p.get("tensorstore (fsync)")]
+        if pairs:
+            detail += ["", "Full write zstd (both fsync), round by round, zarrgate / tensorstore: "
+                       + ", ".join(f"{z:.0f} / {t:.0f} MB/s ({z / t:.2f})" for z, t in pairs) + "."]
     if "decode" in rows:
         dec = {}
         for r in results:

@@ -23,7 +23,8 @@ file is fsynced). read: one untimed warm-up read, READS (default 2) timed,
 the best, and the CRC-32 of the result (the driver checks every system read
 the same bytes). random: N (default 1000) reads of a 64×64 window at
 random places. write: one timed write of the whole array (DATA/values.f32),
-zstd level 3, into a new array in a new directory under DIR (removed after). ratio: numcodecs' compression ratio of CHUNKS chunk
+zstd level 3, into a new array at DIR (which must not exist; left for the
+caller to remove). ratio: numcodecs' compression ratio of CHUNKS chunk
 files of the uncompressed array DIR, at the levels bench/sidebyside ratio
 uses.
 """
@@ -32,9 +33,7 @@ import importlib.metadata
 import json
 import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 import zlib
 
@@ -182,14 +181,10 @@ def window_class(y, x):
     return f"{n} chunks"
 
 
-def cmd_write(system, out, data):
+def cmd_write(system, path, data):
     v = load_values(data)
-    os.makedirs(out, exist_ok=True)
-    path = tempfile.mkdtemp(dir=out)
-    try:
-        write_to(system, path, v)
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)  # new: no writer follows a removal of its own
+    write_to(system, path, v)
 
 
 def write_to(system, path, v):
