@@ -197,16 +197,30 @@ def _jobs(row, b, srv, data, out, rnd):
 REMOVED, RECENTCY = ".side-by-side-removed", 310
 
 
-def cleanup_write(data, out):
+def cleanup_write(data, out, orphans=False):
     """Removes this run's written arrays: only its own (named by its pid),
-    as other runs may be writing theirs into the same data directory."""
+    as other runs may be writing theirs into the same data directory; with
+    orphans, also those of runs no longer running (killed)."""
     removed = False
     for n in os.listdir(data):
-        if n.startswith(f"side-by-side-write-{os.getpid()}-"):
+        if not n.startswith("side-by-side-write-"):
+            continue
+        pid = n[len("side-by-side-write-"):].split("-")[0]
+        if pid == str(os.getpid()) or (orphans and pid.isdigit() and not alive(int(pid))):
             shutil.rmtree(os.path.join(data, n), ignore_errors=True)
             removed = True
     if removed:
         open(os.path.join(data, REMOVED), "w").close()
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def await_removals(data):
@@ -272,8 +286,8 @@ def main():
     load_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     stamp = ensure_data(data)
     log("warming the page cache")
+    cleanup_write(data, out, orphans=True)
     warm(data)
-    cleanup_write(data, out)
     srv = Server(os.path.join(args.bin, "zarrgate"), data, out)
     cgo, cgo_skipped = None, None
     if os.path.exists(os.path.join(args.bin, "zarrgate-cgo")):
