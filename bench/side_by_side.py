@@ -174,9 +174,9 @@ def _jobs(row, b, srv, data, out, rnd):
         # Every writer makes a new array beside the others in the data
         # directory (the gateway's root), and none is removed before the
         # run ends (cleanup_write): on ext4 without a journal, creating a
-        # file scans past every inode of its block group deleted in the
-        # last 5 minutes (RECENTCY in fs/ext4/ialloc.c), so a writer that
-        # followed a removal would pay for it (docs/benchmarks.md, "A
+        # file checks, one by one, every inode of its block group removed
+        # in the last few minutes (RECENTCY), so a writer that followed a
+        # removal would pay for it (docs/benchmarks.md, "Seventh look: a
         # writer after a removal").
         name = f"side-by-side-write-{os.getpid()}-{rnd}"
         return [("zarrgate (fsync)", [sbs, "write", "-addr", srv.addr, "-path", name,
@@ -192,8 +192,9 @@ def _jobs(row, b, srv, data, out, rnd):
 
 # REMOVED names the file in the data directory whose modification time is
 # when a run last removed written arrays there; RECENTCY is how long ext4
-# without a journal keeps skipping the removed inodes (5 minutes while
-# their inode table block is dirty, fs/ext4/ialloc.c), with a margin.
+# without a journal keeps skipping the removed inodes (5 s, or 305 s while
+# their inode table block is dirty: recently_deleted in fs/ext4/ialloc.c),
+# with a margin.
 REMOVED, RECENTCY = ".side-by-side-removed", 310
 
 
@@ -424,7 +425,7 @@ def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, 
          *([] if "write" not in rows or writes_kept is None else
            ["- writes: each into a new array, none removed before the run's end" if writes_kept else
             "- writes: **each round's arrays removed after it** (not enough free space to keep them): "
-            "later writers paid for the removals (docs/benchmarks.md, \"A writer after a removal\")"]), "",
+            "later writers paid for the removals (docs/benchmarks.md, \"Seventh look: a writer after a removal\")"]), "",
          "| path | zarrgate | best anchor | ratio | cpu ms/op, zarrgate (client + server) / anchor |",
          "| --- | --- | --- | --- | --- |"]
     detail = []
