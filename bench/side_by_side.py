@@ -179,8 +179,9 @@ def _jobs(row, b, srv, data, out, rnd):
         # removal would pay for it (docs/benchmarks.md, "Seventh look: a
         # writer after a removal").
         name = f"side-by-side-write-{os.getpid()}-{rnd}"
-        return [("zarrgate (fsync)", [sbs, "write", "-addr", srv.addr, "-path", name,
-                                      "-codecs", ZSTD, "-values", os.path.join(data, "values.f32")], True)] + [
+        zg = [sbs, "write", "-addr", srv.addr, "-codecs", ZSTD, "-values", os.path.join(data, "values.f32")]
+        return [("zarrgate-shared (fsync)", zg + ["-path", name + "-shared", "-shared=true"], True),
+                ("zarrgate (fsync)", zg + ["-path", name, "-shared=false"], True)] + [
             (label, w + ["write", s, os.path.join(data, f"{name}-{s}"), data], False) for label, s in (
                 ("tensorstore (fsync)", "tensorstore"), ("tensorstore (no fsync)", "tensorstore-nosync"),
                 ("zarrs (no fsync)", "zarrs"), ("zarr-python (no fsync)", "zarr-python"))]
@@ -316,7 +317,7 @@ def main():
     # The written arrays stay until the run ends (_jobs); without room for
     # them all (each at most the array's 512 MiB), each round's are
     # removed after it, as before, and the run's notes say so.
-    need = rounds * (6 if cgo is not None else 5) * (512 << 20) + (2 << 30)
+    need = rounds * (8 if cgo is not None else 6) * (512 << 20) + (2 << 30)
     keep_writes = "write" not in rows or shutil.disk_usage(data).free >= need
     if not keep_writes:
         log(f"less than {need >> 30} GiB free under {data}: the written arrays are removed after each round")
@@ -476,9 +477,12 @@ def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, 
         lat_line("random 64×64 read p99", "random", "zarrgate", anchors, "p99_us")
         lat_line("random 64×64 read p50, cgocodecs", "random", "zarrgate-cgocodecs", anchors, "p50_us")
     if "write" in rows:
-        mbps_line("full write zstd (both fsync)", "write", "zarrgate (fsync)", ["tensorstore (fsync)"])
-        mbps_line("full write zstd, cgocodecs (both fsync)", "write", "zarrgate-cgocodecs (fsync)", ["tensorstore (fsync)"])
-        mbps_line("full write zstd (zarrgate fsync, anchors not)", "write", "zarrgate (fsync)",
+        mbps_line("full write zstd, shared memory (both fsync)", "write", "zarrgate-shared (fsync)", ["tensorstore (fsync)"])
+        mbps_line("full write zstd, socket (both fsync)", "write", "zarrgate (fsync)", ["tensorstore (fsync)"])
+        mbps_line("full write zstd, shared memory, cgocodecs (both fsync)", "write", "zarrgate-cgocodecs-shared (fsync)",
+                  ["tensorstore (fsync)"])
+        mbps_line("full write zstd, socket, cgocodecs (both fsync)", "write", "zarrgate-cgocodecs (fsync)", ["tensorstore (fsync)"])
+        mbps_line("full write zstd, shared memory (zarrgate fsync, anchors not)", "write", "zarrgate-shared (fsync)",
                   ["tensorstore (no fsync)", "zarrs (no fsync)", "zarr-python (no fsync)"])
         # Writes vary more from round to round than reads (the disk): the
         # ratio within each round, whose writers ran one after another.
@@ -486,11 +490,12 @@ def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, 
         for r in results:
             if r["row"] == "write" and "mb_per_s" in r:
                 per.setdefault(r["round"], {})[r["system"]] = r["mb_per_s"]
-        pairs = [(p["zarrgate (fsync)"], p["tensorstore (fsync)"]) for _, p in sorted(per.items())
-                 if p.get("zarrgate (fsync)") and p.get("tensorstore (fsync)")]
-        if pairs:
-            detail += ["", "Full write zstd (both fsync), round by round, zarrgate / tensorstore: "
-                       + ", ".join(f"{z:.0f} / {t:.0f} MB/s ({z / t:.2f})" for z, t in pairs) + "."]
+        for zg, how in (("zarrgate-shared (fsync)", "shared memory"), ("zarrgate (fsync)", "socket")):
+            pairs = [(p[zg], p["tensorstore (fsync)"]) for _, p in sorted(per.items())
+                     if p.get(zg) and p.get("tensorstore (fsync)")]
+            if pairs:
+                detail += ["", f"Full write zstd, {how} (both fsync), round by round, zarrgate / tensorstore: "
+                           + ", ".join(f"{z:.0f} / {t:.0f} MB/s ({z / t:.2f})" for z, t in pairs) + "."]
     if "decode" in rows:
         dec = {}
         for r in results:

@@ -1,14 +1,22 @@
-// Reads into client memory the gateway writes itself: SharedBuffer and
-// ReadShared.
+// Client memory the gateway on this host uses itself: SharedBuffer,
+// ReadShared (the gateway writes the slab into it) and WriteShared (it
+// reads the slab from it).
 
 package client
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"unsafe"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
+
 	"github.com/zarrgate/zarrgate/errs"
+	"github.com/zarrgate/zarrgate/internal/grpcerr"
 	"github.com/zarrgate/zarrgate/internal/shm"
 )
 
@@ -124,4 +132,59 @@ func ReadShared[T Element](ctx context.Context, a *Array, sel Selection, buf *Sh
 		buf.inPlace, buf.refused = hdr.inPlace, hdr.refused
 	}
 	return v, err
+}
+
+// WriteShared writes the slab sel (nil: all) of a from buf, whose first
+// bytes hold the slab's elements as T, dense, in C order (the layout
+// ReadShared leaves). Through shared memory (WithSharedMemory, the
+// default on loopback) the gateway reads them from buf itself, and only
+// the request travels; otherwise, or if the gateway refuses (InPlace says
+// why), they are sent as Write sends them. buf must not change during the
+// call: the gateway copies each chunk's elements out when it gets to that
+// chunk. Concurrent calls on one buffer wait for each other.
+func WriteShared[T Element](ctx context.Context, a *Array, sel Selection, buf *SharedBuffer) (WriteStats, error) {
+	if err := checkType[T](a); err != nil {
+		return WriteStats{}, err
+	}
+	buf.mu.Lock()
+	defer buf.mu.Unlock()
+	buf.inPlace, buf.refused = false, ""
+	if buf.data == nil {
+		return WriteStats{}, errs.New(errs.FailedPrecondition, "write %q: the shared buffer is closed", a.Path)
+	}
+	shape := sel.Shape(a.Shape)
+	n := product(shape)
+	var zero T
+	es := int64(unsafe.Sizeof(zero))
+	if n > int64(len(buf.data))/es {
+		return WriteStats{}, errs.New(errs.InvalidArgument, "write %q: the slab %v of %d-byte elements is larger than the %d-byte shared buffer", a.Path, shape, es, len(buf.data))
+	}
+	data := buf.data[:n*es]
+	send := func() (WriteStats, error) {
+		return a.writeBlocks(ctx, sel, bands(shape, data, int(es), 1<<20), true)
+	}
+	switch {
+	case buf.dest == nil:
+		buf.refused = "shared buffers are ordinary memory on this platform"
+		return send()
+	case !a.c.shared.Load():
+		buf.refused = "shared memory is off for this client (WithSharedMemory)"
+		return send()
+	}
+	d := buf.dest
+	resp, err := a.c.arrays.WriteSlabShared(ctx, &gatewayv1.WriteSlabSharedRequest{Path: a.Path, Selection: sel.proto(),
+		Source: &gatewayv1.SharedDestination{Pid: uint32(d.Pid), Fd: uint32(d.Fd), Size: uint64(len(d.Data())), Token: d.Token}}, noRetry)
+	if st := status.Convert(err); err != nil && st.Code() == codes.Unimplemented && strings.Contains(st.Message(), "WriteSlabShared") {
+		buf.refused = "the gateway does not read slabs from shared memory (an older version)"
+		return send()
+	}
+	if err != nil {
+		return WriteStats{}, grpcerr.FromStatus(err)
+	}
+	if !resp.GetSource().GetAccepted() {
+		buf.refused = resp.GetSource().GetReason()
+		return send()
+	}
+	buf.inPlace = true
+	return WriteStats{Chunks: int64(resp.GetChunksWritten()), Bytes: int64(resp.GetBytesWritten())}, nil
 }

@@ -2,14 +2,17 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
@@ -278,5 +281,124 @@ func TestReadSharedLies(t *testing.T) {
 				t.Fatalf("%v, want DataLoss", err)
 			}
 		})
+	}
+}
+
+// oldGateway is a gateway from before WriteSlabShared.
+type oldGateway struct{ *arrayserver.Server }
+
+func (oldGateway) WriteSlabShared(context.Context, *gatewayv1.WriteSlabSharedRequest) (*gatewayv1.WriteSlabSharedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WriteSlabShared not implemented")
+}
+
+// TestWriteShared writes a slab from a SharedBuffer: read by the gateway
+// from the buffer itself, or, from a client or gateway without shared
+// memory or a gateway from before WriteSlabShared, sent as Write sends it
+// (InPlace says why); the array holds the slab either way. A buffer too
+// small for the slab or of another element type is InvalidArgument, a
+// closed one FailedPrecondition.
+func TestWriteShared(t *testing.T) {
+	if !shm.DestSupported {
+		t.Skip("no shared memory files on this platform")
+	}
+	ctx := context.Background()
+	on := serveFiles(t, gateway.Config{SharedMemory: true})
+	off := serveFiles(t, gateway.Config{SharedMemory: false})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := rpc.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	st, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gatewayv1.RegisterArrayServiceServer(srv, oldGateway{arrayserver.NewServer(gateway.New(st, codecsvc.NewLocal(), gateway.Config{SharedMemory: true}))})
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	old := lis.Addr().String()
+
+	buf, err := client.NewSharedBuffer(200 * 300 * 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Close()
+	for k, tc := range []struct {
+		name   string
+		addr   string
+		shared bool
+		sel    client.Selection
+		why    string // empty: in place
+	}{
+		{"in place", on, true, nil, ""},
+		{"in place, part of the array", on, true, client.MustParseSelection("5:190,17:300:2"), ""},
+		{"client without shared memory", on, false, nil, "shared memory is off for this client"},
+		{"gateway without shared memory", off, true, nil, "shared memory is off on this gateway"},
+		{"gateway from before", old, true, nil, "an older version"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := client.Dial(ctx, tc.addr, client.WithSharedMemory(tc.shared))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			a, err := c.CreateArray(ctx, fmt.Sprintf("a%d", k), client.ArraySpec{Shape: []int64{200, 300}, DataType: "int32", ChunkShape: []int64{64, 64}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sh := tc.sel.Shape(a.Shape)
+			src := unsafe.Slice((*int32)(unsafe.Pointer(&buf.Bytes()[0])), sh[0]*sh[1])
+			want := make([]int32, 200*300)
+			for i := range sh[0] {
+				for j := range sh[1] {
+					r, c := i, j
+					if tc.sel != nil {
+						r, c = tc.sel[0].Start+i*max(tc.sel[0].Step, 1), tc.sel[1].Start+j*max(tc.sel[1].Step, 1)
+					}
+					src[i*sh[1]+j] = int32(r*300+c) + 1
+					want[r*300+c] = int32(r*300+c) + 1
+				}
+			}
+			ws, err := client.WriteShared[int32](ctx, a, tc.sel, buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok, why := buf.InPlace(); ok != (tc.why == "") || !strings.Contains(why, tc.why) {
+				t.Fatalf("in place %v (%q), want %q", ok, why, tc.why)
+			}
+			if ws.Chunks == 0 || ws.Bytes == 0 {
+				t.Fatalf("stats %+v", ws)
+			}
+			got := make([]int32, 200*300)
+			if err := client.ReadInto(ctx, a, nil, got); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatal("the array differs from what was written")
+			}
+		})
+	}
+	c, err := client.Dial(ctx, on, client.WithSharedMemory(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a, err := c.OpenArray(ctx, "a0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.WriteShared[float32](ctx, a, nil, buf); grpcerr.Code(err) != codes.InvalidArgument {
+		t.Fatalf("from float32: %v, want InvalidArgument", err)
+	}
+	small, err := client.NewSharedBuffer(200*300*4 - 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.WriteShared[int32](ctx, a, nil, small); grpcerr.Code(err) != codes.InvalidArgument {
+		t.Fatalf("from a buffer too small: %v, want InvalidArgument", err)
+	}
+	small.Close()
+	if _, err := client.WriteShared[int32](ctx, a, nil, small); grpcerr.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("from a closed buffer: %v, want FailedPrecondition", err)
 	}
 }

@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/zarrgate/zarrgate/client"
 )
@@ -181,6 +183,77 @@ func TestReadSharedAcrossProcesses(t *testing.T) {
 		}
 		if got := dests(s.cmd.Process.Pid); got != k {
 			t.Fatalf("shared memory %v: the gateway maps %d destinations, want %d", on, got, k)
+		}
+		c.Close()
+		s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+// TestWriteSharedAcrossProcesses: a real `zarrgate serve`, another
+// process, reads slabs to write from the test's SharedBuffer itself (its
+// own memory file, opened through /proc): whole arrays, partial edge
+// chunks and strided selections land as they would over the socket, and
+// the rest of each array stays the fill value; with --shared-memory=false
+// it refuses, and the slab is sent instead.
+func TestWriteSharedAcrossProcesses(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("no /proc here")
+	}
+	ctx := context.Background()
+	const n = 1000 // edge chunks of 1000 % 256 = 232
+	buf, err := client.NewSharedBuffer(n * n * 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Close()
+	for _, on := range []bool{true, false} {
+		args := []string{"--root", t.TempDir()}
+		if !on {
+			args = append(args, "--shared-memory=false")
+		}
+		s := startServer(t, args...)
+		c, err := client.Dial(ctx, s.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, sel := range []client.Selection{nil, client.MustParseSelection("3:999,256:1000"), client.MustParseSelection("1:1000:3,5:1000")} {
+			a, err := c.CreateArray(ctx, fmt.Sprintf("w%d", k), client.ArraySpec{Shape: []int64{n, n}, DataType: "int32", ChunkShape: []int64{256, 256},
+				Codecs: `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":3}}]`})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sh := sel.Shape([]int64{n, n})
+			src := unsafe.Slice((*int32)(unsafe.Pointer(&buf.Bytes()[0])), sh[0]*sh[1])
+			want := make([]int32, n*n)
+			for i := range sh[0] {
+				for j := range sh[1] {
+					r, c := i, j
+					if sel != nil {
+						r, c = sel[0].Start+i*max(sel[0].Step, 1), sel[1].Start+j*max(sel[1].Step, 1)
+					}
+					v := int32(r*n+c) + 1
+					src[i*sh[1]+j] = v
+					want[r*n+c] = v
+				}
+			}
+			st, err := client.WriteShared[int32](ctx, a, sel, buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok, why := buf.InPlace(); ok != on {
+				t.Fatalf("shared memory %v, selection %v: in place %v (%s)", on, sel, ok, why)
+			}
+			if st.Chunks == 0 {
+				t.Fatalf("shared memory %v, selection %v: no chunks written", on, sel)
+			}
+			got := make([]int32, n*n)
+			if err := client.ReadInto(ctx, a, nil, got); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("shared memory %v, selection %v: the array differs from what was written", on, sel)
+			}
 		}
 		c.Close()
 		s.cmd.Process.Kill()

@@ -43,27 +43,34 @@ type Destination struct {
 // the slab does not fit in size bytes, or the memory is not the client's
 // sealed memory file holding the token (shm.OpenDest).
 func (g *Gateway) OpenDestination(info SlabInfo, pid, fd int, size int64, token []byte) (*Destination, error) {
+	return g.openClientMemory("destination", "written in place", info, pid, fd, size, token)
+}
+
+// openClientMemory is OpenDestination, also for a write's source (what
+// names the use in refusals: "destination" or "source"; how, what the
+// slab cannot be without a fixed size).
+func (g *Gateway) openClientMemory(what, how string, info SlabInfo, pid, fd int, size int64, token []byte) (*Destination, error) {
 	if !g.cfg.SharedMemory || !shm.DestSupported {
 		return nil, errs.New(errs.FailedPrecondition, "shared memory is off on this gateway")
 	}
 	elem := int64(info.DataType.Size)
 	if elem <= 0 {
-		return nil, errs.New(errs.FailedPrecondition, "%s has no fixed size: its slab cannot be written in place", info.DataType.Name)
+		return nil, errs.New(errs.FailedPrecondition, "%s has no fixed size: its slab cannot be %s", info.DataType.Name, how)
 	}
 	need := elem
 	for _, s := range info.Shape {
 		n, ok := zarr.MulChecked(need, s)
 		if !ok || s < 0 || n > shm.MaxDestBytes {
-			return nil, errs.New(errs.FailedPrecondition, "slab %v of %d-byte elements is too large for a destination", info.Shape, elem)
+			return nil, errs.New(errs.FailedPrecondition, "slab %v of %d-byte elements is too large for a %s", info.Shape, elem, what)
 		}
 		need = n
 	}
 	if size < need {
-		return nil, errs.New(errs.FailedPrecondition, "destination of %d bytes, the slab needs %d", size, need)
+		return nil, errs.New(errs.FailedPrecondition, "%s of %d bytes, the slab needs %d", what, size, need)
 	}
 	m, err := g.dests.OpenDest(pid, fd, need, token)
 	if err != nil {
-		return nil, errs.Wrap(errs.FailedPrecondition, err, "destination")
+		return nil, errs.Wrap(errs.FailedPrecondition, err, "%s", what)
 	}
 	d := &Destination{m: m, shape: clone(info.Shape), elem: elem, strides: make([]int64, len(info.Shape))}
 	acc := elem

@@ -4,7 +4,7 @@
 //
 //	sidebyside read   -addr A -path P [-shared=false] [-buffer=false] [-reads 2]
 //	sidebyside random -addr A -path P [-n 1000]
-//	sidebyside write  -addr A -path P -codecs JSON [-shard 4096] [-values F]
+//	sidebyside write  -addr A -path P -codecs JSON [-shard 4096] [-values F] [-shared=false] [-buffer=false]
 //	sidebyside raw    -dir D [-threads 2] [-reads 2]
 //	sidebyside ratio  -dir D [-chunks 64]
 //
@@ -14,8 +14,11 @@
 // itself, or with -buffer=false into a slice, copied out of the gateway's
 // segment) or the socket. random: -n reads of a 64×64 window at
 // random places (the same seed each run), p50 and p99. write: CreateArray at
-// P, then one timed Write of the whole benchmark array (the raw float32 of
-// -values, or benchValue computed as in e2e/slab_bench_test.go). raw: the
+// P, then one timed write of the whole benchmark array (the raw float32 of
+// -values, or benchValue computed as in e2e/slab_bench_test.go): from a
+// client.SharedBuffer the gateway reads itself (WriteShared; the default
+// on loopback), or with -shared=false or -buffer=false from a slice sent
+// over the socket (Write). raw: the
 // chunk files under D read by -threads goroutines (a shared cursor over the
 // file list), the best of -reads after a warm-up. ratio: -chunks chunk
 // files of D (an uncompressed array of 256×256 float32), spread over the
@@ -132,7 +135,7 @@ func main() {
 		}
 		emit(map[string]any{"p50_us": math.Round(lat[len(lat)/2] * 1e6), "p99_us": math.Round(lat[len(lat)*99/100] * 1e6), "classes": classes})
 	case "write":
-		c, err := client.Dial(ctx, *addr)
+		c, err := client.Dial(ctx, *addr, client.WithSharedMemory(*shared))
 		check(err)
 		defer c.Close()
 		spec := client.ArraySpec{Shape: []int64{rows, cols}, DataType: "float32", ChunkShape: []int64{chunk, chunk}, Codecs: *codecs}
@@ -141,7 +144,19 @@ func main() {
 		}
 		a, err := c.CreateArray(ctx, *path, spec)
 		check(err)
-		data := make([]float32, rows*cols)
+		// With -shared and -buffer, the values are in a SharedBuffer the
+		// gateway reads them from itself (WriteShared); else in a slice
+		// sent over the socket (Write).
+		var buf *client.SharedBuffer
+		var data []float32
+		if *shared && *buffer {
+			buf, err = client.NewSharedBuffer(rows * cols * 4)
+			check(err)
+			defer buf.Close()
+			data = unsafe.Slice((*float32)(unsafe.Pointer(&buf.Bytes()[0])), rows*cols)
+		} else {
+			data = make([]float32, rows*cols)
+		}
 		if *values != "" {
 			f, err := os.Open(*values)
 			check(err)
@@ -156,9 +171,21 @@ func main() {
 			}
 		}
 		t0, c0 := time.Now(), cpuTime()
-		_, err = client.Write(ctx, a, nil, data)
+		if buf != nil {
+			_, err = client.WriteShared[float32](ctx, a, nil, buf)
+		} else {
+			_, err = client.Write(ctx, a, nil, data)
+		}
 		check(err)
-		emit(map[string]any{"mb_per_s": round1(float64(len(data)*4) / time.Since(t0).Seconds() / 1e6), "cpu_ms": round1((cpuTime() - c0) * 1e3)})
+		res := map[string]any{"mb_per_s": round1(float64(len(data)*4) / time.Since(t0).Seconds() / 1e6), "cpu_ms": round1((cpuTime() - c0) * 1e3)}
+		if buf != nil {
+			ok, why := buf.InPlace()
+			res["in_place"] = ok
+			if !ok {
+				res["refused"] = why
+			}
+		}
+		emit(res)
 	case "raw":
 		files := chunkFiles(*dir)
 		best, total := math.Inf(1), int64(0)

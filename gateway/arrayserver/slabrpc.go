@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 
 	"google.golang.org/grpc"
 
@@ -250,4 +251,30 @@ func (s *Server) WriteSlab(stream grpc.ClientStreamingServer[gatewayv1.WriteSlab
 		return grpcerr.ToStatus(err)
 	}
 	return stream.SendAndClose(&gatewayv1.WriteSlabResponse{ChunksWritten: uint64(st.Objects), BytesWritten: uint64(st.Bytes)})
+}
+
+// WriteSlabShared implements gatewayv1.ArrayServiceServer: a slab written
+// from the client's memory on this host (Gateway.WriteSlabShared), or
+// refused with the reason, nothing written.
+func (s *Server) WriteSlabShared(ctx context.Context, req *gatewayv1.WriteSlabSharedRequest) (*gatewayv1.WriteSlabSharedResponse, error) {
+	sel, err := SelectionFromProto(req.GetSelection())
+	if err != nil {
+		return nil, grpcerr.ToStatus(err)
+	}
+	src := req.GetSource()
+	if src == nil {
+		return nil, grpcerr.ToStatus(errs.New(errs.InvalidArgument, "write_slab_shared %q: no source named", req.GetPath()))
+	}
+	// The client's memory is checked (its own sealed memory file, holding
+	// its token) before a byte is read, as a read's destination is.
+	size := int64(min(src.GetSize(), uint64(math.MaxInt64)))
+	st, refused, err := s.g.WriteSlabShared(ctx, req.GetPath(), sel, int(src.GetPid()), int(src.GetFd()), size, src.GetToken())
+	if err != nil {
+		return nil, grpcerr.ToStatus(err)
+	}
+	if refused != nil {
+		return &gatewayv1.WriteSlabSharedResponse{Source: &gatewayv1.SharedDestinationAnswer{Reason: refused.Error()}}, nil
+	}
+	return &gatewayv1.WriteSlabSharedResponse{Source: &gatewayv1.SharedDestinationAnswer{Accepted: true},
+		ChunksWritten: uint64(st.Objects), BytesWritten: uint64(st.Bytes)}, nil
 }

@@ -97,9 +97,10 @@ var methods = map[string]class{
 	gatewayv1.ArrayService_ReadSlabSmall_FullMethodName:    classRead,
 	// Each read on the connection it opens is a ReadSlabSmall call,
 	// authorized as one.
-	gatewayv1.ArrayService_OpenSmallReads_FullMethodName: classOpen,
-	gatewayv1.ArrayService_ReadSlabShared_FullMethodName: classRead,
-	gatewayv1.ArrayService_WriteSlab_FullMethodName:      classWrite,
+	gatewayv1.ArrayService_OpenSmallReads_FullMethodName:  classOpen,
+	gatewayv1.ArrayService_ReadSlabShared_FullMethodName:  classRead,
+	gatewayv1.ArrayService_WriteSlab_FullMethodName:       classWrite,
+	gatewayv1.ArrayService_WriteSlabShared_FullMethodName: classWrite,
 
 	codecv1.CodecService_Encode_FullMethodName:  classCodec,
 	codecv1.CodecService_Decode_FullMethodName:  classCodec,
@@ -301,6 +302,8 @@ func decide(method string, msg any) (need, error) {
 		// The array's chunks are keys under its path: writing them needs
 		// write on the whole node, whatever is granted on its metadata.
 		return nodeNeed(authz.Write, h.GetPath())
+	case *gatewayv1.WriteSlabSharedRequest:
+		return nodeNeed(authz.Write, m.GetPath())
 	}
 	return need{}, errs.New(errs.PermissionDenied, "%s: no authorization rule for this request (%T): refused", method, msg)
 }

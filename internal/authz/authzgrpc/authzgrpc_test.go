@@ -539,6 +539,13 @@ func arrayCases() []rpcCase {
 		{"WriteSlab", "gateway", func(ctx context.Context, c *grpc.ClientConn) error {
 			return writeSlab(ctx, ar(c), "data/arr", 9)
 		}, denyAll},
+		{"WriteSlabShared", "gateway", func(ctx context.Context, c *grpc.ClientConn) error {
+			// Memory that is not the caller's: refused (OK, nothing
+			// written) once authorized.
+			_, err := ar(c).WriteSlabShared(ctx, &gatewayv1.WriteSlabSharedRequest{Path: "data/arr",
+				Source: &gatewayv1.SharedDestination{Pid: 1, Fd: 0, Size: 16, Token: make([]byte, 16)}})
+			return err
+		}, denyAll},
 		{"Encode", "gateway", func(ctx context.Context, c *grpc.ClientConn) error {
 			_, err := cd(c).Encode(ctx, &codecv1.EncodeRequest{Spec: spec, Chunks: []*codecv1.Chunk{{Data: make([]byte, 8)}}})
 			return err

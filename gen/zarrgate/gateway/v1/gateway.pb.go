@@ -2888,6 +2888,136 @@ func (x *WriteSlabResponse) GetBytesWritten() uint64 {
 	return 0
 }
 
+// WriteSlabSharedRequest names the slab and the client's memory holding it.
+type WriteSlabSharedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path of the array.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// selection, one slice per dimension; empty selects the whole array.
+	Selection []*Slice `protobuf:"bytes,2,rep,name=selection,proto3" json:"selection,omitempty"`
+	// source is the client's memory, named as a read's destination is: its
+	// first bytes are the slab's elements.
+	Source        *SharedDestination `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteSlabSharedRequest) Reset() {
+	*x = WriteSlabSharedRequest{}
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteSlabSharedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteSlabSharedRequest) ProtoMessage() {}
+
+func (x *WriteSlabSharedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteSlabSharedRequest.ProtoReflect.Descriptor instead.
+func (*WriteSlabSharedRequest) Descriptor() ([]byte, []int) {
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *WriteSlabSharedRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *WriteSlabSharedRequest) GetSelection() []*Slice {
+	if x != nil {
+		return x.Selection
+	}
+	return nil
+}
+
+func (x *WriteSlabSharedRequest) GetSource() *SharedDestination {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+// WriteSlabSharedResponse says whether the gateway used the client's
+// memory and, if it did, what was written.
+type WriteSlabSharedResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// source: accepted, or the reason it was refused (nothing was written).
+	Source *SharedDestinationAnswer `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// chunks_written counts stored objects written (chunks or shards).
+	ChunksWritten uint64 `protobuf:"varint,2,opt,name=chunks_written,json=chunksWritten,proto3" json:"chunks_written,omitempty"`
+	// bytes_written counts encoded bytes stored.
+	BytesWritten  uint64 `protobuf:"varint,3,opt,name=bytes_written,json=bytesWritten,proto3" json:"bytes_written,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteSlabSharedResponse) Reset() {
+	*x = WriteSlabSharedResponse{}
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteSlabSharedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteSlabSharedResponse) ProtoMessage() {}
+
+func (x *WriteSlabSharedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_zarrgate_gateway_v1_gateway_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteSlabSharedResponse.ProtoReflect.Descriptor instead.
+func (*WriteSlabSharedResponse) Descriptor() ([]byte, []int) {
+	return file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *WriteSlabSharedResponse) GetSource() *SharedDestinationAnswer {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+func (x *WriteSlabSharedResponse) GetChunksWritten() uint64 {
+	if x != nil {
+		return x.ChunksWritten
+	}
+	return 0
+}
+
+func (x *WriteSlabSharedResponse) GetBytesWritten() uint64 {
+	if x != nil {
+		return x.BytesWritten
+	}
+	return 0
+}
+
 var File_zarrgate_gateway_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
@@ -3062,7 +3192,15 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"\amessage\"_\n" +
 	"\x11WriteSlabResponse\x12%\n" +
 	"\x0echunks_written\x18\x01 \x01(\x04R\rchunksWritten\x12#\n" +
-	"\rbytes_written\x18\x02 \x01(\x04R\fbytesWritten*[\n" +
+	"\rbytes_written\x18\x02 \x01(\x04R\fbytesWritten\"\xa6\x01\n" +
+	"\x16WriteSlabSharedRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x128\n" +
+	"\tselection\x18\x02 \x03(\v2\x1a.zarrgate.gateway.v1.SliceR\tselection\x12>\n" +
+	"\x06source\x18\x03 \x01(\v2&.zarrgate.gateway.v1.SharedDestinationR\x06source\"\xab\x01\n" +
+	"\x17WriteSlabSharedResponse\x12D\n" +
+	"\x06source\x18\x01 \x01(\v2,.zarrgate.gateway.v1.SharedDestinationAnswerR\x06source\x12%\n" +
+	"\x0echunks_written\x18\x02 \x01(\x04R\rchunksWritten\x12#\n" +
+	"\rbytes_written\x18\x03 \x01(\x04R\fbytesWritten*[\n" +
 	"\x06Format\x12\x16\n" +
 	"\x12FORMAT_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eFORMAT_ZARR_V3\x10\x01\x12\x12\n" +
@@ -3074,7 +3212,8 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x0fNODE_KIND_ARRAY\x10\x02*E\n" +
 	"\tByteOrder\x12\x1a\n" +
 	"\x16BYTE_ORDER_UNSPECIFIED\x10\x00\x12\x1c\n" +
-	"\x18BYTE_ORDER_LITTLE_ENDIAN\x10\x012\xbc\t\n" +
+	"\x18BYTE_ORDER_LITTLE_ENDIAN\x10\x012\xaa\n" +
+	"\n" +
 	"\fArrayService\x12T\n" +
 	"\aGetNode\x12#.zarrgate.gateway.v1.GetNodeRequest\x1a$.zarrgate.gateway.v1.GetNodeResponse\x12e\n" +
 	"\fListChildren\x12(.zarrgate.gateway.v1.ListChildrenRequest\x1a).zarrgate.gateway.v1.ListChildrenResponse0\x01\x12`\n" +
@@ -3088,7 +3227,8 @@ const file_zarrgate_gateway_v1_gateway_proto_rawDesc = "" +
 	"\rReadSlabSmall\x12).zarrgate.gateway.v1.ReadSlabSmallRequest\x1a*.zarrgate.gateway.v1.ReadSlabSmallResponse\x12i\n" +
 	"\x0eOpenSmallReads\x12*.zarrgate.gateway.v1.OpenSmallReadsRequest\x1a+.zarrgate.gateway.v1.OpenSmallReadsResponse\x12m\n" +
 	"\x0eReadSlabShared\x12*.zarrgate.gateway.v1.ReadSlabSharedRequest\x1a+.zarrgate.gateway.v1.ReadSlabSharedResponse(\x010\x01\x12\\\n" +
-	"\tWriteSlab\x12%.zarrgate.gateway.v1.WriteSlabRequest\x1a&.zarrgate.gateway.v1.WriteSlabResponse(\x01B@Z>github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1;gatewayv1b\x06proto3"
+	"\tWriteSlab\x12%.zarrgate.gateway.v1.WriteSlabRequest\x1a&.zarrgate.gateway.v1.WriteSlabResponse(\x01\x12l\n" +
+	"\x0fWriteSlabShared\x12+.zarrgate.gateway.v1.WriteSlabSharedRequest\x1a,.zarrgate.gateway.v1.WriteSlabSharedResponseB@Z>github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1;gatewayv1b\x06proto3"
 
 var (
 	file_zarrgate_gateway_v1_gateway_proto_rawDescOnce sync.Once
@@ -3103,7 +3243,7 @@ func file_zarrgate_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_zarrgate_gateway_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_zarrgate_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_zarrgate_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_zarrgate_gateway_v1_gateway_proto_goTypes = []any{
 	(Format)(0),                      // 0: zarrgate.gateway.v1.Format
 	(NodeKind)(0),                    // 1: zarrgate.gateway.v1.NodeKind
@@ -3149,6 +3289,8 @@ var file_zarrgate_gateway_v1_gateway_proto_goTypes = []any{
 	(*WriteSlabHeader)(nil),          // 41: zarrgate.gateway.v1.WriteSlabHeader
 	(*WriteSlabRequest)(nil),         // 42: zarrgate.gateway.v1.WriteSlabRequest
 	(*WriteSlabResponse)(nil),        // 43: zarrgate.gateway.v1.WriteSlabResponse
+	(*WriteSlabSharedRequest)(nil),   // 44: zarrgate.gateway.v1.WriteSlabSharedRequest
+	(*WriteSlabSharedResponse)(nil),  // 45: zarrgate.gateway.v1.WriteSlabSharedResponse
 }
 var file_zarrgate_gateway_v1_gateway_proto_depIdxs = []int32{
 	1,  // 0: zarrgate.gateway.v1.Node.kind:type_name -> zarrgate.gateway.v1.NodeKind
@@ -3188,35 +3330,40 @@ var file_zarrgate_gateway_v1_gateway_proto_depIdxs = []int32{
 	20, // 34: zarrgate.gateway.v1.WriteSlabHeader.selection:type_name -> zarrgate.gateway.v1.Slice
 	41, // 35: zarrgate.gateway.v1.WriteSlabRequest.header:type_name -> zarrgate.gateway.v1.WriteSlabHeader
 	27, // 36: zarrgate.gateway.v1.WriteSlabRequest.block:type_name -> zarrgate.gateway.v1.Block
-	6,  // 37: zarrgate.gateway.v1.ArrayService.GetNode:input_type -> zarrgate.gateway.v1.GetNodeRequest
-	8,  // 38: zarrgate.gateway.v1.ArrayService.ListChildren:input_type -> zarrgate.gateway.v1.ListChildrenRequest
-	10, // 39: zarrgate.gateway.v1.ArrayService.CreateGroup:input_type -> zarrgate.gateway.v1.CreateGroupRequest
-	12, // 40: zarrgate.gateway.v1.ArrayService.CreateArray:input_type -> zarrgate.gateway.v1.CreateArrayRequest
-	14, // 41: zarrgate.gateway.v1.ArrayService.UpdateAttributes:input_type -> zarrgate.gateway.v1.UpdateAttributesRequest
-	16, // 42: zarrgate.gateway.v1.ArrayService.DeleteNode:input_type -> zarrgate.gateway.v1.DeleteNodeRequest
-	18, // 43: zarrgate.gateway.v1.ArrayService.ResizeArray:input_type -> zarrgate.gateway.v1.ResizeArrayRequest
-	28, // 44: zarrgate.gateway.v1.ArrayService.ReadSlab:input_type -> zarrgate.gateway.v1.ReadSlabRequest
-	32, // 45: zarrgate.gateway.v1.ArrayService.ReadSlabSmall:input_type -> zarrgate.gateway.v1.ReadSlabSmallRequest
-	34, // 46: zarrgate.gateway.v1.ArrayService.OpenSmallReads:input_type -> zarrgate.gateway.v1.OpenSmallReadsRequest
-	29, // 47: zarrgate.gateway.v1.ArrayService.ReadSlabShared:input_type -> zarrgate.gateway.v1.ReadSlabSharedRequest
-	42, // 48: zarrgate.gateway.v1.ArrayService.WriteSlab:input_type -> zarrgate.gateway.v1.WriteSlabRequest
-	7,  // 49: zarrgate.gateway.v1.ArrayService.GetNode:output_type -> zarrgate.gateway.v1.GetNodeResponse
-	9,  // 50: zarrgate.gateway.v1.ArrayService.ListChildren:output_type -> zarrgate.gateway.v1.ListChildrenResponse
-	11, // 51: zarrgate.gateway.v1.ArrayService.CreateGroup:output_type -> zarrgate.gateway.v1.CreateGroupResponse
-	13, // 52: zarrgate.gateway.v1.ArrayService.CreateArray:output_type -> zarrgate.gateway.v1.CreateArrayResponse
-	15, // 53: zarrgate.gateway.v1.ArrayService.UpdateAttributes:output_type -> zarrgate.gateway.v1.UpdateAttributesResponse
-	17, // 54: zarrgate.gateway.v1.ArrayService.DeleteNode:output_type -> zarrgate.gateway.v1.DeleteNodeResponse
-	19, // 55: zarrgate.gateway.v1.ArrayService.ResizeArray:output_type -> zarrgate.gateway.v1.ResizeArrayResponse
-	38, // 56: zarrgate.gateway.v1.ArrayService.ReadSlab:output_type -> zarrgate.gateway.v1.ReadSlabResponse
-	33, // 57: zarrgate.gateway.v1.ArrayService.ReadSlabSmall:output_type -> zarrgate.gateway.v1.ReadSlabSmallResponse
-	35, // 58: zarrgate.gateway.v1.ArrayService.OpenSmallReads:output_type -> zarrgate.gateway.v1.OpenSmallReadsResponse
-	39, // 59: zarrgate.gateway.v1.ArrayService.ReadSlabShared:output_type -> zarrgate.gateway.v1.ReadSlabSharedResponse
-	43, // 60: zarrgate.gateway.v1.ArrayService.WriteSlab:output_type -> zarrgate.gateway.v1.WriteSlabResponse
-	49, // [49:61] is the sub-list for method output_type
-	37, // [37:49] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	20, // 37: zarrgate.gateway.v1.WriteSlabSharedRequest.selection:type_name -> zarrgate.gateway.v1.Slice
+	23, // 38: zarrgate.gateway.v1.WriteSlabSharedRequest.source:type_name -> zarrgate.gateway.v1.SharedDestination
+	24, // 39: zarrgate.gateway.v1.WriteSlabSharedResponse.source:type_name -> zarrgate.gateway.v1.SharedDestinationAnswer
+	6,  // 40: zarrgate.gateway.v1.ArrayService.GetNode:input_type -> zarrgate.gateway.v1.GetNodeRequest
+	8,  // 41: zarrgate.gateway.v1.ArrayService.ListChildren:input_type -> zarrgate.gateway.v1.ListChildrenRequest
+	10, // 42: zarrgate.gateway.v1.ArrayService.CreateGroup:input_type -> zarrgate.gateway.v1.CreateGroupRequest
+	12, // 43: zarrgate.gateway.v1.ArrayService.CreateArray:input_type -> zarrgate.gateway.v1.CreateArrayRequest
+	14, // 44: zarrgate.gateway.v1.ArrayService.UpdateAttributes:input_type -> zarrgate.gateway.v1.UpdateAttributesRequest
+	16, // 45: zarrgate.gateway.v1.ArrayService.DeleteNode:input_type -> zarrgate.gateway.v1.DeleteNodeRequest
+	18, // 46: zarrgate.gateway.v1.ArrayService.ResizeArray:input_type -> zarrgate.gateway.v1.ResizeArrayRequest
+	28, // 47: zarrgate.gateway.v1.ArrayService.ReadSlab:input_type -> zarrgate.gateway.v1.ReadSlabRequest
+	32, // 48: zarrgate.gateway.v1.ArrayService.ReadSlabSmall:input_type -> zarrgate.gateway.v1.ReadSlabSmallRequest
+	34, // 49: zarrgate.gateway.v1.ArrayService.OpenSmallReads:input_type -> zarrgate.gateway.v1.OpenSmallReadsRequest
+	29, // 50: zarrgate.gateway.v1.ArrayService.ReadSlabShared:input_type -> zarrgate.gateway.v1.ReadSlabSharedRequest
+	42, // 51: zarrgate.gateway.v1.ArrayService.WriteSlab:input_type -> zarrgate.gateway.v1.WriteSlabRequest
+	44, // 52: zarrgate.gateway.v1.ArrayService.WriteSlabShared:input_type -> zarrgate.gateway.v1.WriteSlabSharedRequest
+	7,  // 53: zarrgate.gateway.v1.ArrayService.GetNode:output_type -> zarrgate.gateway.v1.GetNodeResponse
+	9,  // 54: zarrgate.gateway.v1.ArrayService.ListChildren:output_type -> zarrgate.gateway.v1.ListChildrenResponse
+	11, // 55: zarrgate.gateway.v1.ArrayService.CreateGroup:output_type -> zarrgate.gateway.v1.CreateGroupResponse
+	13, // 56: zarrgate.gateway.v1.ArrayService.CreateArray:output_type -> zarrgate.gateway.v1.CreateArrayResponse
+	15, // 57: zarrgate.gateway.v1.ArrayService.UpdateAttributes:output_type -> zarrgate.gateway.v1.UpdateAttributesResponse
+	17, // 58: zarrgate.gateway.v1.ArrayService.DeleteNode:output_type -> zarrgate.gateway.v1.DeleteNodeResponse
+	19, // 59: zarrgate.gateway.v1.ArrayService.ResizeArray:output_type -> zarrgate.gateway.v1.ResizeArrayResponse
+	38, // 60: zarrgate.gateway.v1.ArrayService.ReadSlab:output_type -> zarrgate.gateway.v1.ReadSlabResponse
+	33, // 61: zarrgate.gateway.v1.ArrayService.ReadSlabSmall:output_type -> zarrgate.gateway.v1.ReadSlabSmallResponse
+	35, // 62: zarrgate.gateway.v1.ArrayService.OpenSmallReads:output_type -> zarrgate.gateway.v1.OpenSmallReadsResponse
+	39, // 63: zarrgate.gateway.v1.ArrayService.ReadSlabShared:output_type -> zarrgate.gateway.v1.ReadSlabSharedResponse
+	43, // 64: zarrgate.gateway.v1.ArrayService.WriteSlab:output_type -> zarrgate.gateway.v1.WriteSlabResponse
+	45, // 65: zarrgate.gateway.v1.ArrayService.WriteSlabShared:output_type -> zarrgate.gateway.v1.WriteSlabSharedResponse
+	53, // [53:66] is the sub-list for method output_type
+	40, // [40:53] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_zarrgate_gateway_v1_gateway_proto_init() }
@@ -3248,7 +3395,7 @@ func file_zarrgate_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_zarrgate_gateway_v1_gateway_proto_rawDesc), len(file_zarrgate_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   41,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const (
 	ArrayService_OpenSmallReads_FullMethodName   = "/zarrgate.gateway.v1.ArrayService/OpenSmallReads"
 	ArrayService_ReadSlabShared_FullMethodName   = "/zarrgate.gateway.v1.ArrayService/ReadSlabShared"
 	ArrayService_WriteSlab_FullMethodName        = "/zarrgate.gateway.v1.ArrayService/WriteSlab"
+	ArrayService_WriteSlabShared_FullMethodName  = "/zarrgate.gateway.v1.ArrayService/WriteSlabShared"
 )
 
 // ArrayServiceClient is the client API for ArrayService service.
@@ -103,6 +104,16 @@ type ArrayServiceClient interface {
 	// Partial chunks and shards are read-modify-write conditioned on the
 	// generation read, so concurrent writers of disjoint regions lose nothing.
 	WriteSlab(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[WriteSlabRequest, WriteSlabResponse], error)
+	// WriteSlabShared is WriteSlab for clients on the gateway's host: the
+	// slab's elements (dense, C order, little-endian) are in the client's
+	// memory, named as a read names a destination, and the gateway reads
+	// them from there instead of receiving them. The gateway may refuse the
+	// memory (shared memory off, another host or user, a data type without
+	// a fixed size, memory too small or not the client's sealed memory
+	// file): it then says why, writes nothing, and the client sends the slab
+	// with WriteSlab instead. Once accepted, the write is WriteSlab's, with
+	// its statuses.
+	WriteSlabShared(ctx context.Context, in *WriteSlabSharedRequest, opts ...grpc.CallOption) (*WriteSlabSharedResponse, error)
 }
 
 type arrayServiceClient struct {
@@ -257,6 +268,16 @@ func (c *arrayServiceClient) WriteSlab(ctx context.Context, opts ...grpc.CallOpt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ArrayService_WriteSlabClient = grpc.ClientStreamingClient[WriteSlabRequest, WriteSlabResponse]
 
+func (c *arrayServiceClient) WriteSlabShared(ctx context.Context, in *WriteSlabSharedRequest, opts ...grpc.CallOption) (*WriteSlabSharedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WriteSlabSharedResponse)
+	err := c.cc.Invoke(ctx, ArrayService_WriteSlabShared_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ArrayServiceServer is the server API for ArrayService service.
 // All implementations must embed UnimplementedArrayServiceServer
 // for forward compatibility.
@@ -327,6 +348,16 @@ type ArrayServiceServer interface {
 	// Partial chunks and shards are read-modify-write conditioned on the
 	// generation read, so concurrent writers of disjoint regions lose nothing.
 	WriteSlab(grpc.ClientStreamingServer[WriteSlabRequest, WriteSlabResponse]) error
+	// WriteSlabShared is WriteSlab for clients on the gateway's host: the
+	// slab's elements (dense, C order, little-endian) are in the client's
+	// memory, named as a read names a destination, and the gateway reads
+	// them from there instead of receiving them. The gateway may refuse the
+	// memory (shared memory off, another host or user, a data type without
+	// a fixed size, memory too small or not the client's sealed memory
+	// file): it then says why, writes nothing, and the client sends the slab
+	// with WriteSlab instead. Once accepted, the write is WriteSlab's, with
+	// its statuses.
+	WriteSlabShared(context.Context, *WriteSlabSharedRequest) (*WriteSlabSharedResponse, error)
 	mustEmbedUnimplementedArrayServiceServer()
 }
 
@@ -372,6 +403,9 @@ func (UnimplementedArrayServiceServer) ReadSlabShared(grpc.BidiStreamingServer[R
 }
 func (UnimplementedArrayServiceServer) WriteSlab(grpc.ClientStreamingServer[WriteSlabRequest, WriteSlabResponse]) error {
 	return status.Error(codes.Unimplemented, "method WriteSlab not implemented")
+}
+func (UnimplementedArrayServiceServer) WriteSlabShared(context.Context, *WriteSlabSharedRequest) (*WriteSlabSharedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WriteSlabShared not implemented")
 }
 func (UnimplementedArrayServiceServer) mustEmbedUnimplementedArrayServiceServer() {}
 func (UnimplementedArrayServiceServer) testEmbeddedByValue()                      {}
@@ -574,6 +608,24 @@ func _ArrayService_WriteSlab_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ArrayService_WriteSlabServer = grpc.ClientStreamingServer[WriteSlabRequest, WriteSlabResponse]
 
+func _ArrayService_WriteSlabShared_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WriteSlabSharedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ArrayServiceServer).WriteSlabShared(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ArrayService_WriteSlabShared_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ArrayServiceServer).WriteSlabShared(ctx, req.(*WriteSlabSharedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ArrayService_ServiceDesc is the grpc.ServiceDesc for ArrayService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -612,6 +664,10 @@ var ArrayService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "OpenSmallReads",
 			Handler:    _ArrayService_OpenSmallReads_Handler,
+		},
+		{
+			MethodName: "WriteSlabShared",
+			Handler:    _ArrayService_WriteSlabShared_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -417,3 +417,23 @@ class WriteSlabResponse(_message.Message):
     chunks_written: int
     bytes_written: int
     def __init__(self, chunks_written: _Optional[int] = ..., bytes_written: _Optional[int] = ...) -> None: ...
+
+class WriteSlabSharedRequest(_message.Message):
+    __slots__ = ("path", "selection", "source")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    selection: _containers.RepeatedCompositeFieldContainer[Slice]
+    source: SharedDestination
+    def __init__(self, path: _Optional[str] = ..., selection: _Optional[_Iterable[_Union[Slice, _Mapping]]] = ..., source: _Optional[_Union[SharedDestination, _Mapping]] = ...) -> None: ...
+
+class WriteSlabSharedResponse(_message.Message):
+    __slots__ = ("source", "chunks_written", "bytes_written")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_WRITTEN_FIELD_NUMBER: _ClassVar[int]
+    BYTES_WRITTEN_FIELD_NUMBER: _ClassVar[int]
+    source: SharedDestinationAnswer
+    chunks_written: int
+    bytes_written: int
+    def __init__(self, source: _Optional[_Union[SharedDestinationAnswer, _Mapping]] = ..., chunks_written: _Optional[int] = ..., bytes_written: _Optional[int] = ...) -> None: ...

@@ -99,6 +99,11 @@ class ArrayServiceStub:
                 request_serializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.WriteSlabRequest.SerializeToString,
                 response_deserializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.WriteSlabResponse.FromString,
                 _registered_method=True)
+        self.WriteSlabShared = channel.unary_unary(
+                '/zarrgate.gateway.v1.ArrayService/WriteSlabShared',
+                request_serializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.WriteSlabSharedRequest.SerializeToString,
+                response_deserializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.WriteSlabSharedResponse.FromString,
+                _registered_method=True)
 
 
 class ArrayServiceServicer:
@@ -229,6 +234,21 @@ class ArrayServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WriteSlabShared(self, request, context):
+        """WriteSlabShared is WriteSlab for clients on the gateway's host: the
+        slab's elements (dense, C order, little-endian) are in the client's
+        memory, named as a read names a destination, and the gateway reads
+        them from there instead of receiving them. The gateway may refuse the
+        memory (shared memory off, another host or user, a data type without
+        a fixed size, memory too small or not the client's sealed memory
+        file): it then says why, writes nothing, and the client sends the slab
+        with WriteSlab instead. Once accepted, the write is WriteSlab's, with
+        its statuses.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ArrayServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -291,6 +311,11 @@ def add_ArrayServiceServicer_to_server(servicer, server):
                     servicer.WriteSlab,
                     request_deserializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.WriteSlabRequest.FromString,
                     response_serializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.WriteSlabResponse.SerializeToString,
+            ),
+            'WriteSlabShared': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteSlabShared,
+                    request_deserializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.WriteSlabSharedRequest.FromString,
+                    response_serializer=zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.WriteSlabSharedResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -622,6 +647,33 @@ class ArrayService:
             '/zarrgate.gateway.v1.ArrayService/WriteSlab',
             zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.WriteSlabRequest.SerializeToString,
             zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.WriteSlabResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteSlabShared(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/zarrgate.gateway.v1.ArrayService/WriteSlabShared',
+            zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.WriteSlabSharedRequest.SerializeToString,
+            zarrgate_dot_gateway_dot_v1_dot_gateway__pb2.WriteSlabSharedResponse.FromString,
             options,
             channel_credentials,
             insecure,
