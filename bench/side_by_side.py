@@ -490,7 +490,9 @@ def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, 
         for r in results:
             if r["row"] == "write" and "mb_per_s" in r:
                 per.setdefault(r["round"], {})[r["system"]] = r["mb_per_s"]
-        for zg, how in (("zarrgate-shared (fsync)", "shared memory"), ("zarrgate (fsync)", "socket")):
+        for zg, how in (("zarrgate-shared (fsync)", "shared memory"), ("zarrgate (fsync)", "socket"),
+                        ("zarrgate-cgocodecs-shared (fsync)", "shared memory, cgocodecs"),
+                        ("zarrgate-cgocodecs (fsync)", "socket, cgocodecs")):
             pairs = [(p[zg], p["tensorstore (fsync)"]) for _, p in sorted(per.items())
                      if p.get(zg) and p.get("tensorstore (fsync)")]
             if pairs:
