@@ -37,6 +37,36 @@ func destProto(d *shm.Dest) *gatewayv1.SharedDestination {
 	return &gatewayv1.SharedDestination{Pid: uint32(d.Pid), Fd: uint32(d.Fd), Size: uint64(len(d.Data())), Token: d.Token}
 }
 
+// refusedMemory makes, beside d (512 × 640 int32), client memory a
+// gateway must refuse to use: small, a memory file one element too small;
+// d named with a wrong token; an unsealed memory file holding d's token;
+// small named with d's size. They are closed when the test ends.
+func refusedMemory(t *testing.T, d *shm.Dest) (small *shm.Dest, wrong, unsealed, claimed *gatewayv1.SharedDestination) {
+	t.Helper()
+	small, err := shm.NewDest(512*640*4 - 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { small.Close() })
+	ufd, err := unix.MemfdCreate("unsealed", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uf := os.NewFile(uintptr(ufd), "unsealed")
+	t.Cleanup(func() { uf.Close() })
+	uf.Truncate(shm.DestOffset + 512*640*4)
+	uf.WriteAt(d.Token, 0)
+
+	wrong = destProto(d)
+	wrong.Token = append([]byte(nil), d.Token...)
+	wrong.Token[0] ^= 1
+	unsealed = destProto(d)
+	unsealed.Fd = uint32(ufd)
+	claimed = destProto(small)
+	claimed.Size = 512 * 640 * 4
+	return small, wrong, unsealed, claimed
+}
+
 // TestReadSlabSharedDestination: the gateway writes the slab into the
 // client's destination, then ends with the count of elements and nothing
 // else; whole chunks and partial ones.
@@ -84,27 +114,7 @@ func TestReadSlabSharedDestinationRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	small, err := shm.NewDest(512*640*4 - 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer small.Close()
-	ufd, err := unix.MemfdCreate("unsealed", unix.MFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uf := os.NewFile(uintptr(ufd), "unsealed")
-	defer uf.Close()
-	uf.Truncate(shm.DestOffset + 512*640*4)
-	uf.WriteAt(d.Token, 0)
-
-	wrong := destProto(d)
-	wrong.Token = append([]byte(nil), d.Token...)
-	wrong.Token[0] ^= 1
-	unsealed := destProto(d)
-	unsealed.Fd = uint32(ufd)
-	claimed := destProto(small)
-	claimed.Size = 512 * 640 * 4
+	small, wrong, unsealed, claimed := refusedMemory(t, d)
 	for _, tc := range []struct {
 		name string
 		c    gatewayv1.ArrayServiceClient

@@ -3,11 +3,9 @@ package arrayserver
 import (
 	"encoding/binary"
 	"io"
-	"os"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -113,27 +111,7 @@ func TestWriteSlabSharedSourceRefused(t *testing.T) {
 	for i := range len(d.Data()) / 4 {
 		binary.LittleEndian.PutUint32(d.Data()[4*i:], uint32(i)+1)
 	}
-	small, err := shm.NewDest(512*640*4 - 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer small.Close()
-	ufd, err := unix.MemfdCreate("unsealed", unix.MFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uf := os.NewFile(uintptr(ufd), "unsealed")
-	defer uf.Close()
-	uf.Truncate(shm.DestOffset + 512*640*4)
-	uf.WriteAt(d.Token, 0)
-
-	wrong := destProto(d)
-	wrong.Token = append([]byte(nil), d.Token...)
-	wrong.Token[0] ^= 1
-	unsealed := destProto(d)
-	unsealed.Fd = uint32(ufd)
-	claimed := destProto(small)
-	claimed.Size = 512 * 640 * 4
+	small, wrong, unsealed, claimed := refusedMemory(t, d)
 	for _, tc := range []struct {
 		name     string
 		c        gatewayv1.ArrayServiceClient
