@@ -26,6 +26,7 @@ import (
 	codecv1 "github.com/zarrgate/zarrgate/gen/zarrgate/codec/v1"
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 	storev1 "github.com/zarrgate/zarrgate/gen/zarrgate/store/v1"
+	"github.com/zarrgate/zarrgate/internal/shm"
 	"github.com/zarrgate/zarrgate/zarr"
 )
 
@@ -119,6 +120,22 @@ func fmtDur(d time.Duration) string {
 		return fmt.Sprintf("%d ms", d.Milliseconds())
 	}
 	return fmt.Sprintf("%.1f s", d.Seconds())
+}
+
+// refusedOnly is a WriteSlabShared call's outcome for a case whose memory
+// must be refused: its error, or nil for a refusal, or an error for an
+// acceptance.
+func refusedOnly(resp *gatewayv1.WriteSlabSharedResponse, err error) error {
+	if err != nil {
+		return err
+	}
+	if resp.GetSource().GetAccepted() {
+		return status.Errorf(codes.Internal, "the gateway took the memory (%d chunks written)", resp.GetChunksWritten())
+	}
+	if resp.GetSource().GetReason() == "" {
+		return status.Error(codes.Internal, "refused without a reason")
+	}
+	return nil
 }
 
 // sharedValuesMsgs sends msgs on a GetPartialValuesShared call (without
@@ -1046,6 +1063,50 @@ func adversarialCases() []advCase {
 					return nil
 				}
 				return err
+			}},
+
+		// WriteSlabShared: client memory the gateway must not read is
+		// refused (OK, the reason in the answer; refusedOnly makes an
+		// acceptance an error) before a byte is read or written.
+		{name: "WriteSlabShared without a source", want: inv,
+			run: func(ctx context.Context, e *advEnv) error {
+				_, err := e.arrays.WriteSlabShared(ctx, &gatewayv1.WriteSlabSharedRequest{Path: "health"})
+				return err
+			}},
+		{name: "WriteSlabShared of another process's memory", want: []codes.Code{codes.OK},
+			run: func(ctx context.Context, e *advEnv) error {
+				return refusedOnly(e.arrays.WriteSlabShared(ctx, &gatewayv1.WriteSlabSharedRequest{Path: "health",
+					Source: &gatewayv1.SharedDestination{Pid: 1, Fd: 0, Size: 16, Token: bytes.Repeat([]byte{7}, 16)}}))
+			}},
+		{name: "WriteSlabShared of 1 MiB claiming 2^64-1 bytes of a 4 KiB memory file", want: []codes.Code{codes.OK},
+			setup: func(t *testing.T, e *advEnv) {
+				if _, err := e.arrays.CreateArray(context.Background(), &gatewayv1.CreateArrayRequest{Path: "mib", Shape: []uint64{1 << 20}, DataType: "uint8", ChunkShape: []uint64{1 << 16}}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			run: func(ctx context.Context, e *advEnv) error {
+				d, err := shm.NewDest(4096)
+				if err != nil {
+					return err
+				}
+				defer d.Close()
+				return refusedOnly(e.arrays.WriteSlabShared(ctx, &gatewayv1.WriteSlabSharedRequest{Path: "mib",
+					Source: &gatewayv1.SharedDestination{Pid: uint32(d.Pid), Fd: uint32(d.Fd), Size: math.MaxUint64, Token: d.Token}}))
+			}},
+		{name: "WriteSlabShared of a 1 TiB slab", want: tooBig,
+			setup: func(t *testing.T, e *advEnv) {
+				if _, err := e.arrays.CreateArray(context.Background(), &gatewayv1.CreateArrayRequest{Path: "tib", Shape: []uint64{1 << 40}, DataType: "uint8", ChunkShape: []uint64{1 << 20}}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			run: func(ctx context.Context, e *advEnv) error {
+				d, err := shm.NewDest(4096)
+				if err != nil {
+					return err
+				}
+				defer d.Close()
+				return refusedOnly(e.arrays.WriteSlabShared(ctx, &gatewayv1.WriteSlabSharedRequest{Path: "tib",
+					Source: &gatewayv1.SharedDestination{Pid: uint32(d.Pid), Fd: uint32(d.Fd), Size: math.MaxUint64, Token: d.Token}}))
 			}},
 
 		// Keys and paths.
