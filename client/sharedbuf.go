@@ -84,6 +84,34 @@ func (b *SharedBuffer) Close() error {
 	return err
 }
 
+// begin starts a call of what ("read" or "write") on the slab sel of a,
+// of es-byte elements, with b.mu held: it clears the last call's answer
+// and returns the slab's shape and the first bytes of b that hold it.
+func (b *SharedBuffer) begin(what string, a *Array, sel Selection, es int64) ([]int64, []byte, error) {
+	b.inPlace, b.refused = false, ""
+	if b.data == nil {
+		return nil, nil, errs.New(errs.FailedPrecondition, "%s %q: the shared buffer is closed", what, a.Path)
+	}
+	shape := sel.Shape(a.Shape)
+	n := product(shape)
+	if n > int64(len(b.data))/es {
+		return nil, nil, errs.New(errs.InvalidArgument, "%s %q: the slab %v of %d-byte elements does not fit the %d-byte shared buffer", what, a.Path, shape, es, len(b.data))
+	}
+	return shape, b.data[:n*es], nil
+}
+
+// local says why a call on b goes without shared memory, if it must
+// (empty: the gateway may use b).
+func (b *SharedBuffer) local(a *Array) string {
+	switch {
+	case b.dest == nil:
+		return "shared buffers are ordinary memory on this platform"
+	case !a.c.shared.Load():
+		return "shared memory is off for this client (WithSharedMemory)"
+	}
+	return ""
+}
+
 // ReadShared reads the slab sel (nil: all) of a into buf, in C order, and
 // returns it as elements: a view of buf's first bytes, valid until buf is
 // closed or read into again. buf must hold at least the slab. Through
@@ -97,18 +125,13 @@ func ReadShared[T Element](ctx context.Context, a *Array, sel Selection, buf *Sh
 	}
 	buf.mu.Lock()
 	defer buf.mu.Unlock()
-	buf.inPlace, buf.refused = false, ""
-	if buf.data == nil {
-		return nil, errs.New(errs.FailedPrecondition, "read %q: the shared buffer is closed", a.Path)
-	}
-	shape := sel.Shape(a.Shape)
-	n := product(shape)
 	var zero T
 	es := int64(unsafe.Sizeof(zero))
-	if n > int64(len(buf.data))/es {
-		return nil, errs.New(errs.InvalidArgument, "read %q: the slab %v of %d-byte elements does not fit the %d-byte shared buffer", a.Path, shape, es, len(buf.data))
+	shape, out, err := buf.begin("read", a, sel, es)
+	if err != nil {
+		return nil, err
 	}
-	out := buf.data[:n*es]
+	n := int64(len(out)) / es
 	alloc := func(hdr *SlabHeader) ([]byte, error) {
 		if int64(hdr.ElementSize) != es || product(hdr.Shape) != n {
 			return nil, errs.New(errs.DataLoss, "read %q: the server sends a slab of shape %v and %d-byte elements, not %v of %T", a.Path, hdr.Shape, hdr.ElementSize, shape, zero)
@@ -119,11 +142,7 @@ func ReadShared[T Element](ctx context.Context, a *Array, sel Selection, buf *Sh
 	if n > 0 {
 		v = unsafe.Slice((*T)(unsafe.Pointer(&out[0])), n)
 	}
-	if buf.dest == nil || !a.c.shared.Load() {
-		buf.refused = "shared memory is off for this client (WithSharedMemory)"
-		if buf.dest == nil {
-			buf.refused = "shared buffers are ordinary memory on this platform"
-		}
+	if buf.refused = buf.local(a); buf.refused != "" {
 		_, _, err := readDense(ctx, a, sel, alloc)
 		return v, err
 	}
@@ -148,27 +167,16 @@ func WriteShared[T Element](ctx context.Context, a *Array, sel Selection, buf *S
 	}
 	buf.mu.Lock()
 	defer buf.mu.Unlock()
-	buf.inPlace, buf.refused = false, ""
-	if buf.data == nil {
-		return WriteStats{}, errs.New(errs.FailedPrecondition, "write %q: the shared buffer is closed", a.Path)
-	}
-	shape := sel.Shape(a.Shape)
-	n := product(shape)
 	var zero T
 	es := int64(unsafe.Sizeof(zero))
-	if n > int64(len(buf.data))/es {
-		return WriteStats{}, errs.New(errs.InvalidArgument, "write %q: the slab %v of %d-byte elements is larger than the %d-byte shared buffer", a.Path, shape, es, len(buf.data))
+	shape, data, err := buf.begin("write", a, sel, es)
+	if err != nil {
+		return WriteStats{}, err
 	}
-	data := buf.data[:n*es]
 	send := func() (WriteStats, error) {
 		return a.writeBlocks(ctx, sel, bands(shape, data, int(es), 1<<20), true)
 	}
-	switch {
-	case buf.dest == nil:
-		buf.refused = "shared buffers are ordinary memory on this platform"
-		return send()
-	case !a.c.shared.Load():
-		buf.refused = "shared memory is off for this client (WithSharedMemory)"
+	if buf.refused = buf.local(a); buf.refused != "" {
 		return send()
 	}
 	d := buf.dest

@@ -122,6 +122,31 @@ func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%.1f s", d.Seconds())
 }
 
+// createFlat is a case's setup: the uint8 array path of n elements in
+// chunks of chunk.
+func createFlat(path string, n, chunk uint64) func(t *testing.T, e *advEnv) {
+	return func(t *testing.T, e *advEnv) {
+		if _, err := e.arrays.CreateArray(context.Background(), &gatewayv1.CreateArrayRequest{Path: path, Shape: []uint64{n}, DataType: "uint8", ChunkShape: []uint64{chunk}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// writeSharedPastFile writes all of path from a 4 KiB memory file of the
+// test's own, named with its token but claiming 2^64-1 bytes: it must be
+// refused (refusedOnly) or fail on the slab's size.
+func writeSharedPastFile(path string) func(ctx context.Context, e *advEnv) error {
+	return func(ctx context.Context, e *advEnv) error {
+		d, err := shm.NewDest(4096)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		return refusedOnly(e.arrays.WriteSlabShared(ctx, &gatewayv1.WriteSlabSharedRequest{Path: path,
+			Source: &gatewayv1.SharedDestination{Pid: uint32(d.Pid), Fd: uint32(d.Fd), Size: math.MaxUint64, Token: d.Token}}))
+	}
+}
+
 // refusedOnly is a WriteSlabShared call's outcome for a case whose memory
 // must be refused: its error, or nil for a refusal, or an error for an
 // acceptance.
@@ -1079,35 +1104,9 @@ func adversarialCases() []advCase {
 					Source: &gatewayv1.SharedDestination{Pid: 1, Fd: 0, Size: 16, Token: bytes.Repeat([]byte{7}, 16)}}))
 			}},
 		{name: "WriteSlabShared of 1 MiB claiming 2^64-1 bytes of a 4 KiB memory file", want: []codes.Code{codes.OK},
-			setup: func(t *testing.T, e *advEnv) {
-				if _, err := e.arrays.CreateArray(context.Background(), &gatewayv1.CreateArrayRequest{Path: "mib", Shape: []uint64{1 << 20}, DataType: "uint8", ChunkShape: []uint64{1 << 16}}); err != nil {
-					t.Fatal(err)
-				}
-			},
-			run: func(ctx context.Context, e *advEnv) error {
-				d, err := shm.NewDest(4096)
-				if err != nil {
-					return err
-				}
-				defer d.Close()
-				return refusedOnly(e.arrays.WriteSlabShared(ctx, &gatewayv1.WriteSlabSharedRequest{Path: "mib",
-					Source: &gatewayv1.SharedDestination{Pid: uint32(d.Pid), Fd: uint32(d.Fd), Size: math.MaxUint64, Token: d.Token}}))
-			}},
+			setup: createFlat("mib", 1<<20, 1<<16), run: writeSharedPastFile("mib")},
 		{name: "WriteSlabShared of a 1 TiB slab", want: tooBig,
-			setup: func(t *testing.T, e *advEnv) {
-				if _, err := e.arrays.CreateArray(context.Background(), &gatewayv1.CreateArrayRequest{Path: "tib", Shape: []uint64{1 << 40}, DataType: "uint8", ChunkShape: []uint64{1 << 20}}); err != nil {
-					t.Fatal(err)
-				}
-			},
-			run: func(ctx context.Context, e *advEnv) error {
-				d, err := shm.NewDest(4096)
-				if err != nil {
-					return err
-				}
-				defer d.Close()
-				return refusedOnly(e.arrays.WriteSlabShared(ctx, &gatewayv1.WriteSlabSharedRequest{Path: "tib",
-					Source: &gatewayv1.SharedDestination{Pid: uint32(d.Pid), Fd: uint32(d.Fd), Size: math.MaxUint64, Token: d.Token}}))
-			}},
+			setup: createFlat("tib", 1<<40, 1<<20), run: writeSharedPastFile("tib")},
 
 		// Keys and paths.
 		{name: "Get of a key with a 256-byte segment", want: inv, run: func(ctx context.Context, e *advEnv) error {
