@@ -2,7 +2,9 @@
 
 - :func:`connect` returns a :class:`Client` of the gateway's ArrayService:
   groups and arrays read and written as numpy arrays (:mod:`zarrgate.aio`
-  is its asyncio twin).
+  is its asyncio twin). :class:`SharedBuffer` is client memory a gateway
+  on this host reads slabs into and writes them from itself
+  (``Array.read_shared`` / ``Array.write_shared``).
 - :func:`to_dask` and :func:`to_zarrgate` (:mod:`zarrgate.dask`, needs
   dask) read an array as a dask array and write one into it, a ReadSlab or
   WriteSlab per task.
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING
 from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2, gateway_pb2_grpc
 from zarrgate._gen.zarrgate.store.v1 import store_pb2, store_pb2_grpc
 from zarrgate.client import Array, Client, Group, connect
+from zarrgate.sharedbuf import SharedBuffer
 from zarrgate.errors import (
     ZarrgateError,
     ZarrgateNotFound,
@@ -33,6 +36,7 @@ __all__ = [
     "Array",
     "Client",
     "Group",
+    "SharedBuffer",
     "ZarrgateNotFound",
     "connect",
     "ZarrgateError",

@@ -807,8 +807,10 @@ def read_msg(path: str, p: Plan, bulk: bool = False) -> gpb.ReadSlabRequest:
     return gpb.ReadSlabRequest(path=path, selection=p.proto(), bulk=bulk)
 
 
-def shared_read_msg(path: str, p: Plan) -> bytes:
-    return gpb.ReadSlabSharedRequest(read=read_msg(path, p)).SerializeToString()
+def shared_read_msg(path: str, p: Plan, dest: gpb.SharedDestination | None = None) -> bytes:
+    """The first message of a ReadSlabShared call; with dest, asking the
+    gateway to write the slab into that client memory."""
+    return gpb.ReadSlabSharedRequest(read=read_msg(path, p), destination=dest).SerializeToString()
 
 
 def attach_msg(attached: bool) -> bytes:
@@ -1031,7 +1033,9 @@ class Stats:
     bulk_fallbacks counts the bulk connections that could not be opened
     (their reads were made again without bulk). A small read (under
     BULK_MIN_BYTES) made over a small-reads connection is a socket read
-    too, counted in small_reads as well."""
+    too, counted in small_reads as well. A read into a SharedBuffer that
+    the gateway wrote itself is a shared read whose bytes are counted in
+    in_place_bytes (none through the segment)."""
 
     socket_reads: int = 0
     shared_reads: int = 0
@@ -1041,6 +1045,7 @@ class Stats:
     bulk_bytes: int = 0
     bulk_fallbacks: int = 0
     small_reads: int = 0
+    in_place_bytes: int = 0
 
 
 class Reader:
@@ -1060,8 +1065,14 @@ class Reader:
     messages are received on this thread anyway)."""
 
     def __init__(self, path: str, sink: Sink, stats: Stats, maps: Mappings | None,
-                 copier: Copier | None = None, send: Any = None) -> None:
+                 copier: Copier | None = None, send: Any = None, dest: bool = False) -> None:
         self.path = path
+        #: Whether the read named a destination (client memory the gateway
+        #: may write the slab into: a SharedBuffer, whose view is the
+        #: sink's out); the header's answer: accepted, or why not.
+        self.dest = dest
+        self.in_place = False
+        self.refused = ""
         self.sink = sink
         self.stats = stats
         self.maps = maps  # None: a ReadSlab call (no shared memory offered)
@@ -1087,6 +1098,19 @@ class Reader:
                 raise data_loss(f"read {self.path!r}: first message is not a header")
             self.first = False
             return self._header(v)  # type: ignore[arg-type]
+        if self.in_place:
+            # The gateway writes the slab into the destination itself:
+            # only the end follows, with the count it wrote.
+            if kind != _wire.END or self.sink.got:
+                raise data_loss(f"read {self.path!r}: a message other than one end after the "
+                                "gateway took the destination")
+            written = v.destination_elements  # type: ignore[union-attr]
+            if written != self.sink.plan.size:
+                raise data_loss(f"read {self.path!r}: the gateway wrote {written} of the slab's "
+                                f"{self.sink.plan.size} elements into the destination")
+            self.sink.got = written
+            self.stats.in_place_bytes += written * self.sink.item
+            return None
         if kind == _wire.END and self.sh is not None:
             self.sh.ended = True
             if self.batches is not None:
@@ -1122,6 +1146,18 @@ class Reader:
     def _header(self, h: gpb.SlabHeader) -> bytes | None:
         self.sink.header(h)
         reply = None
+        if self.dest:
+            if not h.HasField("destination"):
+                self.refused = "the gateway does not write into client memory"
+            elif h.destination.accepted:
+                if h.HasField("shared_segment") or h.HasField("bulk"):
+                    raise data_loss(f"read {self.path!r}: the gateway took the destination "
+                                    "and offered a segment or bulk connection too")
+                self.in_place = True
+                self.stats.shared_reads += 1
+                return None
+            else:
+                self.refused = h.destination.reason or "refused, no reason given"
         if self.maps is None and h.HasField("bulk"):
             o = h.bulk
             if len(o.ticket) != BULK_TICKET_BYTES or not 0 < o.port < 65536:
@@ -1210,6 +1246,9 @@ class Reader:
     def done(self) -> np.ndarray:
         if self.first and self.maps is not None:
             raise data_loss(f"read {self.path!r}: stream ended before the header")
+        if self.in_place and self.sink.got == 0 and self.sink.plan.size > 0:
+            raise data_loss(f"read {self.path!r}: the stream ended before the gateway said "
+                            "the slab was written")
         if self.batches is not None:
             self.batches.flush()
             self.batches.wait()

@@ -133,7 +133,7 @@ HEADER, BLOCK, END = 1, 2, 3
 
 def parse(raw: bytes) -> tuple[int, object]:
     """One ReadSlabResponse or ReadSlabSharedResponse (same field numbers):
-    (HEADER, gpb.SlabHeader) | (BLOCK, Block) | (END, None)."""
+    (HEADER, gpb.SlabHeader) | (BLOCK, Block) | (END, gpb.SlabEnd)."""
     buf = memoryview(raw)
     end = len(buf)
     i = 0
@@ -158,7 +158,7 @@ def parse(raw: bytes) -> tuple[int, object]:
                     list(pb.origin), list(pb.shape), pb.data, list(pb.offsets), None
                 )
         elif f == 3:
-            kind, value = END, None
+            kind, value = END, gpb.SlabEnd.FromString(buf[i : i + n].tobytes())
         i += n
     if kind == 0:
         raise WireError("an empty message (neither header, block nor end)")

@@ -29,7 +29,7 @@ import grpc
 import grpc.aio
 import numpy as np
 
-from zarrgate import _slab, _wire, errors
+from zarrgate import _slab, _wire, errors, sharedbuf
 from zarrgate._conn import Conn
 from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2 as gpb
 from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2_grpc as gpb_grpc
@@ -42,6 +42,7 @@ from zarrgate.client import (
     _options,
     create_array_request,
 )
+from zarrgate.sharedbuf import SharedBuffer
 
 __all__ = ["Array", "Client", "Group", "connect"]
 
@@ -201,14 +202,18 @@ class Client(_Base):
                 sock.close()
             r.close()
 
-    async def _read_shared(self, a: Array, p: _slab.Plan, sink: _slab.Sink) -> np.ndarray:
+    async def _read_shared(self, a: Array, p: _slab.Plan, sink: _slab.Sink,
+                           buf: SharedBuffer | None = None) -> np.ndarray:
+        dest = None if buf is None else buf.destination()
         call = self._read_slab_shared(timeout=self.timeout)
-        r = _slab.Reader(a.path, sink, self.stats, self._maps)
+        r = _slab.Reader(a.path, sink, self.stats, self._maps, dest=dest is not None)
         try:
-            await call.write(_slab.shared_read_msg(a.path, p))
+            await call.write(_slab.shared_read_msg(a.path, p, dest))
             while (raw := await call.read()) is not grpc.aio.EOF:
                 if (reply := r.message(raw)) is not None:
                     await call.write(reply)
+                if buf is not None and not r.first:
+                    buf._in_place, buf._refused = r.in_place, r.refused
             await call.done_writing()
             await _check(call)
             return r.done()
@@ -224,6 +229,38 @@ class Client(_Base):
             raise
         finally:
             r.close()
+
+    async def _read_buf(self, a: Array, p: _slab.Plan, buf: SharedBuffer) -> np.ndarray:
+        async with _locked(buf):
+            self._ch()
+            out, dest = sharedbuf.begin(buf, "read", a, p, self.shared_memory)
+            if dest is not None and p.size:
+                try:
+                    return await self._read_shared(a, p, _slab.Sink(a.path, p, a.dtype, a.data_type, out), buf)
+                except _Unimplemented:
+                    self.shared_memory = False
+                    buf._refused = "the gateway has no shared memory (an older version)"
+            return await self._read(a, p, out)
+
+    async def _write_buf(self, a: Array, p: _slab.Plan, buf: SharedBuffer) -> gpb.WriteSlabResponse:
+        async with _locked(buf):
+            self._ch()
+            src, dest = sharedbuf.begin(buf, "write", a, p, self.shared_memory)
+            if dest is not None and p.size:
+                req = gpb.WriteSlabSharedRequest(path=a.path, selection=p.proto(), source=dest)
+                try:
+                    resp = await self._stub.WriteSlabShared(req, timeout=self.timeout)
+                except grpc.RpcError as e:
+                    if e.code() != grpc.StatusCode.UNIMPLEMENTED or "WriteSlabShared" not in (e.details() or ""):  # type: ignore[attr-defined]
+                        raise self._conn.error(e, f"write {a.path!r}", "array") from e
+                    buf._refused = "the gateway does not read slabs from shared memory (an older version)"
+                else:
+                    if resp.source.accepted:
+                        buf._in_place = True
+                        return gpb.WriteSlabResponse(chunks_written=resp.chunks_written,
+                                                     bytes_written=resp.bytes_written)
+                    buf._refused = resp.source.reason or "refused, no reason given"
+            return await self._write(a, p, src.reshape(p.out_shape))
 
     async def _write(self, a: Array, p: _slab.Plan, value: Any) -> gpb.WriteSlabResponse:
         self._ch()
@@ -246,6 +283,22 @@ class Client(_Base):
 
 class _Unimplemented(Exception):
     pass
+
+
+class _locked:
+    """A SharedBuffer's lock (a thread lock: sync and asyncio calls share
+    it), taken without blocking the event loop: polled, so that a call
+    cancelled while it waits leaves the lock as it was."""
+
+    def __init__(self, buf: SharedBuffer) -> None:
+        self.lock = buf._lock
+
+    async def __aenter__(self) -> None:
+        while not self.lock.acquire(blocking=False):
+            await asyncio.sleep(0.002)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.lock.release()
 
 
 def _shutdown_on_failure(sock: Any) -> Any:
@@ -301,6 +354,16 @@ class Array(_ArrayBase):
 
     def __setitem__(self, key: Any, value: Any) -> None:
         raise TypeError("an asyncio array is written with 'await a.write(key, value)'")
+
+    async def read_shared(self, key: Any, buf: SharedBuffer) -> Any:
+        """The sync Array.read_shared: the slab read into buf, a view of it."""
+        p = self._plan(key)
+        return _slab.finish(p, await self._client._read_buf(self, p, buf))
+
+    async def write_shared(self, key: Any, buf: SharedBuffer) -> dict[str, int]:
+        """The sync Array.write_shared: the slab in buf's first bytes written."""
+        r = await self._client._write_buf(self, self._plan(key), buf)
+        return {"chunks_written": r.chunks_written, "bytes_written": r.bytes_written}
 
     async def blocks(self, key: Any = ..., *, max_bytes: int = BLOCKS_BYTES) -> AsyncIterator[tuple[tuple[Any, ...], Any]]:
         p = self._plan(key)

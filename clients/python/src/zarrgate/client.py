@@ -16,7 +16,10 @@ gateway's host (a loopback or unix:// address) large reads take the
 shared-memory path (ReadSlabShared): block data is copied out of the
 gateway's segment, mapped read-only, instead of coming through the socket;
 anything that stops it (another host, another user, an old gateway) falls
-back to the socket. ``shared_memory=False`` turns it off.
+back to the socket. ``shared_memory=False`` turns it off. With a
+:class:`zarrgate.SharedBuffer` (``a.read_shared(key, buf)``,
+``a.write_shared(key, buf)``) the gateway writes the slab straight into
+this process's memory, or reads it from there: no copy here at all.
 
 Reads through the socket ask for a bulk connection (``bulk=True``, the
 default): a gateway started with ``--bulk-listen`` then sends the blocks
@@ -45,11 +48,12 @@ import grpc
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from zarrgate import _pool, _slab, _wire, errors
+from zarrgate import _pool, _slab, _wire, errors, sharedbuf
 from zarrgate._conn import Conn
 from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2 as gpb
 from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2_grpc as gpb_grpc
 from zarrgate.errors import ZarrgateError
+from zarrgate.sharedbuf import SharedBuffer
 
 __all__ = ["Array", "Client", "Group", "connect"]
 
@@ -466,23 +470,27 @@ class Client(_Base):
                 sock.close()
             r.close()
 
-    def _read_shared(self, a: Array, p: _slab.Plan, sink: _slab.Sink) -> np.ndarray:
+    def _read_shared(self, a: Array, p: _slab.Plan, sink: _slab.Sink,
+                     buf: SharedBuffer | None = None) -> np.ndarray:
         # The request stream stays open until the call ends: the gateway
         # takes a half-close before then as a client that can no longer
         # release its blocks.
+        dest = None if buf is None else buf.destination()
         q: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-        q.put(_slab.shared_read_msg(a.path, p))
+        q.put(_slab.shared_read_msg(a.path, p, dest))
 
         def requests() -> Iterator[bytes]:
             while (m := q.get()) is not None:
                 yield m
 
         call = self._read_slab_shared(requests(), timeout=self.timeout)
-        r = _slab.Reader(a.path, sink, self.stats, self._maps, self._copier, q.put)
+        r = _slab.Reader(a.path, sink, self.stats, self._maps, self._copier, q.put, dest is not None)
         try:
             for raw in call:
                 if (reply := r.message(raw)) is not None:
                     q.put(reply)
+                if buf is not None and not r.first:
+                    buf._in_place, buf._refused = r.in_place, r.refused
             return r.done()
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.UNIMPLEMENTED and "ReadSlabShared" in (e.details() or ""):  # type: ignore[attr-defined]
@@ -497,6 +505,36 @@ class Client(_Base):
         finally:
             q.put(None)
             r.close()
+
+    def _read_buf(self, a: Array, p: _slab.Plan, buf: SharedBuffer) -> np.ndarray:
+        with buf._lock:
+            out, dest = sharedbuf.begin(buf, "read", a, p, self.shared_memory)
+            if dest is not None and p.size:
+                try:
+                    return self._read_shared(a, p, _slab.Sink(a.path, p, a.dtype, a.data_type, out), buf)
+                except _Unimplemented:
+                    self.shared_memory = False  # a gateway without ReadSlabShared
+                    buf._refused = "the gateway has no shared memory (an older version)"
+            return self._read(a, p, out)
+
+    def _write_buf(self, a: Array, p: _slab.Plan, buf: SharedBuffer) -> gpb.WriteSlabResponse:
+        with buf._lock:
+            src, dest = sharedbuf.begin(buf, "write", a, p, self.shared_memory)
+            if dest is not None and p.size:
+                req = gpb.WriteSlabSharedRequest(path=a.path, selection=p.proto(), source=dest)
+                try:
+                    resp = self._stub.WriteSlabShared(req, timeout=self.timeout)
+                except grpc.RpcError as e:
+                    if e.code() != grpc.StatusCode.UNIMPLEMENTED or "WriteSlabShared" not in (e.details() or ""):  # type: ignore[attr-defined]
+                        raise self._conn.error(e, f"write {a.path!r}", "array") from e
+                    buf._refused = "the gateway does not read slabs from shared memory (an older version)"
+                else:
+                    if resp.source.accepted:
+                        buf._in_place = True
+                        return gpb.WriteSlabResponse(chunks_written=resp.chunks_written,
+                                                     bytes_written=resp.bytes_written)
+                    buf._refused = resp.source.reason or "refused, no reason given"
+            return self._write(a, p, src.reshape(p.out_shape))
 
     def _write(self, a: Array, p: _slab.Plan, value: Any) -> gpb.WriteSlabResponse:
         _slab.check_value_dtype(a.path, value, a.dtype)
@@ -702,6 +740,26 @@ class Array(_ArrayBase):
         """``a[key] = value``, returning what was stored: chunks (or shards)
         and encoded bytes written."""
         r = self._client._write(self, self._plan(key), value)
+        return {"chunks_written": r.chunks_written, "bytes_written": r.bytes_written}
+
+    def read_shared(self, key: Any, buf: SharedBuffer) -> Any:
+        """``a[key]`` read into buf (a :class:`zarrgate.SharedBuffer` of at
+        least the slab's bytes), returned as a view of its first bytes,
+        valid until buf is read into again. Through shared memory (the
+        default to a gateway on this host) the gateway writes the slab into
+        buf itself; otherwise, or if it refuses (``buf.in_place`` says
+        why), the data comes as for ``read`` and is copied in."""
+        p = self._plan(key)
+        return _slab.finish(p, self._client._read_buf(self, p, buf))
+
+    def write_shared(self, key: Any, buf: SharedBuffer) -> dict[str, int]:
+        """``a[key] = v`` for v the slab's elements in buf's first bytes
+        (C order, the array's dtype little-endian: ``buf.array(dtype,
+        shape)`` is that view). Through shared memory the gateway reads
+        them from buf itself and only the request travels; otherwise, or
+        if it refuses (``buf.in_place`` says why), they are sent as
+        ``write`` sends them. buf must not change during the call."""
+        r = self._client._write_buf(self, self._plan(key), buf)
         return {"chunks_written": r.chunks_written, "bytes_written": r.bytes_written}
 
     def blocks(self, key: Any = ..., *, max_bytes: int = BLOCKS_BYTES) -> Iterator[tuple[tuple[Any, ...], Any]]:
