@@ -247,19 +247,14 @@ class Client(_Base):
             self._ch()
             src, dest = sharedbuf.begin(buf, "write", a, p, self.shared_memory)
             if dest is not None and p.size:
-                req = gpb.WriteSlabSharedRequest(path=a.path, selection=p.proto(), source=dest)
                 try:
-                    resp = await self._stub.WriteSlabShared(req, timeout=self.timeout)
+                    resp = await self._stub.WriteSlabShared(sharedbuf.write_request(a, p, dest), timeout=self.timeout)
                 except grpc.RpcError as e:
-                    if e.code() != grpc.StatusCode.UNIMPLEMENTED or "WriteSlabShared" not in (e.details() or ""):  # type: ignore[attr-defined]
+                    if not sharedbuf.write_refused_by_old_gateway(buf, e):
                         raise self._conn.error(e, f"write {a.path!r}", "array") from e
-                    buf._refused = "the gateway does not read slabs from shared memory (an older version)"
                 else:
-                    if resp.source.accepted:
-                        buf._in_place = True
-                        return gpb.WriteSlabResponse(chunks_written=resp.chunks_written,
-                                                     bytes_written=resp.bytes_written)
-                    buf._refused = resp.source.reason or "refused, no reason given"
+                    if (done := sharedbuf.write_answer(buf, resp)) is not None:
+                        return done
             return await self._write(a, p, src.reshape(p.out_shape))
 
     async def _write(self, a: Array, p: _slab.Plan, value: Any) -> gpb.WriteSlabResponse:

@@ -23,6 +23,7 @@ import threading
 import weakref
 from typing import Any
 
+import grpc
 import numpy as np
 
 from zarrgate import _slab
@@ -183,3 +184,27 @@ def begin(buf: SharedBuffer, what: str, a: Any, p: _slab.Plan,
         buf._refused = "shared memory is off for this client (shared_memory=False)"
         dest = None
     return view, dest
+
+
+def write_request(a: Any, p: _slab.Plan, dest: gpb.SharedDestination) -> gpb.WriteSlabSharedRequest:
+    return gpb.WriteSlabSharedRequest(path=a.path, selection=p.proto(), source=dest)
+
+
+def write_refused_by_old_gateway(buf: SharedBuffer, e: grpc.RpcError) -> bool:
+    """Whether e is a gateway's answer that it has no WriteSlabShared (an
+    older version; buf's reason set): the write then goes through the
+    socket. Any other error is the call's."""
+    if e.code() != grpc.StatusCode.UNIMPLEMENTED or "WriteSlabShared" not in (e.details() or ""):  # type: ignore[attr-defined]
+        return False
+    buf._refused = "the gateway does not read slabs from shared memory (an older version)"
+    return True
+
+
+def write_answer(buf: SharedBuffer, resp: gpb.WriteSlabSharedResponse) -> gpb.WriteSlabResponse | None:
+    """What WriteSlabShared's answer wrote, or None (buf's reason set) if
+    the gateway refused the buffer and wrote nothing."""
+    if not resp.source.accepted:
+        buf._refused = resp.source.reason or "refused, no reason given"
+        return None
+    buf._in_place = True
+    return gpb.WriteSlabResponse(chunks_written=resp.chunks_written, bytes_written=resp.bytes_written)
