@@ -204,3 +204,23 @@ def test_reader_holds_the_gateway_to_its_answer() -> None:
     r = _slab.Reader("x", sink, _slab.Stats(), _slab.Mappings(), dest=True)
     r.message(refused)
     assert not r.in_place and r.refused == "no"
+
+
+def test_write_shared_to_a_gateway_without_it_is_sent(zarrgate_server) -> None:
+    """A gateway from before WriteSlabShared answers UNIMPLEMENTED (here the
+    real gateway's answer to a method it does not have): the slab is sent
+    through the socket, and the buffer says why."""
+    from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2 as gpb
+
+    data = _data((200, 300), seed=12)
+    with zarrgate.connect(zarrgate_server.addr) as c, zarrgate.SharedBuffer(data.nbytes) as buf:
+        a = c.create_array("sb/old", data.shape, "float32", (100, 100))
+        c._stub.WriteSlabShared = c._channel.unary_unary(
+            "/zarrgate.gateway.v1.ArrayService/WriteSlabSharedV0",
+            request_serializer=gpb.WriteSlabSharedRequest.SerializeToString,
+            response_deserializer=gpb.WriteSlabSharedResponse.FromString)
+        buf.array(np.float32, data.shape)[...] = data
+        got = a.write_shared(..., buf)
+        assert buf.in_place == (False, "the gateway does not read slabs from shared memory (an older version)")
+        assert got["chunks_written"] == 6
+        np.testing.assert_array_equal(a[...], data)
