@@ -538,6 +538,8 @@ func (c *Chain) decode(encoded []byte, varBytes int64) (ch Chunk, err error) {
 	}
 	if s, ok := c.ab.(*Shard); ok && c.variable {
 		ch, err = s.decodeLimited(b, varBytes)
+	} else if bc, ok := c.ab.(bytesCodec); ok && pooled != nil && bufpool.Overlaps(b, pooled) {
+		ch, err = bc.decodeOwned(b, c.abIn) // big-endian elements swapped where they lie
 	} else {
 		ch, err = c.ab.Decode(b, c.abIn)
 	}
@@ -584,7 +586,9 @@ func (c *Chain) DecodeInto(encoded, dst []byte) (n int, ok bool, err error) {
 	if err != nil {
 		return 0, false, err
 	}
-	ch, err := c.ab.Decode(b, c.abIn)
+	// b lies in dst, the caller's to overwrite: big-endian elements are
+	// swapped where they lie.
+	ch, err := c.ab.(bytesCodec).decodeOwned(b, c.abIn)
 	if err != nil {
 		return 0, false, err
 	}
@@ -592,9 +596,7 @@ func (c *Chain) DecodeInto(encoded, dst []byte) (n int, ok bool, err error) {
 		return 0, false, errs.New(errs.DataLoss, "decoded chunk: %v", err)
 	}
 	if len(ch.Data) > 0 && &ch.Data[0] != &dst[0] {
-		// The bytes codec swapped the bytes into a buffer of its own: the
-		// chunk's size (checkChunk), which is bounds[0] and fits dst.
-		copy(dst, ch.Data)
+		copy(dst, ch.Data) // the chunk's size (checkChunk): bounds[0], which fits dst
 	}
 	return len(ch.Data), true, nil
 }

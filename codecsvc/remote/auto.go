@@ -43,10 +43,12 @@ type Costs struct {
 // that compresses well). Codecs not measured (bz2, lzma, the other
 // numcodecs filters...) cost 1 ns per byte. "bytes/big" is the bytes
 // codec with big-endian elements of more than one byte (a byte swap; a
-// little-endian one decodes by aliasing).
+// little-endian one decodes by aliasing): 0.5 measured so, 0.18 since the
+// swap goes a word at a time, in place after a decoder (2.8× cheaper
+// measured side by side on a 2-core EPYC VM, 0.22 → 0.079, 2026-11-27).
 func DefaultCosts() Costs {
 	return Costs{HopPerByte: 0.35, SharedHopPerByte: 0.12, StorePerByte: 0.35, Default: 1, DecodePerByte: map[string]float64{
-		"bytes": 0, "bytes/big": 0.5, "transpose": 0.92, "crc32c": 0.06, "numcodecs.crc32c": 0.06, "numcodecs.crc32": 0.04,
+		"bytes": 0, "bytes/big": 0.18, "transpose": 0.92, "crc32c": 0.06, "numcodecs.crc32c": 0.06, "numcodecs.crc32": 0.04,
 		"zstd": 0.99, "numcodecs.zstd": 1.06, "gzip": 5.9, "numcodecs.gzip": 5.9, "numcodecs.zlib": 6.3,
 		"blosc": 0.22, "numcodecs.lz4": 0.34, "numcodecs.shuffle": 0.23,
 	}}
