@@ -121,10 +121,13 @@ test-go: deps
 
 ## test-cgocodecs: the optional cgocodecs build (libdeflate, libzstd; deps
 ## installs Debian's libdeflate-dev and libzstd-dev) builds and passes the
-## codec tests, the numcodecs interop and compression parity included
+## codec tests, the numcodecs interop and compression parity included, and
+## its C decoders (zstd, gzip) are fuzzed briefly
 test-cgocodecs: deps
 	CGO_ENABLED=1 $(GO) build -tags cgocodecs -o /dev/null ./cmd/zarrgate
 	CGO_ENABLED=1 ZARRGATE_INTEROP_REQUIRED=1 ZARRGATE_PYTHON=$(PYTHON) $(GO) test -tags cgocodecs -count=1 ./codecsvc/ ./codecsvc/blosc/
+	CGO_ENABLED=1 $(GO) test -tags cgocodecs -run '^$$' -fuzz '^FuzzDecodeZstd$$' -fuzztime 5s ./codecsvc/
+	CGO_ENABLED=1 $(GO) test -tags cgocodecs -run '^$$' -fuzz '^FuzzDecodeGzip$$' -fuzztime 5s ./codecsvc/
 
 ## serve: run the embedded server on ./data at 127.0.0.1:50051
 serve:

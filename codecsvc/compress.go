@@ -185,6 +185,9 @@ var (
 	cInflate func(container string, b []byte, capacity int) (out []byte, fits bool, err error)
 	// cZstdEncode compresses b at a libzstd level into one frame.
 	cZstdEncode func(b []byte, level int, checksum bool) ([]byte, error)
+	// cZstdDecode decodes the zstd frames of b into dst, at most
+	// len(dst) bytes: the bytes written, or tooSmall if they do not fit.
+	cZstdDecode func(dst, b []byte) (n int, tooSmall bool, err error)
 )
 
 // zstdCodec is v3 "zstd".
@@ -276,12 +279,28 @@ func (zstdCodec) decodeTo(b []byte, max int64, dst []byte) ([]byte, error) {
 	if pooled {
 		buf = bufpool.Get(capacity)
 	}
-	out, err := zstdDecoder().DecodeAll(b, buf[:0:capacity])
 	put := func() {
 		if pooled {
 			bufpool.Put(buf)
 		}
 	}
+	if cZstdDecode != nil && capacity > 0 {
+		n, tooSmall, err := cZstdDecode(buf[:capacity], b)
+		switch {
+		case err == nil && n > 0:
+			return buf[:n], nil
+		case err == nil:
+			put()
+			return []byte{}, nil
+		case tooSmall && uint64(capacity) < content.most:
+			put()
+			return nil, overBoundError("zstd", max)
+		default:
+			put()
+			return nil, err
+		}
+	}
+	out, err := zstdDecoder().DecodeAll(b, buf[:0:capacity])
 	switch {
 	case err == nil:
 		if len(out) > 0 && &out[0] == &buf[0] {

@@ -158,6 +158,14 @@ func zstdPrefix(b []byte, need, whole int64) (_ []byte, ok bool) {
 	copy(frame[6:], rest[:cut])
 	frame[6+lastAt] |= 1 // the last kept block: Last_Block
 	out := bufpool.Get(int(whole))
+	if cZstdDecode != nil {
+		n, _, err := cZstdDecode(out[:whole], frame[:6+cut])
+		if err != nil || int64(n) < need {
+			bufpool.Put(out)
+			return nil, false
+		}
+		return out[:n], true
+	}
 	dec, err := zstdDecoder().DecodeAll(frame[:6+cut], out[:0:whole])
 	if err != nil || int64(len(dec)) < need || len(dec) == 0 || &dec[0] != &out[0] {
 		bufpool.Put(out)

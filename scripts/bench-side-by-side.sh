@@ -49,7 +49,7 @@ log "building zarrgate, bench/sidebyside and the codecsvc test binary"
 ${GO:-go} build -o "$bin/zarrgate" ./cmd/zarrgate
 ${GO:-go} build -o "$bin/sidebyside" ./bench/sidebyside
 ${GO:-go} test -c -o "$bin/codecsvc.test" ./codecsvc
-# The optional cgocodecs build (libzstd encode, libdeflate gzip decode)
+# The optional cgocodecs build (libzstd zstd encode and decode, libdeflate gzip decode)
 # gets rows of its own next to the pure-Go default when pkg-config finds
 # both libraries; else the table says those rows were skipped, and why.
 if ! command -v pkg-config >/dev/null; then
