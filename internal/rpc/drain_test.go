@@ -73,12 +73,19 @@ func TestRefusedStreamDrainsClient(t *testing.T) {
 		rpc.SetDrain(t, 1<<20, time.Minute)
 		cc, _ := serve(t, refuse, nil)
 		s := open(t, cc)
+		// The server's receive window (8 MiB) takes what the client sends
+		// whether the server reads it or not, so on a busy machine the
+		// client may fill it before the call ends; past it, sends wait
+		// for the server, which reads 1 MiB and ends the call. A server
+		// that read on would take all 32 MiB.
+		const msg = 128 << 10
 		var err error
-		for i := 0; i < 64 && err == nil; i++ { // 8 MiB at most
-			err = s.SendMsg(wrapperspb.Bytes(make([]byte, 128<<10)))
+		sent := 0
+		for ; sent < 32<<20 && err == nil; sent += msg {
+			err = s.SendMsg(wrapperspb.Bytes(make([]byte, msg)))
 		}
-		if !errors.Is(err, io.EOF) {
-			t.Fatalf("8 MiB sent after the refusal, last send %v: want the call ended after 1 MiB", err)
+		if !errors.Is(err, io.EOF) || sent > 10<<20 {
+			t.Fatalf("%d KiB sent after the refusal, last send %v: want the call ended once the 8 MiB window and the 1 MiB drained were taken", sent>>10, err)
 		}
 		if err := status(s); grpcCode(err) != codes.PermissionDenied {
 			t.Fatalf("status %v, want PermissionDenied", err)
