@@ -179,7 +179,7 @@ func TestPooledDecode(t *testing.T) {
 // buffer and in place.
 func TestSwapInto(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 2))
-	for _, unit := range []int{2, 4, 8, 16} {
+	for _, unit := range []int{1, 2, 3, 4, 8, 16} {
 		for n := 0; n <= 72; n += unit {
 			src := make([]byte, n)
 			for i := range src {

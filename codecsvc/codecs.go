@@ -95,9 +95,10 @@ func swapInto(dst, src []byte, unit int) {
 			binary.LittleEndian.PutUint64(dst[i:i+8], bits.ReverseBytes64(x))
 		}
 	}
-	// What is left (a group or more under 8 bytes, other group sizes).
+	// What is left (a group or more under 8 bytes, other group sizes;
+	// an odd group's middle byte stays, copied).
 	for ; i+unit <= len(src); i += unit {
-		for k := range unit / 2 {
+		for k := range (unit + 1) / 2 {
 			dst[i+k], dst[i+unit-1-k] = src[i+unit-1-k], src[i+k]
 		}
 	}
