@@ -224,3 +224,15 @@ def test_write_shared_to_a_gateway_without_it_is_sent(zarrgate_server) -> None:
         assert buf.in_place == (False, "the gateway does not read slabs from shared memory (an older version)")
         assert got["chunks_written"] == 6
         np.testing.assert_array_equal(a[...], data)
+
+
+def test_a_malformed_end_or_header_is_a_wire_error() -> None:
+    """Bytes that are not a SlabEnd (or SlabHeader) where one belongs raise
+    the parser's WireError (DATA_LOSS for the reads), not protobuf's own."""
+    from zarrgate import _wire
+
+    bad = b"\x08\xff"  # field 1, a varint cut short
+    for field in (1, 3):
+        raw = bytes([field << 3 | 2, len(bad)]) + bad
+        with pytest.raises(_wire.WireError):
+            _wire.parse(raw)

@@ -14,6 +14,9 @@ functions against the generated classes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf.message import DecodeError
 
 from zarrgate._gen.zarrgate.gateway.v1 import gateway_pb2 as gpb
 
@@ -131,6 +134,14 @@ class _Offsets(Exception):
 HEADER, BLOCK, END = 1, 2, 3
 
 
+def _message(cls: Any, b: memoryview) -> Any:
+    """A message of the generated class cls, or WireError if b is not one."""
+    try:
+        return cls.FromString(b.tobytes())
+    except DecodeError as e:
+        raise WireError(f"a malformed {cls.__name__}: {e}") from None
+
+
 def parse(raw: bytes) -> tuple[int, object]:
     """One ReadSlabResponse or ReadSlabSharedResponse (same field numbers):
     (HEADER, gpb.SlabHeader) | (BLOCK, Block) | (END, gpb.SlabEnd)."""
@@ -148,7 +159,7 @@ def parse(raw: bytes) -> tuple[int, object]:
         if i + n > end:
             raise WireError("truncated message")
         if f == 1:
-            kind, value = HEADER, gpb.SlabHeader.FromString(buf[i : i + n].tobytes())
+            kind, value = HEADER, _message(gpb.SlabHeader, buf[i : i + n])
         elif f == 2:
             try:
                 kind, value = BLOCK, _block(buf, i, i + n)
@@ -158,7 +169,7 @@ def parse(raw: bytes) -> tuple[int, object]:
                     list(pb.origin), list(pb.shape), pb.data, list(pb.offsets), None
                 )
         elif f == 3:
-            kind, value = END, gpb.SlabEnd.FromString(buf[i : i + n].tobytes())
+            kind, value = END, _message(gpb.SlabEnd, buf[i : i + n])
         i += n
     if kind == 0:
         raise WireError("an empty message (neither header, block nor end)")
