@@ -126,8 +126,7 @@ test-go: deps
 test-cgocodecs: deps
 	CGO_ENABLED=1 $(GO) build -tags cgocodecs -o /dev/null ./cmd/zarrgate
 	CGO_ENABLED=1 ZARRGATE_INTEROP_REQUIRED=1 ZARRGATE_PYTHON=$(PYTHON) $(GO) test -tags cgocodecs -count=1 ./codecsvc/ ./codecsvc/blosc/
-	CGO_ENABLED=1 $(GO) test -tags cgocodecs -run '^$$' -fuzz '^FuzzDecodeZstd$$' -fuzztime 5s ./codecsvc/
-	CGO_ENABLED=1 $(GO) test -tags cgocodecs -run '^$$' -fuzz '^FuzzDecodeGzip$$' -fuzztime 5s ./codecsvc/
+	CGO_ENABLED=1 FUZZ_TAGS=cgocodecs FUZZ_PKGS=./codecsvc/ FUZZ_TARGETS='^FuzzDecode(Zstd|Gzip)$$' FUZZTIME=5s scripts/fuzz.sh
 
 ## serve: run the embedded server on ./data at 127.0.0.1:50051
 serve:
