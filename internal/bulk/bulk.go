@@ -107,6 +107,7 @@ type Listener struct {
 	closed  bool
 	hellos  map[*conn]struct{} // connections in their hello
 	handles sync.WaitGroup     // their goroutines
+	serving sync.WaitGroup     // Serve, until it has seen the listener closed
 
 	counts [6]atomic.Uint64 // by result, in the order of Results
 }
@@ -182,6 +183,14 @@ func (l *Listener) count(result string) {
 
 // Serve accepts connections until the listener is closed.
 func (l *Listener) Serve() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.serving.Add(1)
+	l.mu.Unlock()
+	defer l.serving.Done()
 	var delay time.Duration
 	for {
 		c, err := l.lis.Accept()
@@ -211,8 +220,12 @@ func (l *Listener) Serve() error {
 		}
 		l.mu.Lock()
 		if l.closed {
+			// Accepted as Close ran: closed before its hello, counted as
+			// the connections Close takes in their hello are (every
+			// accepted connection has one result).
 			l.mu.Unlock()
 			l.conns.Add(-1)
+			l.count(ResultBadHello)
 			c.Close()
 			continue
 		}
@@ -243,6 +256,9 @@ func (l *Listener) Close() error {
 	}
 	l.mu.Unlock()
 	err := l.lis.Close()
+	// Serve may hold a connection accepted as Close ran: it counts it and
+	// returns. Then every connection has its result (Counts).
+	l.serving.Wait()
 	l.handles.Wait()
 	return err
 }
