@@ -112,3 +112,59 @@ def test_full_read_peak_rss_is_the_result_and_little_more(big, mode, path) -> No
     assert nbytes <= r["rise"] <= nbytes + slack, f"peak rose by {r['rise'] / MiB:.1f} MiB"
     assert r["peak"] <= nbytes + 64 * MiB, f"peak {r['peak'] / MiB:.1f} MiB"
     assert not r["zarr"]
+
+
+# The child of the SharedBuffer case: its buffer made (and populated) before
+# the peak is reset, then the whole array read into it and written from it.
+_CHILD_BUF = r"""
+import json, sys, zlib
+import zarrgate
+
+def status(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+
+def reset():
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return status("VmRSS")
+
+addr, path, nbytes = sys.argv[1], sys.argv[2], int(sys.argv[3])
+out = {}
+with zarrgate.connect(addr) as c, zarrgate.SharedBuffer(nbytes) as buf:
+    a = c.open_array(path)
+    a[:1]
+    base = reset()
+    x = a.read_shared(..., buf)
+    out["read_rise"], out["read_in_place"], out["crc"] = status("VmHWM") - base, buf.in_place[0], zlib.crc32(x)
+    del x
+    c.create_array(path + "-copy", a.shape, a.dtype, a.chunks)
+    b = c.open_array(path + "-copy")
+    base = reset()
+    b.write_shared(..., buf)
+    out["write_rise"], out["write_in_place"] = status("VmHWM") - base, buf.in_place[0]
+    out["copy_crc"] = zlib.crc32(b.read_shared(..., buf))
+print(json.dumps(out))
+"""
+
+
+def test_shared_buffer_reads_and_writes_add_no_resident_memory(big) -> None:
+    """Through a SharedBuffer (made before the peak is reset) a full read
+    and a full write raise the process's peak by under 4 MiB: the gateway
+    writes the slab into the buffer, or reads it from there, and nothing
+    of its size is allocated here."""
+    addr, array, crc, nbytes = big
+    src = os.path.dirname(os.path.dirname(zarrgate.__file__))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run([sys.executable, "-c", _CHILD_BUF, addr, array, str(nbytes)],
+                         check=True, capture_output=True, text=True,
+                         env={**env, "PYTHONPATH": src}).stdout
+    r = json.loads(out)
+    assert r["read_in_place"] and r["write_in_place"], r
+    assert r["crc"] == crc and r["copy_crc"] == crc
+    print(f"peak rose by {r['read_rise'] / MiB:.1f} MiB reading, {r['write_rise'] / MiB:.1f} MiB writing "
+          f"{nbytes / MiB:.0f} MiB through a SharedBuffer")
+    assert r["read_rise"] <= 4 * MiB, f"read: peak rose by {r['read_rise'] / MiB:.1f} MiB"
+    assert r["write_rise"] <= 4 * MiB, f"write: peak rose by {r['write_rise'] / MiB:.1f} MiB"
