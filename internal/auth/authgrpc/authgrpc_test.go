@@ -223,8 +223,7 @@ func (s *server) call(t *testing.T, cc *grpc.ClientConn, authz string) (codes.Co
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", authz)
 	}
 	c := storev1.NewStoreServiceClient(cc)
-	_, err := c.GetCapabilities(ctx, &storev1.GetCapabilitiesRequest{})
-	st := status.Convert(err)
+	st := s.unary(ctx, c)
 	ls, serr := c.List(ctx, &storev1.ListRequest{})
 	if serr == nil {
 		for {
@@ -240,6 +239,21 @@ func (s *server) call(t *testing.T, cc *grpc.ClientConn, authz string) (codes.Co
 		t.Errorf("unary call: %v; stream: %v", st.Code(), sst.Code())
 	}
 	return st.Code(), st.Message()
+}
+
+// unary is call's unary call alone: for a poll while credentials change
+// (a reload between call's two calls would make them differ).
+func (s *server) unary(ctx context.Context, c storev1.StoreServiceClient) *status.Status {
+	_, err := c.GetCapabilities(ctx, &storev1.GetCapabilitiesRequest{})
+	return status.Convert(err)
+}
+
+// unaryCode is the code of the unary call with authz.
+func (s *server) unaryCode(cc *grpc.ClientConn, authz string) codes.Code {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", authz)
+	return s.unary(ctx, storev1.NewStoreServiceClient(cc)).Code()
 }
 
 const (
@@ -506,15 +520,15 @@ func TestTokenFile(t *testing.T) {
 	go w.Run(ctx, 10*time.Millisecond)
 	write(line1 + "\n")
 	deadline := time.Now().Add(5 * time.Second)
-	for {
-		code, _ := s.call(t, cc, "Bearer "+tok1)
-		if code == codes.OK {
-			break
-		}
+	for s.unaryCode(cc, "Bearer "+tok1) != codes.OK {
 		if time.Now().After(deadline) {
 			t.Fatal("the watcher did not reload the file")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// Reloaded: both kinds of call agree again.
+	if code, msg := s.call(t, cc, "Bearer "+tok1); code != codes.OK {
+		t.Fatalf("token after the watcher's reload: %v %s", code, msg)
 	}
 }
 
