@@ -91,12 +91,20 @@ type Config struct {
 	WorkerFetch bool
 }
 
+// CodecRetryBurst is the codec tier's retry budget burst (the default
+// budget's is 10): a codec worker that dies fails every call in flight on
+// it at once — up to the gateway's concurrent encodes (32 flushes) and
+// decodes — and each is idempotent and cheap to repeat on another
+// worker, so each may be retried once, while the ratio still bounds a
+// failing tier's retries to ~11 % of the requests sent it.
+const CodecRetryBurst = 64
+
 func (c Config) withDefaults() Config {
 	if c.StoreRetries == nil {
 		c.StoreRetries = retrybudget.New("store tier", 0, 0, 0)
 	}
 	if c.CodecRetries == nil {
-		c.CodecRetries = retrybudget.New("codec tier", 0, 0, 0)
+		c.CodecRetries = retrybudget.New("codec tier", 0, CodecRetryBurst, 0)
 	}
 	if c.MetadataTTL == 0 {
 		c.MetadataTTL = 2 * time.Second

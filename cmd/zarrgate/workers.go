@@ -256,7 +256,7 @@ func runGateway(ctx context.Context, args []string, _, stderr io.Writer) error {
 	cfg.WorkerFetch = *codecFetch == "worker"
 	var codecs codec.Engine = codecsvc.NewLocalLimits(lim)
 	if *codecTarget != "" {
-		cfg.CodecRetries = retrybudget.New("codec tier "+*codecTarget, 0, 0, 0)
+		cfg.CodecRetries = retrybudget.New("codec tier "+*codecTarget, 0, gateway.CodecRetryBurst, 0)
 		codecTier := &rpc.Tier{Name: "codec", Target: *codecTarget, Wait: *tierWait, Logger: logger, TLS: peer}
 		ccc, pool, err := dialTier(codecTier)
 		if err != nil {
