@@ -19,14 +19,22 @@ import (
 // the gateway writes the slab into it, raw chunks read straight into their
 // rows). cpu-ms/op is the process's CPU time (gateway and client) per
 // read, steadier than MB/s on a busy machine.
-func BenchmarkReadShared(b *testing.B) {
-	ctx := context.Background()
+// dialSharedFiles serves an in-process gateway with shared memory on a
+// file store and dials it with shared memory on, until the benchmark ends.
+func dialSharedFiles(b *testing.B) *client.Client {
+	b.Helper()
 	addr := serveFiles(b, gateway.Config{SharedMemory: true})
-	c, err := client.Dial(ctx, addr, client.WithSharedMemory(true))
+	c, err := client.Dial(context.Background(), addr, client.WithSharedMemory(true))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.Close()
+	b.Cleanup(func() { c.Close() })
+	return c
+}
+
+func BenchmarkReadShared(b *testing.B) {
+	ctx := context.Background()
+	c := dialSharedFiles(b)
 	const n = 4096
 	data := make([]float32, n*n)
 	for i := range data {
@@ -84,12 +92,7 @@ func BenchmarkReadShared(b *testing.B) {
 // is the process's CPU time (gateway and client) per write.
 func BenchmarkWriteShared(b *testing.B) {
 	ctx := context.Background()
-	addr := serveFiles(b, gateway.Config{SharedMemory: true})
-	c, err := client.Dial(ctx, addr, client.WithSharedMemory(true))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := dialSharedFiles(b)
 	const n = 4096
 	buf, err := client.NewSharedBuffer(n * n * 4)
 	if err != nil {

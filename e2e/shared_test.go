@@ -35,6 +35,22 @@ func segments(t *testing.T, pid int) int {
 // keeps it for the next read), with the same values as over the socket;
 // with --shared-memory=false the gateway makes no segment and the same
 // client reads over the socket.
+// serveSharedOrNot starts `zarrgate serve` on root, with its shared memory
+// on or off (--shared-memory=false), and dials it with the default client.
+func serveSharedOrNot(t *testing.T, root string, on bool) (*server, *client.Client) {
+	t.Helper()
+	args := []string{"--root", root}
+	if !on {
+		args = append(args, "--shared-memory=false")
+	}
+	s := startServer(t, args...)
+	c, err := client.Dial(context.Background(), s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, c
+}
+
 func TestSharedMemoryReads(t *testing.T) {
 	if _, err := os.Stat("/proc/self/fd"); err != nil {
 		t.Skip("no /proc here")
@@ -42,15 +58,7 @@ func TestSharedMemoryReads(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
 	for _, on := range []bool{true, false} {
-		args := []string{"--root", root}
-		if !on {
-			args = append(args, "--shared-memory=false")
-		}
-		s := startServer(t, args...)
-		c, err := client.Dial(ctx, s.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, c := serveSharedOrNot(t, root, on)
 		sock, err := client.Dial(ctx, s.addr, client.WithSharedMemory(false))
 		if err != nil {
 			t.Fatal(err)
@@ -134,15 +142,7 @@ func TestReadSharedAcrossProcesses(t *testing.T) {
 		return strings.Count(string(maps), "memfd:zarrgate-dest")
 	}
 	for _, on := range []bool{true, false} {
-		args := []string{"--root", root}
-		if !on {
-			args = append(args, "--shared-memory=false")
-		}
-		s := startServer(t, args...)
-		c, err := client.Dial(ctx, s.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, c := serveSharedOrNot(t, root, on)
 		a, err := c.OpenArray(ctx, "a")
 		if err != nil {
 			if a, err = c.CreateArray(ctx, "a", client.ArraySpec{Shape: []int64{n, n}, DataType: "int32", ChunkShape: []int64{256, 256},
@@ -208,15 +208,7 @@ func TestWriteSharedAcrossProcesses(t *testing.T) {
 	}
 	defer buf.Close()
 	for _, on := range []bool{true, false} {
-		args := []string{"--root", t.TempDir()}
-		if !on {
-			args = append(args, "--shared-memory=false")
-		}
-		s := startServer(t, args...)
-		c, err := client.Dial(ctx, s.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, c := serveSharedOrNot(t, t.TempDir(), on)
 		for k, sel := range []client.Selection{nil, client.MustParseSelection("3:999,256:1000"), client.MustParseSelection("1:1000:3,5:1000")} {
 			a, err := c.CreateArray(ctx, fmt.Sprintf("w%d", k), client.ArraySpec{Shape: []int64{n, n}, DataType: "int32", ChunkShape: []int64{256, 256},
 				Codecs: `[{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":3}}]`})

@@ -37,17 +37,28 @@ func destProto(d *shm.Dest) *gatewayv1.SharedDestination {
 	return &gatewayv1.SharedDestination{Pid: uint32(d.Pid), Fd: uint32(d.Fd), Size: uint64(len(d.Data())), Token: d.Token}
 }
 
+// newDest is client memory of size bytes (shm.NewDest), closed when the
+// test ends; the test is skipped where there are no memory files.
+func newDest(t *testing.T, size int64) *shm.Dest {
+	t.Helper()
+	if !shm.DestSupported {
+		t.Skip("no shared memory files on this platform")
+	}
+	d, err := shm.NewDest(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
 // refusedMemory makes, beside d (512 × 640 int32), client memory a
 // gateway must refuse to use: small, a memory file one element too small;
 // d named with a wrong token; an unsealed memory file holding d's token;
 // small named with d's size. They are closed when the test ends.
 func refusedMemory(t *testing.T, d *shm.Dest) (small *shm.Dest, wrong, unsealed, claimed *gatewayv1.SharedDestination) {
 	t.Helper()
-	small, err := shm.NewDest(512*640*4 - 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { small.Close() })
+	small = newDest(t, 512*640*4-4)
 	ufd, err := unix.MemfdCreate("unsealed", unix.MFD_CLOEXEC)
 	if err != nil {
 		t.Fatal(err)
@@ -71,15 +82,8 @@ func refusedMemory(t *testing.T, d *shm.Dest) (small *shm.Dest, wrong, unsealed,
 // client's destination, then ends with the count of elements and nothing
 // else; whole chunks and partial ones.
 func TestReadSlabSharedDestination(t *testing.T) {
-	if !shm.DestSupported {
-		t.Skip("no shared destinations on this platform")
-	}
+	d := newDest(t, 512*640*4)
 	c := sharedFixture(t, gateway.Config{SharedMemory: true})
-	d, err := shm.NewDest(512 * 640 * 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
 	for _, rows := range [][2]uint64{{0, 512}, {0, 128}, {37, 301}} {
 		clear(d.Data())
 		s, h := openDest(t, c, rows[0], rows[1], destProto(d))
@@ -104,16 +108,9 @@ func TestReadSlabSharedDestination(t *testing.T) {
 // is refused with the reason in the header, nothing written to it, and the
 // read goes on as without it (the segment offered, blocks inline here).
 func TestReadSlabSharedDestinationRefused(t *testing.T) {
-	if !shm.DestSupported {
-		t.Skip("no shared destinations on this platform")
-	}
+	d := newDest(t, 512*640*4)
 	on := sharedFixture(t, gateway.Config{SharedMemory: true})
 	off := sharedFixture(t, gateway.Config{SharedMemory: false})
-	d, err := shm.NewDest(512 * 640 * 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
 	small, wrong, unsealed, claimed := refusedMemory(t, d)
 	for _, tc := range []struct {
 		name string

@@ -12,7 +12,6 @@ import (
 	gatewayv1 "github.com/zarrgate/zarrgate/gen/zarrgate/gateway/v1"
 
 	"github.com/zarrgate/zarrgate/gateway"
-	"github.com/zarrgate/zarrgate/internal/shm"
 )
 
 // createW makes the int32 array "w", 512 × 640 in chunks of 64 × 128, all
@@ -59,15 +58,8 @@ func writeShared(c gatewayv1.ArrayServiceClient, lo, hi uint64, src *gatewayv1.S
 // memory and writes it, whole chunks and partial ones (rows 37 to 301 cut
 // chunks at both ends); the rest of the array keeps the fill value.
 func TestWriteSlabSharedSource(t *testing.T) {
-	if !shm.DestSupported {
-		t.Skip("no shared memory files on this platform")
-	}
+	d := newDest(t, 512*640*4)
 	c := sharedFixture(t, gateway.Config{SharedMemory: true})
-	d, err := shm.NewDest(512 * 640 * 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
 	for _, rows := range [][2]uint64{{0, 512}, {0, 128}, {37, 301}} {
 		createW(t, c)
 		n := (rows[1] - rows[0]) * 640
@@ -98,16 +90,9 @@ func TestWriteSlabSharedSource(t *testing.T) {
 // unknown array (NotFound) or a selection out of bounds (OutOfRange) is
 // the write's error, a request without a source InvalidArgument.
 func TestWriteSlabSharedSourceRefused(t *testing.T) {
-	if !shm.DestSupported {
-		t.Skip("no shared memory files on this platform")
-	}
+	d := newDest(t, 512*640*4)
 	on := sharedFixture(t, gateway.Config{SharedMemory: true})
 	off := sharedFixture(t, gateway.Config{SharedMemory: false})
-	d, err := shm.NewDest(512 * 640 * 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
 	for i := range len(d.Data()) / 4 {
 		binary.LittleEndian.PutUint32(d.Data()[4*i:], uint32(i)+1)
 	}

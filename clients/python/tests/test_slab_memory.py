@@ -21,12 +21,9 @@ import zarrgate
 
 MiB = 1 << 20
 
-# The child: connect, a small read (channel up, segment offered), reset the
-# peak, read the whole array, report the peak's rise and what was read.
-_CHILD = r"""
-import asyncio, dataclasses, json, sys, zlib
-import zarrgate, zarrgate.aio
-
+# What both children measure with: the process's status fields (VmRSS,
+# VmHWM), and a reset of its peak (VmHWM) to what it holds now.
+_PEAK = r"""
 def status(field):
     with open("/proc/self/status") as f:
         for line in f:
@@ -37,6 +34,13 @@ def reset():
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
     return status("VmRSS")
+"""
+
+# The child: connect, a small read (channel up, segment offered), reset the
+# peak, read the whole array, report the peak's rise and what was read.
+_CHILD = _PEAK + r"""
+import asyncio, dataclasses, json, sys, zlib
+import zarrgate, zarrgate.aio
 
 addr, path, mode, shared = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "true"
 bulk = sys.argv[5] == "true"
@@ -116,20 +120,9 @@ def test_full_read_peak_rss_is_the_result_and_little_more(big, mode, path) -> No
 
 # The child of the SharedBuffer case: its buffer made (and populated) before
 # the peak is reset, then the whole array read into it and written from it.
-_CHILD_BUF = r"""
+_CHILD_BUF = _PEAK + r"""
 import json, sys, zlib
 import zarrgate
-
-def status(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-
-def reset():
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-    return status("VmRSS")
 
 addr, path, nbytes = sys.argv[1], sys.argv[2], int(sys.argv[3])
 out = {}
