@@ -138,7 +138,8 @@ func TestPooledDecode(t *testing.T) {
 		// The decoded data moves out of the zstd buffer: transposed.
 		{`[{"name":"transpose","configuration":{"order":[1,0]}},{"name":"bytes","configuration":{"endian":"little"}},{"name":"zstd","configuration":{"level":1}}]`, false},
 		{`[{"name":"bytes","configuration":{"endian":"little"}}]`, false},
-		{`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"gzip","configuration":{"level":1}}]`, false},
+		{`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"gzip","configuration":{"level":1}}]`, true},
+		{`[{"name":"bytes","configuration":{"endian":"big"}},{"name":"gzip","configuration":{"level":1}}]`, true},
 		{`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"blosc","configuration":{"cname":"lz4","clevel":5,"shuffle":"shuffle","typesize":4,"blocksize":0}}]`, true},
 		{`[{"name":"bytes","configuration":{"endian":"little"}},{"name":"blosc","configuration":{"cname":"zstd","clevel":1,"shuffle":"bitshuffle","typesize":4,"blocksize":0}}]`, true},
 	} {

@@ -85,7 +85,6 @@ type deflateCodec struct {
 	name      string
 	level     int
 	newWriter func(w io.Writer, level int) (io.WriteCloser, error)
-	newReader func(r io.Reader) (io.Reader, error)
 }
 
 // deflateRatio bounds DEFLATE's compression ratio: a match codes at most
@@ -93,7 +92,7 @@ type deflateCodec struct {
 // than 1032 times its size (plus a block's few bytes).
 const deflateRatio = 1032
 
-func deflateFactory(name string, defLevel int, nw func(io.Writer, int) (io.WriteCloser, error), nr func(io.Reader) (io.Reader, error)) Factory {
+func deflateFactory(name string, defLevel int, nw func(io.Writer, int) (io.WriteCloser, error)) Factory {
 	return func(cfg json.RawMessage, _ ChunkSpec) (any, error) {
 		c := struct {
 			Level *int `json:"level"`
@@ -108,17 +107,15 @@ func deflateFactory(name string, defLevel int, nw func(io.Writer, int) (io.Write
 		if level < 0 || level > 9 {
 			return nil, errs.New(errs.InvalidArgument, "configuration.level %d: want 0 to 9", level)
 		}
-		return deflateCodec{name: name, level: level, newWriter: nw, newReader: nr}, nil
+		return deflateCodec{name: name, level: level, newWriter: nw}, nil
 	}
 }
 
 var (
 	newGzip = deflateFactory("gzip", 5,
-		func(w io.Writer, l int) (io.WriteCloser, error) { return gzip.NewWriterLevel(w, l) },
-		func(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) })
+		func(w io.Writer, l int) (io.WriteCloser, error) { return gzip.NewWriterLevel(w, l) })
 	newZlib = deflateFactory("zlib", 1,
-		func(w io.Writer, l int) (io.WriteCloser, error) { return zlib.NewWriterLevel(w, l) },
-		func(r io.Reader) (io.Reader, error) { return zlib.NewReader(r) })
+		func(w io.Writer, l int) (io.WriteCloser, error) { return zlib.NewWriterLevel(w, l) })
 )
 
 // Encode compresses at zlib's level, as zlib would (complevel.Deflate).
@@ -138,35 +135,26 @@ func (d deflateCodec) Encode(b []byte) ([]byte, error) {
 }
 
 // Decode decodes one stream (gzip: all members) and refuses anything after
-// it.
+// it, whole into a pooled buffer of the most the input can decode to,
+// never more than the bound: with goInflate (inflate.go), or libdeflate in
+// the cgocodecs build.
 func (d deflateCodec) Decode(b []byte, max int64) ([]byte, error) {
-	if cInflate != nil && (d.name == "gzip" || d.name == "zlib") {
-		// Whole-buffer decoding into the most the input can decode to,
-		// never more than the bound.
-		capacity := min(max, deflateRatio*int64(len(b))+1024)
-		out, fits, err := cInflate(d.name, b, int(capacity))
-		if !fits {
-			if capacity < max {
-				return nil, errs.New(errs.DataLoss, "%s: corrupt data: decodes to more than DEFLATE's ratio allows", d.name)
-			}
-			return nil, overBoundError(d.name, max)
+	inflate := goInflate
+	if cInflate != nil {
+		inflate = cInflate
+	}
+	capacity := min(max, deflateRatio*int64(len(b))+1024)
+	out, fits, err := inflate(d.name, b, int(capacity))
+	if !fits {
+		if capacity < max {
+			return nil, errs.New(errs.DataLoss, "%s: corrupt data: decodes to more than DEFLATE's ratio allows", d.name)
 		}
-		return out, err
-	}
-	in := bytes.NewReader(b)
-	r, err := d.newReader(in)
-	if err != nil {
-		return nil, errs.New(errs.DataLoss, "%s: %v", d.name, err)
-	}
-	// The output buffer starts at the most the input can decode to (for
-	// a chunk whose compressed size is in proportion to it, the exact
-	// size, allocated once) and is never larger than the bound.
-	out, err := readLimited(r, max, deflateRatio*int64(len(b))+1024, d.name)
-	if err == nil && in.Len() > 0 {
-		return nil, errs.New(errs.DataLoss, "%s: %d bytes of garbage after the stream", d.name, in.Len())
+		return nil, overBoundError(d.name, max)
 	}
 	return out, err
 }
+
+func (deflateCodec) decodesIntoPool() {}
 
 func (deflateCodec) MaxEncodedSize(n int64) int64 { return bound(n, n/1000+64) }
 

@@ -96,12 +96,17 @@ func libdeflateInflate(container string, b []byte, capacity int) (out []byte, fi
 	if d == nil {
 		return nil, true, errs.New(errs.ResourceExhausted, "%s: no memory for a decompressor", container)
 	}
-	out = make([]byte, capacity)
+	buf := bufpool.Get(capacity) // not zeroed: returned up to what libdeflate wrote
+	defer func() {
+		if out == nil {
+			bufpool.Put(buf)
+		}
+	}()
 	var in, n int
 	for first := true; first || (container == "gzip" && in < len(b)); first = false {
 		var inN, outN C.size_t
 		var r C.enum_libdeflate_result
-		src, dst := b[in:], out[n:]
+		src, dst := b[in:], buf[n:]
 		if container == "gzip" {
 			r = C.libdeflate_gzip_decompress_ex(d, ptr(src), C.size_t(len(src)), ptr(dst), C.size_t(len(dst)), &inN, &outN)
 		} else {
@@ -120,7 +125,7 @@ func libdeflateInflate(container string, b []byte, capacity int) (out []byte, fi
 	if in < len(b) {
 		return nil, true, errs.New(errs.DataLoss, "%s: %d bytes of garbage after the stream", container, len(b)-in)
 	}
-	return out[:n:n], true, nil
+	return buf[:n], true, nil // the whole pool buffer, for Put (deflateCodec decodes into the pool)
 }
 
 // libzstdAppend appends one libzstd frame of src to dst, with its
