@@ -1,7 +1,7 @@
 //go:build cgocodecs
 
-// The cgocodecs build decodes gzip and zlib with libdeflate (twice as
-// fast as klauspost/compress), encodes zstd with libzstd (every level as
+// The cgocodecs build decodes gzip and zlib with libdeflate (1.5× the
+// pure-Go build's goInflate, inflate.go), encodes zstd with libzstd (every level as
 // libzstd compresses it, and faster) and decodes zstd with libzstd too
 // (level with klauspost's decoder on the Xeon VM of the first
 // measurements, 4–8 % faster on the EPYC VM of 2026-11-27:

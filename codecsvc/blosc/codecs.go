@@ -1,10 +1,8 @@
 package blosc
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"sync"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/pierrec/lz4/v4"
 
 	"github.com/zarrgate/zarrgate/internal/complevel"
+	"github.com/zarrgate/zarrgate/internal/inflate"
 )
 
 // A streamDecoder decodes one stream into out, which it must fill exactly;
@@ -137,39 +136,15 @@ func encodeSnappy(dst, src []byte, _, _ int) []byte {
 	return dst[:at+n]
 }
 
-var zlibReaders sync.Pool
-
+// decodeZlib decodes a zlib block of exactly len(out) bytes with the
+// pure-Go DEFLATE decoder (internal/inflate); bytes after the stream are
+// ignored, as c-blosc's zlib `uncompress` ignores them.
 func decodeZlib(in, out []byte) error {
-	br := bytes.NewReader(in)
-	var r io.ReadCloser
-	if v := zlibReaders.Get(); v != nil {
-		r = v.(io.ReadCloser)
-		if err := r.(zlib.Resetter).Reset(br, nil); err != nil {
-			return err
-		}
-	} else {
-		var err error
-		if r, err = zlib.NewReader(br); err != nil {
-			return err
-		}
-	}
-	defer zlibReaders.Put(r)
-	if _, err := io.ReadFull(r, out); err != nil {
-		if err == io.ErrUnexpectedEOF || err == io.EOF {
-			return errSize
-		}
-		return err
-	}
-	// Reading on to EOF checks the Adler-32 and that nothing more follows.
-	var one [1]byte
-	n, err := io.ReadFull(r, one[:])
-	if n != 0 {
+	n, _, err := inflate.Zlib(in, out)
+	if errors.Is(err, inflate.ErrShort) || err == nil && n != len(out) {
 		return errSize
 	}
-	if err != io.EOF {
-		return err
-	}
-	return nil
+	return err
 }
 
 // appendWriter is an io.Writer appending to a byte slice.
