@@ -420,35 +420,20 @@ func decodeBlock(lit *[litTable]uint32, dist *[distTable]uint32, out []byte, o, 
 		e := lit[bitbuf&(1<<litRoot-1)]
 		if e&kindMask == kindLiteral && len(out)-o >= 4 {
 			w := out[o : o+4 : o+4]
-			n := uint(e & 0xff)
-			bitbuf >>= n
-			nbits -= n
-			w[0] = byte(e >> 16)
-			if e = lit[bitbuf&(1<<litRoot-1)]; e&kindMask != kindLiteral {
-				o++
-				continue
+			k := 0
+			for {
+				n := uint(e & 0xff)
+				bitbuf >>= n
+				nbits -= n
+				w[k] = byte(e >> 16)
+				if k++; k == len(w) {
+					break
+				}
+				if e = lit[bitbuf&(1<<litRoot-1)]; e&kindMask != kindLiteral {
+					break
+				}
 			}
-			n = uint(e & 0xff)
-			bitbuf >>= n
-			nbits -= n
-			w[1] = byte(e >> 16)
-			if e = lit[bitbuf&(1<<litRoot-1)]; e&kindMask != kindLiteral {
-				o += 2
-				continue
-			}
-			n = uint(e & 0xff)
-			bitbuf >>= n
-			nbits -= n
-			w[2] = byte(e >> 16)
-			if e = lit[bitbuf&(1<<litRoot-1)]; e&kindMask != kindLiteral {
-				o += 3
-				continue
-			}
-			n = uint(e & 0xff)
-			bitbuf >>= n
-			nbits -= n
-			w[3] = byte(e >> 16)
-			o += 4
+			o += k
 			continue
 		}
 		if e&kindMask == kindLink {
