@@ -17,7 +17,7 @@ var floors = [][]string{
 	{"zarr"},
 	// 1: the vocabulary every floor above shares: error codes, buffers,
 	// the memory budget, shared-memory segments.
-	{"errs", "internal/bufpool", "internal/membudget", "internal/shm", "internal/testenv", "internal/testcerts", "internal/tlsconf", "internal/auth", "internal/filewatch", "internal/retrybudget", "internal/complevel"},
+	{"errs", "internal/bufpool", "internal/membudget", "internal/shm", "internal/testenv", "internal/testcerts", "internal/tlsconf", "internal/auth", "internal/filewatch", "internal/retrybudget", "internal/complevel", "internal/inflate"},
 	// 2: the contracts: what a store is, what a codec engine does.
 	{"storesvc", "storesvc/storetest", "codec"},
 	// 3: what implements them without a transport: store backends, pure
