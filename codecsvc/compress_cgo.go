@@ -1,8 +1,8 @@
 //go:build cgocodecs
 
 // The cgocodecs build decodes gzip and zlib with libdeflate (1.5× the
-// pure-Go build's goInflate, inflate.go), encodes zstd with libzstd (every level as
-// libzstd compresses it, and faster) and decodes zstd with libzstd too
+// pure-Go build's internal/inflate), encodes zstd with libzstd (every
+// level as libzstd compresses it, and faster) and decodes zstd with libzstd too
 // (level with klauspost's decoder on the Xeon VM of the first
 // measurements, 4–8 % faster on the EPYC VM of 2026-11-27:
 // docs/benchmarks.md). It needs Debian's libdeflate-dev and libzstd-dev:
@@ -98,7 +98,7 @@ func libdeflateInflate(container string, b []byte, capacity int) (out []byte, fi
 	}
 	buf := bufpool.Get(capacity) // not zeroed: returned up to what libdeflate wrote
 	defer func() {
-		if out == nil {
+		if len(out) == 0 { // refused, or empty: nothing of buf is returned
 			bufpool.Put(buf)
 		}
 	}()
@@ -124,6 +124,9 @@ func libdeflateInflate(container string, b []byte, capacity int) (out []byte, fi
 	}
 	if in < len(b) {
 		return nil, true, errs.New(errs.DataLoss, "%s: %d bytes of garbage after the stream", container, len(b)-in)
+	}
+	if n == 0 {
+		return []byte{}, true, nil
 	}
 	return buf[:n], true, nil // the whole pool buffer, for Put (deflateCodec decodes into the pool)
 }

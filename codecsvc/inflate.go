@@ -25,12 +25,15 @@ func goInflate(container string, b []byte, capacity int) (out []byte, fits bool,
 			err = fmt.Errorf("%d bytes of garbage after the stream", len(b)-used)
 		}
 	}
-	if err != nil {
+	if err != nil || n == 0 {
 		bufpool.Put(out)
 		if errors.Is(err, inflate.ErrShort) {
 			return nil, false, nil
 		}
-		return nil, true, errs.New(errs.DataLoss, "%s: %v", container, err)
+		if err != nil {
+			return nil, true, errs.New(errs.DataLoss, "%s: %v", container, err)
+		}
+		return []byte{}, true, nil // empty: nothing of the pool buffer is returned
 	}
 	return out[:n], true, nil
 }

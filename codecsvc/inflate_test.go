@@ -36,6 +36,17 @@ func TestGoInflate(t *testing.T) {
 		if _, fits, err := goInflate(c.container, c.enc, len(data)-1); fits || err != nil {
 			t.Fatalf("%s, one byte short: fits %v, %v", c.container, fits, err)
 		}
+		var empty bytes.Buffer
+		if c.container == "gzip" {
+			w, _ := gzip.NewWriterLevel(&empty, 6)
+			w.Close()
+		} else {
+			w, _ := zlib.NewWriterLevel(&empty, 6)
+			w.Close()
+		}
+		if out, fits, err := goInflate(c.container, empty.Bytes(), 1<<20); err != nil || !fits || out == nil || cap(out) != 0 {
+			t.Fatalf("%s, empty: %v, %v, cap %d; want an empty slice of its own", c.container, fits, err, cap(out))
+		}
 		damaged := bytes.Clone(c.enc)
 		damaged[len(damaged)/2] ^= 0xff
 		for what, enc := range map[string][]byte{
