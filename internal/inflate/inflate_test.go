@@ -7,14 +7,20 @@ import (
 	stdzlib "compress/zlib"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zlib"
+
+	"github.com/zarrgate/zarrgate/internal/testenv"
 )
 
 // decode is Gzip or Zlib into a buffer of capacity bytes, as codecsvc
@@ -84,7 +90,7 @@ func inflateSamples() map[string][]byte {
 	}
 }
 
-// TestInflate decodes what zlib's, Go's and klauspost's encoders write,
+// TestInflate decodes what Go's and klauspost's encoders write,
 // at every level (stored blocks at 0, fixed codes for small inputs,
 // dynamic codes, the Huffman-only and run-length strategies), in both
 // containers and as several gzip members.
@@ -112,10 +118,10 @@ func TestInflate(t *testing.T) {
 				w.Write(data)
 				w.Close()
 			}
-			add("klauspost gzip "+string(rune('0'+level+2)), "gzip", kg.Bytes())
-			add("go gzip", "gzip", sg.Bytes())
-			add("klauspost zlib", "zlib", kz.Bytes())
-			add("go zlib", "zlib", sz.Bytes())
+			add(fmt.Sprintf("klauspost gzip, level %d", level), "gzip", kg.Bytes())
+			add(fmt.Sprintf("go gzip, level %d", level), "gzip", sg.Bytes())
+			add(fmt.Sprintf("klauspost zlib, level %d", level), "zlib", kz.Bytes())
+			add(fmt.Sprintf("go zlib, level %d", level), "zlib", sz.Bytes())
 		}
 		// Three members, the middle one with every optional header field.
 		var m bytes.Buffer
@@ -142,6 +148,61 @@ func TestInflate(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestInflateZlibsStreams decodes what zlib itself writes (Python's zlib
+// and gzip modules): every level, each strategy (filtered, Huffman only,
+// run-length, fixed codes), small windows and memory levels, as numcodecs'
+// GZip and Zlib write chunks.
+func TestInflateZlibsStreams(t *testing.T) {
+	py := testenv.Python(t)
+	dir := t.TempDir()
+	samples := inflateSamples()
+	for name, data := range samples {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const script = `
+import gzip, os, sys, zlib
+d = sys.argv[1]
+for name in sorted(os.listdir(d)):
+    data = open(os.path.join(d, name), "rb").read()
+    out = []
+    for level in range(10):
+        out.append(("gzip-%d" % level, "gzip", gzip.compress(data, level, mtime=0)))
+        out.append(("zlib-%d" % level, "zlib", zlib.compress(data, level)))
+    for strategy in ("Z_FILTERED", "Z_HUFFMAN_ONLY", "Z_RLE", "Z_FIXED"):
+        for wbits, mem in ((15, 8), (9, 1), (31, 9)):
+            c = zlib.compressobj(6, zlib.DEFLATED, wbits, mem, getattr(zlib, strategy))
+            out.append(("%s-%d-%d" % (strategy, wbits, mem), "gzip" if wbits > 15 else "zlib", c.compress(data) + c.flush()))
+    c = zlib.compressobj(6)
+    parts = [c.compress(data[i:i + 5000]) + c.flush(zlib.Z_FULL_FLUSH) for i in range(0, len(data), 5000)]
+    out.append(("full-flushes", "zlib", b"".join(parts) + c.flush()))
+    for what, container, enc in out:
+        open(os.path.join(d, "%s.%s.%s" % (name, what, container)), "wb").write(enc)
+`
+	if out, err := exec.Command(py, "-c", script, dir).CombinedOutput(); err != nil {
+		t.Fatalf("python: %v\n%s", err, out)
+	}
+	n := 0
+	for name, data := range samples {
+		files, _ := filepath.Glob(filepath.Join(dir, name+".*"))
+		for _, f := range files {
+			enc, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, fits, err := decode(filepath.Ext(f)[1:], enc, len(data))
+			if err != nil || !fits || !bytes.Equal(got, data) {
+				t.Fatalf("%s: fits %v, %v, equal %v", filepath.Base(f), fits, err, bytes.Equal(got, data))
+			}
+			n++
+		}
+	}
+	if n != len(samples)*33 {
+		t.Fatalf("decoded %d of zlib's streams, want %d", n, len(samples)*33)
 	}
 }
 
