@@ -139,7 +139,6 @@ func buildTable(table []uint32, lengths []uint8, root uint, entry func(int) uint
 		}
 	}
 	off := 1 << root
-	var link [1 << litRoot]uint16
 	if uint(maxLen) > root {
 		for p := range 1 << root {
 			if sub[p] == 0 {
@@ -149,7 +148,6 @@ func buildTable(table []uint32, lengths []uint8, root uint, entry func(int) uint
 				return false
 			}
 			first[p] = kindLink | uint32(sub[p]) | uint32(off)<<16
-			link[p] = uint16(off)
 			off += 1 << sub[p]
 		}
 	}
@@ -165,7 +163,8 @@ func buildTable(table []uint32, lengths []uint8, root uint, entry func(int) uint
 			continue
 		}
 		p := c & (1<<root - 1)
-		t := table[link[p] : int(link[p])+1<<sub[p]]
+		at := int(first[p] >> 16) // the link made above
+		t := table[at : at+1<<sub[p]]
 		for i := c >> root; i < uint(len(t)); i += 1 << (uint(l) - root) {
 			t[i] = e
 		}
