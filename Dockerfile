@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 #
-# zarrgate's container image: one static binary on a distroless base, run as
-# a non-root user. Every tier runs from it (gateway, store-worker,
+# zarrgate's container image: one static binary (the cgocodecs build, with
+# libzstd and libdeflate linked in) on a distroless base, run as a non-root
+# user. Every tier runs from it (gateway, store-worker,
 # codec-worker, serve); deploy/kubernetes.yaml gives the command.
 #
 #   docker build --build-arg VERSION=$(git describe --tags --always --dirty) \
@@ -19,6 +20,12 @@
 ARG GO_VERSION=1.26.8
 
 FROM golang:${GO_VERSION}-bookworm AS build
+# libzstd and libdeflate, linked into the binary statically: the image is
+# the cgocodecs build, which encodes zstd and decodes zstd, gzip and zlib
+# with them (README "Compression levels"; docs/benchmarks.md). The image
+# already has gcc.
+RUN apt-get update && apt-get install -y --no-install-recommends libzstd-dev libdeflate-dev \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Modules first, so that a source change does not download them again.
 COPY go.mod go.sum ./
@@ -26,12 +33,16 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 # The build context has no usable .git (.dockerignore), so -buildvcs=false
 # and the version comes from the build arguments, as --version shows it.
+# Static (-extldflags=-static): netgo and osusergo keep glibc's resolver
+# and user database, which need shared libraries at run time, out of it.
+# `make build-image` runs this line outside Docker (scripts/image-binary.sh);
+# for a pure-Go image, build with CGO_ENABLED=0 and no -tags or -extldflags.
 ARG VERSION=dev
 ARG REVISION=
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/zarrgate ./cmd/zarrgate
+    CGO_ENABLED=1 go build -tags cgocodecs,netgo,osusergo -trimpath -buildvcs=false -ldflags "-s -w -extldflags=-static -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/zarrgate ./cmd/zarrgate
 
-# static: no libc needed (CGO_ENABLED=0); :nonroot runs as uid/gid 65532
+# static: no libc needed (linked in); :nonroot runs as uid/gid 65532
 # and has /tmp, CA certificates (for S3 and OIDC issuers) and tzdata.
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/zarrgate /usr/local/bin/zarrgate

@@ -176,7 +176,20 @@ var (
 	// cZstdDecode decodes the zstd frames of b into dst, at most
 	// len(dst) bytes: the bytes written, or tooSmall if they do not fit.
 	cZstdDecode func(dst, b []byte) (n int, tooSmall bool, err error)
+	// cLibraries names the C libraries and their versions.
+	cLibraries string
 )
+
+// Libraries says which implementation does the codec work in this
+// binary: "pure Go", or for the cgocodecs build the C libraries linked
+// and their versions ("libzstd 1.5.4, libdeflate 1.14"), as
+// `zarrgate --version` and the admin endpoint's /version report it.
+func Libraries() string {
+	if cLibraries == "" {
+		return "pure Go"
+	}
+	return cLibraries
+}
 
 // zstdCodec is v3 "zstd".
 type zstdCodec struct {

@@ -22,6 +22,8 @@ package codecsvc
 #include <zstd.h>
 #include <zstd_errors.h>
 #include <libdeflate.h>
+
+static const char *zg_libdeflate_version(void) { return LIBDEFLATE_VERSION_STRING; }
 */
 import "C"
 
@@ -40,6 +42,7 @@ func init() {
 	cZstdEncode = libzstdEncode
 	cZstdDecode = libzstdDecode
 	complevel.CAppendZstd = libzstdAppend
+	cLibraries = "libzstd " + C.GoString(C.ZSTD_versionString()) + ", libdeflate " + C.GoString(C.zg_libdeflate_version())
 }
 
 // cPool keeps a few C contexts (pointers) for reuse; contexts beyond

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,7 +93,8 @@ func TestCLIHelpOnStdout(t *testing.T) {
 
 // --version and version print the module version, VCS revision (when the
 // build recorded one) and Go version that `go version -m` reads from the
-// binary.
+// binary, and what does the codec work (the test binary is the default,
+// pure-Go build; deploy/validate checks the image's cgocodecs one).
 func TestCLIVersion(t *testing.T) {
 	out, errOut, code := zg(t, "", "--version")
 	if code != 0 || errOut != "" {
@@ -117,6 +119,14 @@ func TestCLIVersion(t *testing.T) {
 		if !strings.HasPrefix(out, "zarrgate ") || !strings.Contains(out, w) {
 			t.Errorf("--version = %q; lacks %q", out, w)
 		}
+	}
+	// What does the codec work, as the build's tags say it should be.
+	codecs := regexp.MustCompile(`^pure Go$`)
+	if tags := regexp.MustCompile(`(?m)^\tbuild\t-tags=(\S+)`).FindSubmatch(info); tags != nil && slices.Contains(strings.Split(string(tags[1]), ","), "cgocodecs") {
+		codecs = regexp.MustCompile(`^libzstd \d+\.\d+\.\d+, libdeflate \d+\.\d+$`)
+	}
+	if _, c, ok := strings.Cut(strings.TrimSpace(out), ", codecs: "); !ok || !codecs.MatchString(c) {
+		t.Errorf("--version = %q; want its codecs to match %s", out, codecs)
 	}
 }
 

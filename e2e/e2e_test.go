@@ -29,11 +29,20 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin = filepath.Join(dir, "zarrgate")
-	build := exec.Command("go", "build", "-o", bin, "../cmd/zarrgate")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building zarrgate:", err)
+	// $ZARRGATE_E2E_BIN runs the suite against a binary built elsewhere
+	// (make test-cgocodecs: the container image's static cgocodecs
+	// build); by default it builds the pure-Go one.
+	bin = os.Getenv("ZARRGATE_E2E_BIN")
+	if bin == "" {
+		bin = filepath.Join(dir, "zarrgate")
+		build := exec.Command("go", "build", "-o", bin, "../cmd/zarrgate")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building zarrgate:", err)
+			os.Exit(1)
+		}
+	} else if bin, err = filepath.Abs(bin); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -255,8 +255,8 @@ func TestAdminEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, body := p.get(t, "/version")
-	var v struct{ Version, Go string }
-	if err := json.Unmarshal([]byte(body), &v); err != nil || v.Version != strings.TrimSpace(string(out)) || !strings.HasPrefix(v.Go, "go1.") {
+	var v struct{ Version, Go, Codecs string }
+	if err := json.Unmarshal([]byte(body), &v); err != nil || v.Version != strings.TrimSpace(string(out)) || !strings.HasPrefix(v.Go, "go1.") || !strings.HasSuffix(v.Version, ", codecs: "+v.Codecs) || v.Codecs == "" {
 		t.Errorf("/version: %q (%v), want version %q", body, err, out)
 	}
 	if code, body := p.get(t, "/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {

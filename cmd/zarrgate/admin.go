@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/internal/metrics"
 	"github.com/zarrgate/zarrgate/internal/tlsconf"
 	"github.com/zarrgate/zarrgate/storesvc"
@@ -180,7 +181,7 @@ func adminMux(a *adminState) *http.ServeMux {
 	})
 	mux.HandleFunc("GET /version", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]string{"version": versionString(), "go": runtime.Version()})
+		json.NewEncoder(w).Encode(map[string]string{"version": versionString(), "go": runtime.Version(), "codecs": codecsvc.Libraries()})
 	})
 	// pprof, by hand rather than by importing net/http/pprof for its side
 	// effect on http.DefaultServeMux. Profiles cost CPU while they run

@@ -24,6 +24,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/zarrgate/zarrgate/codecsvc"
 	"github.com/zarrgate/zarrgate/internal/grpcerr"
 )
 
@@ -138,7 +139,9 @@ func findCommand(name string) *command {
 var version, revision string
 
 // versionString is the module version and VCS revision the binary was
-// built from, as the Go toolchain recorded them or -ldflags set them.
+// built from, as the Go toolchain recorded them or -ldflags set them, its
+// Go version, and what does its codec work: "codecs: pure Go" or, for
+// the cgocodecs build, the C libraries and their versions.
 func versionString() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -175,5 +178,5 @@ func versionString() string {
 			out += " of " + at
 		}
 	}
-	return out + ", " + bi.GoVersion
+	return out + ", " + bi.GoVersion + ", codecs: " + codecsvc.Libraries()
 }
