@@ -259,6 +259,16 @@ func TestAdminEndpoint(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &v); err != nil || v.Version != strings.TrimSpace(string(out)) || !strings.HasPrefix(v.Go, "go1.") || !strings.HasSuffix(v.Version, ", codecs: "+v.Codecs) || v.Codecs == "" {
 		t.Errorf("/version: %q (%v), want version %q", body, err, out)
 	}
+	// zarrgate_build_info says the same.
+	info := 0.0
+	for k, x := range p.scrape(t) {
+		if strings.HasPrefix(k, "zarrgate_build_info{") && strings.Contains(k, `codecs="`+v.Codecs+`"`) && strings.Contains(k, `goversion="`+v.Go+`"`) {
+			info += x
+		}
+	}
+	if info != 1 {
+		t.Errorf("zarrgate_build_info{codecs=%q, goversion=%q}: %v, want 1", v.Codecs, v.Go, info)
+	}
 	if code, body := p.get(t, "/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
 		t.Errorf("/debug/pprof/: %d", code)
 	}

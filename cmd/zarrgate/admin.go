@@ -133,6 +133,8 @@ func (f serverFlags) startAdmin(ctx context.Context, logger *slog.Logger) error 
 		logger.Warn("serving the admin endpoint in plaintext on an address other hosts can reach (--insecure): anyone who reaches it can read metrics and take profiles", "addr", lis.Addr().String())
 	}
 	a.reg = metrics.New()
+	b := buildOf()
+	a.reg.BuildInfo(b.version, b.revision, b.goVersion, codecsvc.Libraries())
 	srv := &http.Server{
 		Handler:           adminMux(a),
 		ReadHeaderTimeout: adminReadHeaderTimeout,

@@ -138,45 +138,55 @@ func findCommand(name string) *command {
 // information, and go install's module version is better than none.
 var version, revision string
 
-// versionString is the module version and VCS revision the binary was
-// built from, as the Go toolchain recorded them or -ldflags set them, its
-// Go version, and what does its codec work: "codecs: pure Go" or, for
-// the cgocodecs build, the C libraries and their versions.
-func versionString() string {
+// build is what the binary says it is: the module version and VCS
+// revision it was built from, as the Go toolchain recorded them or
+// -ldflags set them, and its Go version.
+type build struct {
+	version, revision, at, goVersion string
+	modified                         bool
+}
+
+func buildOf() build {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		bi = &debug.BuildInfo{GoVersion: "unknown Go"}
 	}
-	v := bi.Main.Version
+	b := build{version: bi.Main.Version, revision: revision, goVersion: bi.GoVersion}
 	if version != "" {
-		v = version
+		b.version = version
 	}
-	if v == "" {
-		v = "(devel)"
+	if b.version == "" {
+		b.version = "(devel)"
 	}
-	rev, at := revision, ""
-	modified := false
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			if rev == "" {
-				rev = s.Value
+			if b.revision == "" {
+				b.revision = s.Value
 			}
 		case "vcs.time":
-			at = s.Value
+			b.at = s.Value
 		case "vcs.modified":
-			modified = s.Value == "true"
+			b.modified = s.Value == "true"
 		}
 	}
-	out := "zarrgate " + v
-	if rev != "" {
-		out += " revision " + rev
-		if modified {
+	return b
+}
+
+// versionString is the build's version and revision, its Go version, and
+// what does its codec work: "codecs: pure Go" or, for the cgocodecs
+// build, the C libraries and their versions.
+func versionString() string {
+	b := buildOf()
+	out := "zarrgate " + b.version
+	if b.revision != "" {
+		out += " revision " + b.revision
+		if b.modified {
 			out += " (modified)"
 		}
-		if at != "" {
-			out += " of " + at
+		if b.at != "" {
+			out += " of " + b.at
 		}
 	}
-	return out + ", " + bi.GoVersion + ", codecs: " + codecsvc.Libraries()
+	return out + ", " + b.goVersion + ", codecs: " + codecsvc.Libraries()
 }

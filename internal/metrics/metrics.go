@@ -116,6 +116,19 @@ func New() *Registry {
 	return r
 }
 
+// BuildInfo registers zarrgate_build_info: 1, with what the binary is as
+// its labels (Prometheus's convention for build information), so that
+// dashboards and alerts can tell builds apart, the cgocodecs build of the
+// container image from the pure-Go one included.
+func (r *Registry) BuildInfo(version, revision, goVersion, codecs string) {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "zarrgate_build_info",
+		Help: "1, labelled with the binary's version, VCS revision, Go version and what does its codec work (pure Go, or the C libraries of the cgocodecs build).",
+	}, []string{"version", "revision", "goversion", "codecs"})
+	g.WithLabelValues(version, revision, goVersion, codecs).Set(1)
+	r.reg.MustRegister(g)
+}
+
 // Registerer is where further collectors of this process go.
 func (r *Registry) Registerer() prometheus.Registerer { return r.reg }
 

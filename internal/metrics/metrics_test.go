@@ -311,3 +311,16 @@ func TestEngineSaysRemote(t *testing.T) {
 		}
 	}
 }
+
+// zarrgate_build_info is 1, labelled with what the binary is.
+func TestBuildInfo(t *testing.T) {
+	r := New()
+	r.BuildInfo("v1.2.3", "0123abc", "go1.26.8", "libzstd 1.5.4, libdeflate 1.14")
+	if err := testutil.GatherAndCompare(r.Gatherer(), strings.NewReader(`
+# HELP zarrgate_build_info 1, labelled with the binary's version, VCS revision, Go version and what does its codec work (pure Go, or the C libraries of the cgocodecs build).
+# TYPE zarrgate_build_info gauge
+zarrgate_build_info{codecs="libzstd 1.5.4, libdeflate 1.14",goversion="go1.26.8",revision="0123abc",version="v1.2.3"} 1
+`), "zarrgate_build_info"); err != nil {
+		t.Error(err)
+	}
+}
