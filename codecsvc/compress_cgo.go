@@ -9,9 +9,10 @@
 //
 //	go build -tags cgocodecs ./cmd/zarrgate
 //
-// The default build stays pure Go and static (README.md, "Compression
-// levels"); `go version -m zarrgate` shows which build a binary is
-// (-tags=cgocodecs).
+// It is the container image's build, linked statically (the Dockerfile's
+// build line; scripts/image-binary.sh runs it here). `go build` without
+// the tag stays pure Go and static (README.md, "Compression levels");
+// `zarrgate --version` ends with which one a binary is (Libraries).
 
 package codecsvc
 

@@ -2,7 +2,7 @@
 # Installs what the tests need on a fresh machine, idempotently: the
 # S3-compatible test server (built from the Go module proxy), netCDF's
 # ncgen/ncdump (Debian netcdf-bin, netCDF-C 4.9.0), libdeflate-dev and
-# libzstd-dev (the optional cgocodecs build), the openssl CLI (the
+# libzstd-dev (the cgocodecs build: the container image's), the openssl CLI (the
 # Python tests make their TLS certificates with it), chromium (the browser
 # view's headless test) and the pinned Python venv
 # (zarr-python, numcodecs, and netCDF4, whose wheel bundles netCDF-C 4.10).
@@ -32,7 +32,8 @@ if ! command -v chromium >/dev/null; then
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 if [ ! -e /usr/include/libdeflate.h ] || [ ! -e /usr/include/zstd.h ]; then
-	# The optional cgocodecs build (make test-cgocodecs) links them.
+	# The cgocodecs build, the container image's, links them (make
+	# test-cgocodecs, make build-image, make deploy-check).
 	echo "deps: installing libdeflate-dev, libzstd-dev" >&2
 	SUDO=""
 	[ "$(id -u)" = 0 ] || SUDO=sudo
