@@ -93,8 +93,9 @@ func TestCLIHelpOnStdout(t *testing.T) {
 
 // --version and version print the module version, VCS revision (when the
 // build recorded one) and Go version that `go version -m` reads from the
-// binary, and what does the codec work (the test binary is the default,
-// pure-Go build; deploy/validate checks the image's cgocodecs one).
+// binary, and what does the codec work, as the build's tags say (the
+// pure-Go build by default; the image's cgocodecs one under make
+// test-cgocodecs, through $ZARRGATE_E2E_BIN).
 func TestCLIVersion(t *testing.T) {
 	out, errOut, code := zg(t, "", "--version")
 	if code != 0 || errOut != "" {
