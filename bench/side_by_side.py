@@ -430,7 +430,8 @@ def render(results, rows, rounds, started, load_before, load_after, stamp, cmd, 
          f"{rounds} interleaved rounds, medians over the rounds; {os.cpu_count()} cores ({cpu}), "
          f"Python {platform.python_version()}, {gover}, {vers}; data {stamp}.",
          "", f"- load before: `{load_before}`", f"- load after: `{load_after}`",
-         f"- cgocodecs build (`-tags cgocodecs`: libzstd zstd encode and decode, libdeflate gzip decode): "
+         f"- cgocodecs build (`-tags cgocodecs`, the container image's build: libzstd zstd encode and decode, "
+         f"libdeflate gzip decode): "
          + (f"**rows skipped**: {cgo_skipped}" if cgo_skipped else "rows marked \"cgocodecs\""),
          *([] if "write" not in rows or writes_kept is None else
            ["- writes: each into a new array, none removed before the run's end" if writes_kept else
