@@ -40,39 +40,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// dockerBuildLine is the Dockerfile's RUN instruction that builds the
-// binary, joined and without its BuildKit --mount options.
-func dockerBuildLine() (string, error) {
-	b, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
-	if err != nil {
-		return "", err
-	}
-	text := strings.ReplaceAll(string(b), "\\\n", " ")
-	for line := range strings.Lines(text) {
-		if strings.HasPrefix(line, "RUN ") && strings.Contains(line, "go build") {
-			line = regexp.MustCompile(`--mount=\S+`).ReplaceAllString(strings.TrimPrefix(line, "RUN "), "")
-			return strings.TrimSpace(line), nil
-		}
-	}
-	return "", fmt.Errorf("Dockerfile: no RUN ... go build line")
-}
-
-// buildAsDockerfile runs the Dockerfile's build line outside Docker, from
-// the repository's root, writing to out instead of /out/zarrgate.
+// buildAsDockerfile runs the Dockerfile's build line outside Docker
+// (scripts/image-binary.sh, as make build-image does), writing to out
+// instead of /out/zarrgate.
 func buildAsDockerfile(out string) error {
-	line, err := dockerBuildLine()
-	if err != nil {
-		return err
-	}
-	if !strings.Contains(line, "-o /out/zarrgate") {
-		return fmt.Errorf("Dockerfile build line %q: want -o /out/zarrgate", line)
-	}
-	line = strings.Replace(line, "-o /out/zarrgate", "-o "+out, 1)
-	cmd := exec.Command("sh", "-c", line)
+	cmd := exec.Command("scripts/image-binary.sh", out)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "VERSION=v0.0.0-deploycheck", "REVISION=0123abc")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("the Dockerfile's build line (%s): %v\n%s", line, err, b)
+		return fmt.Errorf("scripts/image-binary.sh (the Dockerfile's build line): %v\n%s", err, b)
 	}
 	return nil
 }
