@@ -14,16 +14,20 @@ for pkg in $(go list "${tags[@]}" ${FUZZ_PKGS:-./...}); do
 	for target in $(go test "${tags[@]}" -list '^Fuzz' "$pkg" 2>/dev/null | grep '^Fuzz' | grep -E "${FUZZ_TARGETS:-^Fuzz}" || true); do
 		echo "fuzz $pkg $target ($fuzztime${FUZZ_TAGS:+, tags $FUZZ_TAGS})"
 		log=$(mktemp)
-		if ! go test "${tags[@]}" -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" >"$log" 2>&1; then
-			# Go's fuzz coordinator sometimes misses its own deadline; that is
-			# not a finding (a finding says "Failing input"): try once more.
-			if grep -q 'context deadline exceeded' "$log" && ! grep -q 'Failing input' "$log"; then
-				go test "${tags[@]}" -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" >"$log" 2>&1 || { cat "$log"; exit 1; }
-			else
+		# Go's fuzz coordinator sometimes misses its own deadline ("context
+		# deadline exceeded" without "Failing input"): that is not a
+		# finding, so such a run is tried again, up to three times in all.
+		# A finding, or any other failure, ends the script.
+		for try in 1 2 3; do
+			if go test "${tags[@]}" -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" >"$log" 2>&1; then
+				break
+			fi
+			if [ "$try" = 3 ] || ! grep -q 'context deadline exceeded' "$log" || grep -q 'Failing input' "$log"; then
 				cat "$log"
 				exit 1
 			fi
-		fi
+			echo "fuzz: $target: the coordinator missed its deadline (not a finding); again" >&2
+		done
 		rm -f "$log"
 		n=$((n + 1))
 	done
